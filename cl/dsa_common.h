@@ -1,0 +1,111 @@
+/* Shared device helpers: number formats (bf16, e4m3fn, ue8m0), the fault
+ * word, and unaligned/aligned vector access. Everything here is integer bit
+ * manipulation where rounding matters, so results do not depend on the
+ * device's float modes (denormal flushing, contraction). */
+#ifndef DSA_COMMON_H
+#define DSA_COMMON_H
+
+/* static: C99 inline alone leaves no out-of-line definition to link. */
+#define DSA_INLINE static inline
+
+/* Fault bits: keep in sync with enum dsa_fault_bits in dsacl.h. */
+#define DSA_FAULT_SLOT_RANGE 1u
+#define DSA_FAULT_POSITION_RANGE 2u
+#define DSA_FAULT_INDEX_RANGE 4u
+#define DSA_FAULT_LENGTH_RANGE 8u
+
+DSA_INLINE void dsa_fault(__global volatile uint *faults, uint bit) { atomic_or(faults, bit); }
+
+/* ---- bf16 ---------------------------------------------------------------- */
+
+DSA_INLINE float dsa_bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
+
+/* Round to nearest even; every NaN becomes 0x7FC0 (the library's canonical
+ * NaN, so results compare byte for byte across devices). */
+DSA_INLINE ushort dsa_f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (ushort)0x7FC0;
+  return (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---- e4m3fn (SPEC-reference §2.2) --------------------------------------- */
+
+/* Round to nearest even on the e4m3 grid (subnormal step 2^-9), saturate
+ * magnitudes >= 448 (and inf) to 448, NaN -> 0x7F | sign, keep the sign of
+ * zero. This is what cvt.rn.satfinite.e4m3x2.f32 does. */
+DSA_INLINE uchar dsa_f32_to_e4m3(float f) {
+  uint u = as_uint(f);
+  uint sign = (u >> 24) & 0x80u;
+  uint a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return (uchar)(sign | 0x7Fu);
+  if (a >= 0x43E00000u) return (uchar)(sign | 0x7Eu); /* >= 448 */
+  if (a >= 0x3C800000u) {                             /* >= 2^-6: normal */
+    uint r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20; /* RNE to 3 mantissa bits */
+    return (uchar)(sign | (r - (120u << 3)));         /* rebias 127 -> 7 */
+  }
+  /* Subnormal: q = rne(|x| * 2^9); |x| = mm * 2^(ef - 150). */
+  uint ef = a >> 23;
+  uint mm = (a & 0x7FFFFFu) | (ef ? 0x800000u : 0u);
+  uint sh = 141u - (ef ? ef : 1u);
+  if (sh > 24u) return (uchar)sign; /* below 2^-10: rounds to zero */
+  uint q = (mm + (1u << (sh - 1u)) - 1u + ((mm >> sh) & 1u)) >> sh;
+  return (uchar)(sign | q);
+}
+
+/* Exact value; the NaN codes 0x7F/0xFF give NaN. */
+DSA_INLINE float dsa_e4m3_to_f32(uint b) {
+  uint s = (b & 0x80u) << 24;
+  uint e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return as_float(s | 0x7FC00000u);
+  float v = e ? as_float(((e + 120u) << 23) | (m << 20)) : (float)m * 0x1p-9f;
+  return as_float(as_uint(v) | s);
+}
+
+/* ---- ue8m0 ---------------------------------------------------------------- */
+
+/* 2^(u-127) for u in 1..254; u = 0 gives 0 and u = 255 gives +inf (what
+ * vLLM's exp2(u - 127) with flush-to-zero gives). */
+DSA_INLINE float dsa_ue8m0_to_f32(uint u) { return as_float((u & 0xFFu) << 23); }
+
+/* e = ceil(log2(amax / 448)) exactly, for a positive normal amax given by its
+ * bits. amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so the ratio is
+ * (m / 1.75) * 2^(E-8) and its ceil-log2 is E-8, plus one when m > 1.75. */
+DSA_INLINE int dsa_e4m3_scale_exp(uint amax_bits) {
+  int E = (int)(amax_bits >> 23) - 127;
+  return E - 8 + ((amax_bits & 0x7FFFFFu) > 0x600000u ? 1 : 0);
+}
+
+/* 2^-e as a float, for e in [-126, 127]. */
+DSA_INLINE float dsa_exp2_neg(int e) { return as_float((uint)(127 - e) << 23); }
+
+/* |x| of a bf16 as fp32 bits with NaN mapped to 0: the max over such keys is
+ * the amax that ignores NaN (IEEE maxNum, as Triton's max.f32 does). */
+DSA_INLINE uint dsa_bf16_abs_key(ushort h) {
+  uint a = ((uint)h << 16) & 0x7FFFFFFFu;
+  return a > 0x7F800000u ? 0u : a;
+}
+
+/* ---- vector access ---------------------------------------------------------
+ * Row bases that are 16-byte aligned get one 16-byte access; others fall back
+ * to vload/vstore, which need only element alignment. The choice is a uniform
+ * kernel argument, so the branch costs nothing. */
+DSA_INLINE uint4 dsa_load16(__global const uchar *p, int aligned) {
+  return aligned ? *(__global const uint4 *)p : as_uint4(vload16(0, p));
+}
+DSA_INLINE void dsa_store16(__global uchar *p, uint4 v, int aligned) {
+  if (aligned)
+    *(__global uint4 *)p = v;
+  else
+    vstore16(as_uchar16(v), 0, p);
+}
+DSA_INLINE uint2 dsa_load8(__global const uchar *p, int aligned) {
+  return aligned ? *(__global const uint2 *)p : as_uint2(vload8(0, p));
+}
+DSA_INLINE void dsa_store8(__global uchar *p, uint2 v, int aligned) {
+  if (aligned)
+    *(__global uint2 *)p = v;
+  else
+    vstore8(as_uchar8(v), 0, p);
+}
+
+#endif

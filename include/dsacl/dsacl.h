@@ -1,0 +1,245 @@
+/*
+ * dsacl — DeepSeek Sparse Attention operators on any OpenCL device.
+ *
+ * One context per device, one queue per in-order command queue. Every
+ * operator validates its arguments on the host, enqueues its kernels and
+ * returns: no host synchronisation, no blocking reads. A failed call enqueues
+ * nothing and leaves a message naming the argument in dsa_last_error().
+ *
+ * The library never prints to stdout, never aborts and never exits.
+ */
+#ifndef DSACL_DSACL_H
+#define DSACL_DSACL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#ifdef __APPLE__
+#include <OpenCL/cl.h>
+#else
+#include <CL/cl.h>
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSACL_VERSION_MAJOR 0
+#define DSACL_VERSION_MINOR 1
+#define DSACL_VERSION_PATCH 0
+#define DSACL_VERSION_INT(a, b, c) (((a) << 16) | ((b) << 8) | (c))
+#define DSACL_VERSION \
+  DSACL_VERSION_INT(DSACL_VERSION_MAJOR, DSACL_VERSION_MINOR, DSACL_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(DSACL_BUILDING_DLL)
+#define DSA_API __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define DSA_API __attribute__((visibility("default")))
+#else
+#define DSA_API
+#endif
+
+/* --------------------------------------------------------------------------
+ * Status codes: one table, the enum and the strings are generated from it.
+ * X(NAME, value, "description")
+ * ------------------------------------------------------------------------ */
+#define DSA_STATUS_MAP(X)                                                        \
+  X(OK, 0, "success")                                                            \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                \
+  X(ERR_UNSUPPORTED, -2, "operation or format not supported on this device")    \
+  X(ERR_NO_DEVICE, -3, "no matching OpenCL device")                             \
+  X(ERR_OUT_OF_MEMORY, -4, "out of host or device memory")                      \
+  X(ERR_BUILD, -5, "OpenCL program build failed")                               \
+  X(ERR_OPENCL, -6, "an OpenCL call failed")                                    \
+  X(ERR_CACHE, -7, "binary cache error")                                        \
+  X(ERR_INTERNAL, -8, "internal error")
+
+typedef enum dsa_status {
+#define DSA_STATUS_ENUM_(name, val, desc) DSA_##name = (val),
+  DSA_STATUS_MAP(DSA_STATUS_ENUM_)
+#undef DSA_STATUS_ENUM_
+} dsa_status;
+
+/* "DSA_ERR_INVALID_ARGUMENT"; "DSA_UNKNOWN_STATUS" for values not in the table. */
+DSA_API const char *dsa_status_name(dsa_status s);
+/* "invalid argument" */
+DSA_API const char *dsa_status_string(dsa_status s);
+/* The calling thread's last failure in words (argument name, OpenCL error,
+ * build log). "" when the last call on this thread succeeded. */
+DSA_API const char *dsa_last_error(void);
+/* The raw cl_int of the calling thread's last failed OpenCL call (CL_SUCCESS if
+ * the last failure was not an OpenCL error). */
+DSA_API cl_int dsa_last_cl_error(void);
+
+DSA_API unsigned dsa_version(void);           /* DSACL_VERSION of the library */
+DSA_API const char *dsa_version_string(void); /* "0.1.0" */
+
+/* --------------------------------------------------------------------------
+ * Context: one OpenCL device and the programs built for it.
+ * ------------------------------------------------------------------------ */
+typedef struct dsa_context dsa_context;
+typedef struct dsa_queue dsa_queue;
+
+/* Binary-cache callbacks for servers that own their storage. load returns a
+ * malloc'ed blob the library frees (or NULL for a miss); store returns 0 on
+ * success. key is a printable hex string. */
+typedef void *(*dsa_cache_load_fn)(void *user, const char *key, size_t *size);
+typedef int (*dsa_cache_store_fn)(void *user, const char *key, const void *data,
+                                  size_t size);
+
+enum dsa_context_flags {
+  DSA_CONTEXT_FORCE_PORTABLE = 1u << 0, /* never choose vendor kernel variants */
+  DSA_CONTEXT_NO_BINARY_CACHE = 1u << 1 /* same as cache_dir = "off" */
+};
+
+typedef struct dsa_context_options {
+  int device_index;        /* -1: default (DSACL_DEVICE, else first GPU, else first device) */
+  const char *device_name; /* case-insensitive substring of platform or device name; NULL: any */
+  const char *cache_dir;   /* NULL: $DSACL_CACHE_DIR, $XDG_CACHE_HOME/dsacl, ~/.cache/dsacl;
+                              "off": no on-disk cache */
+  unsigned flags;          /* dsa_context_flags */
+  dsa_cache_load_fn cache_load; /* both set: used instead of the directory */
+  dsa_cache_store_fn cache_store;
+  void *cache_user;
+  unsigned char reserved[32];
+} dsa_context_options;
+
+DSA_API void dsa_context_options_default(dsa_context_options *o);
+
+/* Creates its own cl_context on the chosen device. o may be NULL. */
+DSA_API dsa_status dsa_context_create(dsa_context **out, const dsa_context_options *o);
+/* Wraps the caller's context and device; both are retained while the
+ * dsa_context lives and released (once) by dsa_context_destroy. */
+DSA_API dsa_status dsa_context_create_from_cl(dsa_context **out, cl_context ctx,
+                                              cl_device_id dev,
+                                              const dsa_context_options *o);
+/* NULLs *c. Safe on NULL. All queues of the context must be destroyed first. */
+DSA_API void dsa_context_destroy(dsa_context **c);
+
+DSA_API cl_context dsa_context_cl_context(const dsa_context *c);
+DSA_API cl_device_id dsa_context_cl_device(const dsa_context *c);
+/* Device description, build options and cache directory in words. */
+DSA_API const char *dsa_context_device_name(const dsa_context *c);
+DSA_API const char *dsa_context_build_options(const dsa_context *c);
+DSA_API const char *dsa_context_cache_dir(const dsa_context *c); /* "" when off */
+/* Builds (or loads from the binary cache) every program now, instead of at
+ * first use. */
+DSA_API dsa_status dsa_context_warmup(dsa_context *c);
+
+/* --------------------------------------------------------------------------
+ * Queue: one in-order cl_command_queue, its kernel objects and fault word.
+ * ------------------------------------------------------------------------ */
+enum dsa_queue_flags {
+  DSA_QUEUE_PROFILING = 1u << 0 /* create the cl queue with profiling enabled */
+};
+
+DSA_API dsa_status dsa_queue_create(dsa_queue **out, dsa_context *c, unsigned flags);
+/* Wraps the caller's queue (retained while the dsa_queue lives). */
+DSA_API dsa_status dsa_queue_create_from_cl(dsa_queue **out, dsa_context *c,
+                                            cl_command_queue q);
+DSA_API void dsa_queue_destroy(dsa_queue **q);
+DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *q);
+
+/* Device fault word: bits set by kernels on data-dependent bad input. */
+enum dsa_fault_bits {
+  DSA_FAULT_SLOT_RANGE = 1u << 0,     /* slot or block id >= cache capacity */
+  DSA_FAULT_POSITION_RANGE = 1u << 1, /* position outside the cos/sin table */
+  DSA_FAULT_INDEX_RANGE = 1u << 2,    /* index outside its table or tensor */
+  DSA_FAULT_LENGTH_RANGE = 1u << 3    /* a length larger than its tensor allows */
+};
+/* Blocking: waits for the queue's work, reads the fault word, clears it. */
+DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
+
+/* --------------------------------------------------------------------------
+ * Tensors and paged caches: views into the caller's cl_mem, never owned.
+ * ------------------------------------------------------------------------ */
+typedef enum dsa_dtype {
+  DSA_U8 = 0,
+  DSA_I32 = 1,
+  DSA_I64 = 2,
+  DSA_BF16 = 3,   /* carried as uint16 bit patterns */
+  DSA_F32 = 4,
+  DSA_E4M3 = 5,   /* OCP e4m3fn bytes */
+  DSA_E2M1X2 = 6, /* two e2m1 nibbles per byte, even element in the low nibble */
+  DSA_UE8M0 = 7   /* power-of-two scale bytes, 2^(b-127) */
+} dsa_dtype;
+
+DSA_API const char *dsa_dtype_name(dsa_dtype t);
+DSA_API size_t dsa_dtype_size(dsa_dtype t);
+
+#define DSA_MAX_DIMS 4
+typedef struct dsa_tensor {
+  cl_mem mem;
+  size_t offset; /* bytes from the start of mem */
+  dsa_dtype dtype;
+  int ndim;
+  int64_t shape[DSA_MAX_DIMS];
+  int64_t stride[DSA_MAX_DIMS]; /* in elements */
+} dsa_tensor;
+
+/* A contiguous (row-major) view. */
+DSA_API dsa_tensor dsa_tensor_make(cl_mem mem, size_t offset, dsa_dtype dtype, int ndim,
+                                   const int64_t *shape);
+
+typedef enum dsa_cache_format {
+  DSA_CACHE_MLA_FP8 = 1,      /* 584 B/token: 448 e4m3 + 64 bf16 | 8 scale bytes (§3.1) */
+  DSA_CACHE_INDEXER_FP8 = 2,  /* 132 B/token: 128 e4m3 | f32 scale (§3.2) */
+  DSA_CACHE_INDEXER_MXFP4 = 3 /* 68 B/token: 64 packed e2m1 | 4 ue8m0 (§3.3) */
+} dsa_cache_format;
+
+/* Bytes one token occupies in a page (its data plus its scales). */
+DSA_API size_t dsa_cache_token_bytes(dsa_cache_format f);
+
+typedef struct dsa_paged_cache {
+  cl_mem mem;
+  size_t offset;        /* bytes to block 0 */
+  int64_t num_blocks;
+  int32_t block_size;   /* tokens per block */
+  int64_t block_stride; /* bytes between blocks, >= block_size * token bytes */
+  dsa_cache_format format;
+} dsa_paged_cache;
+
+typedef struct dsa_events {
+  cl_uint num_wait;    /* events the operator waits for */
+  const cl_event *wait;
+  cl_event *done;      /* non-NULL: receives an event the caller releases */
+} dsa_events;
+
+/* --------------------------------------------------------------------------
+ * MLA KV-cache operators (DSA_CACHE_MLA_FP8).
+ * ------------------------------------------------------------------------ */
+
+/* Quantize k [N, 512] bf16 (row stride free, unit inner stride) and write
+ * token n to slot slot_mapping[n] (i64 [N]): block = slot / block_size.
+ * slot < 0: skipped. slot >= capacity: skipped + DSA_FAULT_SLOT_RANGE. */
+DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
+                                        const dsa_tensor *slot_mapping,
+                                        const dsa_paged_cache *cache, const dsa_events *ev);
+
+/* out[i] = dequant(cache slot indices[i]) as bf16 [S, 512]; indices i32 [S].
+ * index < 0: zeros. index >= capacity: zeros + DSA_FAULT_SLOT_RANGE. */
+DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
+                                        const dsa_tensor *indices, const dsa_tensor *out,
+                                        const dsa_events *ev);
+
+/* Prefill gather through block tables (§8.2). For request r:
+ * g = gather_lens ? gather_lens[r] : seq_lens[r]; start = seq_lens[r] - g;
+ * out[r, offset + i] = dequant(block_table[r][(start+i)/bs], (start+i)%bs),
+ * i in [0, g). Other rows of out are untouched. seq_lens, gather_lens i32 [R],
+ * block_table i32 [R, W], out bf16 [R, maxT, 512]. gather_lens may be NULL.
+ * Data-dependent violations (g > seq_len, offset+g > maxT, block index >= W,
+ * block id outside the cache) write nothing for the affected rows (zeros for a
+ * bad block id) and set fault bits. */
+DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
+                                        const dsa_tensor *seq_lens,
+                                        const dsa_tensor *gather_lens,
+                                        const dsa_tensor *block_table, int64_t offset,
+                                        const dsa_tensor *out, const dsa_events *ev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DSACL_DSACL_H */

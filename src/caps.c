@@ -1,0 +1,95 @@
+/* Device capability probe and the -D build options derived from it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static bool has_ext(const char *exts, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = exts; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == exts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+  return false;
+}
+
+static bool contains_ci(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0) return true;
+  return false;
+}
+
+dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
+  memset(caps, 0, sizeof *caps);
+  cl_platform_id plat;
+  cl_int e = clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+  if (e != CL_SUCCESS) return dsa__fail_cl(e, "clGetDeviceInfo(CL_DEVICE_PLATFORM)");
+
+  clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof caps->platform_name, caps->platform_name,
+                    NULL);
+  clGetPlatformInfo(plat, CL_PLATFORM_VERSION, sizeof caps->platform_version,
+                    caps->platform_version, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof caps->device_name, caps->device_name, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof caps->device_version, caps->device_version,
+                  NULL);
+  clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof caps->driver_version, caps->driver_version,
+                  NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof caps->type, &caps->type, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof caps->local_mem, &caps->local_mem,
+                  NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof caps->max_wg, &caps->max_wg,
+                  NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof caps->compute_units,
+                  &caps->compute_units, NULL);
+
+  char vendor[256] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
+  if (contains_ci(caps->platform_name, "portable computing language"))
+    caps->vendor = DSA_VENDOR_POCL;
+  else if (contains_ci(vendor, "nvidia"))
+    caps->vendor = DSA_VENDOR_NVIDIA;
+  else if (contains_ci(vendor, "intel"))
+    caps->vendor = DSA_VENDOR_INTEL;
+  else if (contains_ci(vendor, "advanced micro devices") || contains_ci(vendor, "amd"))
+    caps->vendor = DSA_VENDOR_AMD;
+
+  char cver[128] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_OPENCL_C_VERSION, sizeof cver, cver, NULL);
+  /* "OpenCL C 1.2 ..." */
+  if (sscanf(cver, "OpenCL C %d.%d", &caps->cl_c_major, &caps->cl_c_minor) != 2) {
+    caps->cl_c_major = 1;
+    caps->cl_c_minor = 2;
+  }
+
+  size_t n = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n);
+  char *exts = calloc(n + 1, 1);
+  if (!exts) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "probing device extensions");
+  clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, exts, NULL);
+  caps->subgroups = has_ext(exts, "cl_khr_subgroups") || has_ext(exts, "cl_intel_subgroups");
+  caps->intel_subgroups = has_ext(exts, "cl_intel_subgroups");
+  caps->intel_dpas = has_ext(exts, "cl_intel_subgroup_matrix_multiply_accumulate");
+  caps->fp16 = has_ext(exts, "cl_khr_fp16");
+  caps->amd_builtins = caps->vendor == DSA_VENDOR_AMD;
+  /* NVIDIA's OpenCL compiler accepts inline PTX asm(); nobody else's does. */
+  caps->nv_inline_ptx = caps->vendor == DSA_VENDOR_NVIDIA && has_ext(exts, "cl_nv_device_attribute_query");
+  free(exts);
+  return DSA_OK;
+}
+
+void dsa__build_options(const dsa_caps *caps, bool force_portable, char *buf, size_t n) {
+  /* The portable kernels are OpenCL C 1.2; vendor paths are switched on by
+   * macros so one source serves every device. Never -cl-fast-relaxed-math or
+   * -cl-finite-math-only: masking relies on +-inf and NaN handling. */
+  bool vendor_paths = !force_portable;
+  snprintf(buf, n,
+           "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
+           "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
+           "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
+           "-DDSA_MAX_WG=%lu",
+           caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
+           caps->vendor == DSA_VENDOR_AMD, vendor_paths && caps->subgroups,
+           vendor_paths && caps->intel_subgroups, vendor_paths && caps->intel_dpas,
+           vendor_paths && caps->nv_inline_ptx, vendor_paths && caps->amd_builtins,
+           (unsigned long)caps->local_mem, (unsigned long)caps->max_wg);
+}

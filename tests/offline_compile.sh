@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# offline_compile.sh TARGET OPTIONS_TOOL CL_DIR
+#
+# Compiles every CL_DIR/*.cl for a GPU we do not have, with the build options
+# the library would use on it (OPTIONS_TOOL PROFILE, i.e. dsacl-cl-options).
+#   pvc, dg2               Intel, ocloc (package intel-opencl-icd)
+#   gfx90a, gfx940, gfx1030 AMD, clang -target amdgcn-amd-amdhsa + ROCm device libs
+# Exit 0: all compiled; 1: a compiler rejected a kernel (a bug); 77: the
+# compiler is not installed (meson reports the test as skipped).
+#
+# AMD: clBuildProgram without -cl-std compiles as the highest OpenCL C 1.x,
+# so we pass -cl-std=CL1.2 too (a -cl-std in the library's options comes
+# later and wins). CL2.0 would accept generic-address-space pointers that
+# ROCm, NVIDIA and PoCL reject at their default 1.2.
+#
+# Environment: CLANG (default clang-15), ROCM_DEVICE_LIB_PATH (default the
+# Debian rocm-device-libs bitcode folder), OCLOC (default ocloc).
+set -euo pipefail
+
+if [ $# -ne 3 ]; then
+  echo "usage: $0 TARGET OPTIONS_TOOL CL_DIR  (TARGET: pvc dg2 gfx90a gfx940 gfx1030)" >&2
+  exit 2
+fi
+target=$1 tool=$2 cldir=$3
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+case $target in
+  pvc | dg2)
+    profile=intel-$target
+    ocloc=${OCLOC:-ocloc}
+    command -v "$ocloc" > /dev/null || skip "$ocloc not found — install intel-opencl-icd"
+    ;;
+  gfx90a | gfx940 | gfx1030)
+    profile=amd-$target
+    clang=${CLANG:-clang-15}
+    libs=${ROCM_DEVICE_LIB_PATH:-/usr/lib/x86_64-linux-gnu/amdgcn/bitcode}
+    command -v "$clang" > /dev/null || skip "$clang not found — install clang-15"
+    [ -f "$libs/ockl.bc" ] || skip "no ROCm device libs in $libs — install rocm-device-libs"
+    ;;
+  *)
+    echo "unknown target '$target' (pvc dg2 gfx90a gfx940 gfx1030)" >&2
+    exit 2
+    ;;
+esac
+
+[ -d "$cldir" ] || { echo "FAIL: $cldir is not a directory" >&2; exit 1; }
+cldir=$(cd "$cldir" && pwd)
+shopt -s nullglob
+sources=("$cldir"/*.cl)
+if [ ${#sources[@]} -eq 0 ]; then
+  echo "FAIL: no .cl file in $cldir" >&2
+  exit 1
+fi
+
+opts=$("$tool" "$profile") || { echo "FAIL: $tool $profile failed" >&2; exit 1; }
+read -r -a optv <<< "$opts"
+echo "target $target, profile $profile"
+echo "options: $opts"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+failed=0
+for src in "${sources[@]}"; do
+  name=$(basename "$src" .cl)
+  log=$work/$name.log
+  # Run inside the temp dir: ocloc may drop files into the working directory.
+  if [ "$profile" = "${profile#amd-}" ]; then
+    cmd=("$ocloc" compile -file "$src" -device "$target" -options "$opts -I $cldir"
+         -output_no_suffix -out_dir "$work" -output "$name")
+  else
+    cmd=("$clang" -x cl -cl-std=CL1.2 -target amdgcn-amd-amdhsa -mcpu="$target"
+         --rocm-device-lib-path="$libs" -Xclang -finclude-default-header
+         "${optv[@]}" -I "$cldir" "$src" -o "$work/$name.hsaco")
+  fi
+  if (cd "$work" && "${cmd[@]}") > "$log" 2>&1 < /dev/null; then
+    echo "ok    $name.cl"
+  else
+    echo "FAIL  $name.cl"
+    printf 'command:'; printf ' %q' "${cmd[@]}"; echo
+    failed=$((failed + 1))
+  fi
+  cat "$log"
+done
+
+echo "$target: $((${#sources[@]} - failed)) of ${#sources[@]} compiled"
+[ "$failed" -eq 0 ]
