@@ -31,13 +31,15 @@ DSA_INLINE ushort dsa_f32_to_bf16(float f) {
 /* ---- e4m3fn (SPEC-reference §2.2) --------------------------------------- */
 
 /* Round to nearest even on the e4m3 grid (subnormal step 2^-9), saturate
- * magnitudes >= 448 (and inf) to 448, NaN -> 0x7F | sign, keep the sign of
- * zero. This is what cvt.rn.satfinite.e4m3x2.f32 does. */
+ * magnitudes >= 448 (and inf) to 448, keep the sign of zero: what
+ * cvt.rn.satfinite.e4m3x2.f32 does. Every NaN gives 0x7F, whatever its sign:
+ * vLLM's scaling multiply on NVIDIA yields the canonical positive NaN before
+ * the conversion, and other devices must not differ. */
 DSA_INLINE uchar dsa_f32_to_e4m3(float f) {
   uint u = as_uint(f);
   uint sign = (u >> 24) & 0x80u;
   uint a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return (uchar)(sign | 0x7Fu);
+  if (a > 0x7F800000u) return (uchar)0x7Fu;
   if (a >= 0x43E00000u) return (uchar)(sign | 0x7Eu); /* >= 448 */
   if (a >= 0x3C800000u) {                             /* >= 2^-6: normal */
     uint r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20; /* RNE to 3 mantissa bits */

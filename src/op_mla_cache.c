@@ -3,7 +3,11 @@
 #include "internal.h"
 
 #define MLA_DIM 512
-#define MLA_DATA_BYTES 576
+/* Kernel geometry (cl/mla_cache.cl): 32 lanes per row, 8 rows per group. */
+#define LANES 32
+#define ROWS 8
+
+static size_t round_rows(int64_t n) { return (size_t)((n + ROWS - 1) / ROWS * ROWS); }
 
 typedef cl_ulong u64;
 
@@ -45,15 +49,16 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   cl_long nb = cache->num_blocks;
   cl_int bs = cache->block_size;
   cl_int k_al = aligned16(k_off, k_rs), c_al = cache_aligned(cache);
+  cl_long nt = n;
   /* A zero-block cache still needs a valid buffer argument; any is fine since
    * every slot is then out of range and nothing is touched. */
   cl_mem cmem = cache->mem ? cache->mem : q->faults;
   const dsa_karg args[] = {DSA_KARG(k->mem), DSA_KARG(k_off),       DSA_KARG(k_rs),
                            DSA_KARG(slot_mapping->mem), DSA_KARG(s_off), DSA_KARG(s_st),
-                           DSA_KARG(cmem),   DSA_KARG(c_off),       DSA_KARG(nb),
+                           DSA_KARG(nt),     DSA_KARG(cmem),   DSA_KARG(c_off),       DSA_KARG(nb),
                            DSA_KARG(bs),     DSA_KARG(c_bs),        DSA_KARG(k_al),
                            DSA_KARG(c_al),   DSA_KARG(q->faults)};
-  const size_t global[2] = {64, (size_t)n}, local[2] = {64, 1};
+  const size_t global[2] = {LANES, round_rows(n)}, local[2] = {LANES, ROWS};
   return dsa__launch(q, kern, "mla_cache_insert", (int)(sizeof args / sizeof args[0]), args, 2,
                      global, local, ev);
 }
@@ -84,13 +89,15 @@ dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
   cl_long nb = cache->num_blocks;
   cl_int bs = cache->block_size;
   cl_int c_al = cache_aligned(cache), o_al = aligned16(o_off, o_rs);
+  cl_long nr = s;
   cl_mem cmem = cache->mem ? cache->mem : q->faults;
   const dsa_karg args[] = {DSA_KARG(cmem),  DSA_KARG(c_off), DSA_KARG(nb),
                            DSA_KARG(bs),    DSA_KARG(c_bs),  DSA_KARG(indices->mem),
-                           DSA_KARG(i_off), DSA_KARG(i_st),  DSA_KARG(out->mem),
+                           DSA_KARG(i_off), DSA_KARG(i_st),  DSA_KARG(nr), DSA_KARG(out->mem),
                            DSA_KARG(o_off), DSA_KARG(o_rs),  DSA_KARG(c_al),
                            DSA_KARG(o_al),  DSA_KARG(q->faults)};
-  const size_t global[2] = {64, (size_t)s}, local[2] = {64, 1};
+  /* mla_gather_slots serves 2 rows per work-item (GATHER_UNROLL). */
+  const size_t global[2] = {LANES, round_rows((s + 1) / 2)}, local[2] = {LANES, ROWS};
   return dsa__launch(q, kern, "mla_gather_slots", (int)(sizeof args / sizeof args[0]), args, 2,
                      global, local, ev);
 }
@@ -147,7 +154,7 @@ dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
       DSA_KARG(tw),     DSA_KARG(off),    DSA_KARG(out->mem), DSA_KARG(o_off),
       DSA_KARG(o_req),  DSA_KARG(o_rs),   DSA_KARG(mt),    DSA_KARG(c_al),
       DSA_KARG(o_al),   DSA_KARG(q->faults)};
-  const size_t global[3] = {64, (size_t)max_t, (size_t)r}, local[3] = {64, 1, 1};
+  const size_t global[3] = {LANES, round_rows(max_t), (size_t)r}, local[3] = {LANES, ROWS, 1};
   return dsa__launch(q, kern, "mla_gather_paged", (int)(sizeof args / sizeof args[0]), args, 3,
                      global, local, ev);
 }

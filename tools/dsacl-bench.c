@@ -743,9 +743,14 @@ int main(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", &tm);
 
   if (flush) {
+    /* Some drivers report L1 as the global cache: on GPUs flush at least
+     * 128 MiB, past any L2 of today. */
     cl_ulong cache = 0;
+    cl_device_type type = 0;
     clGetDeviceInfo(e.dev, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache, NULL);
-    cfg.flush_bytes = (size_t)fmin(fmax(4.0 * (double)cache, 8 << 20), 256 << 20);
+    clGetDeviceInfo(e.dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    const double least = (type & CL_DEVICE_TYPE_GPU) ? 128 << 20 : 8 << 20;
+    cfg.flush_bytes = (size_t)fmin(fmax(4.0 * (double)cache, least), 256 << 20);
     if (!(cfg.flush = make_buf(&e, cfg.flush_bytes, NULL))) goto out;
   }
 
@@ -770,16 +775,17 @@ int main(int argc, char **argv) {
       failed++;
     }
   }
+  if (nres == 0) {
+    fprintf(stderr, "dsacl-bench: no operator matches '%s'\n", only ? only : "");
+    rc = 2;
+    goto out;
+  }
   if (json)
     print_json(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, quick, &ceil_, res,
                nres);
   else
     print_table(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, &ceil_, res, nres);
   rc = failed ? 1 : 0;
-  if (only && nres == 0) {
-    fprintf(stderr, "dsacl-bench: no operator matches '%s'\n", only);
-    rc = 2;
-  }
 out:
   free(res);
   free_buf(&cfg.flush);

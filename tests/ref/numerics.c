@@ -33,7 +33,9 @@ double ref_e4m3_decode(uint8_t b) {
 
 uint8_t ref_e4m3_encode(double x) {
   uint8_t sign = signbit(x) ? 0x80 : 0x00;
-  if (isnan(x)) return 0x7F | sign;
+  /* Every NaN encodes as 0x7F: on NVIDIA the scaling multiply already
+   * returns the canonical (positive) NaN, so that is what vLLM writes. */
+  if (isnan(x)) return 0x7F;
   double a = fabs(x);
   if (isinf(a)) return 0x7E | sign;
   /* Codes 0x00..0x7E are the non-negative finite values in increasing order;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build, test and bench on a machine with NVIDIA's OpenCL driver installed but
+# not registered (the lent GPU machines). Debian packages for the OpenCL
+# headers and ICD loader are unpacked from DEPS (default .deps/*.deb) and the
+# golden vectors read from DEPS/golden. Results go to OUT (default ./gpu-out).
+#   usage: tools/gpu-check.sh [--bench-only]
+set -uo pipefail
+deps=${DEPS:-.deps}
+out=${OUT:-gpu-out}
+mkdir -p "$out" /tmp/dsacl-deps /tmp/dsacl-icd
+for f in "$deps"/*.deb; do dpkg -x "$f" /tmp/dsacl-deps; done
+lib=$(ls /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 \
+      /usr/local/nvidia/lib64/libnvidia-opencl.so.1 2>/dev/null | head -n 1)
+echo "${lib:-libnvidia-opencl.so.1}" > /tmp/dsacl-icd/nvidia.icd
+export OCL_ICD_VENDORS=/tmp/dsacl-icd
+d=/tmp/dsacl-deps/usr
+export CPATH=$d/include LIBRARY_PATH=$d/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$d/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_PATH=$d/lib/x86_64-linux-gnu/pkgconfig PATH=$d/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv \
+  | tee "$out/gpu.txt"
+meson setup /tmp/dsacl-build -Dgolden_dir="$PWD/$deps/golden" >"$out/setup.log" 2>&1 \
+  && ninja -C /tmp/dsacl-build >"$out/build.log" 2>&1 || { tail -40 "$out"/*.log; exit 1; }
+b=/tmp/dsacl-build
+$b/tools/dsacl-info | tee "$out/info.txt" | head -40
+if [ "${1:-}" != "--bench-only" ]; then
+  meson test -C $b --no-suite vendor --print-errorlogs --num-processes 4 2>&1 \
+    | tee "$out/test.log" | tail -15
+fi
+$b/tools/dsacl-bench | tee "$out/bench.txt"
+$b/tools/dsacl-bench --json > "$out/bench.json"
