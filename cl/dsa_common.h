@@ -69,6 +69,42 @@ DSA_INLINE float dsa_e4m3_to_f32(uint b) {
  * vLLM's exp2(u - 127) with flush-to-zero gives). */
 DSA_INLINE float dsa_ue8m0_to_f32(uint u) { return as_float((u & 0xFFu) << 23); }
 
+/* Exact bf16 of e4m3 byte b times 2^(u-127), through fp32. */
+DSA_INLINE uint dsa_dequant_e4m3_bf16(uint b, float scale) {
+  return (uint)dsa_f32_to_bf16(dsa_e4m3_to_f32(b & 0xFFu) * scale);
+}
+
+/* Four e4m3 bytes (little-endian in x) times 2^(u-127) -> four bf16, two per
+ * word. The product of a normal e4m3 value and a power of two is exact in
+ * bf16: sign, exponent E-7+u-127 rebiased, the 3 mantissa bits. So for
+ * normal codes and zeros the bf16 is pure integer arithmetic, two values per
+ * 32-bit operation; a word with a subnormal or NaN code, or a scale byte
+ * whose products could leave bf16's normal range, takes the exact fp32 path.
+ * The dequantizing gathers are bound by this arithmetic, not by memory,
+ * without the fast path. */
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
+  const uint t = x & 0x7F7F7F7Fu;
+  const uint nonzero = (t + 0x7F7F7F7Fu) & 0x80808080u;
+  const uint exp_zero = ~((x & 0x78787878u) + 0x78787878u) & 0x80808080u;
+  const uint special = ((t + 0x01010101u) & 0x80808080u) | (nonzero & exp_zero);
+  if (special != 0u || u < 8u || u > 246u) {
+    const float sc = dsa_ue8m0_to_f32(u);
+    return (uint2)(dsa_dequant_e4m3_bf16(x, sc) | (dsa_dequant_e4m3_bf16(x >> 8, sc) << 16),
+                   dsa_dequant_e4m3_bf16(x >> 16, sc) | (dsa_dequant_e4m3_bf16(x >> 24, sc) << 16));
+  }
+  const uint bias = ((u - 7u) << 7) * 0x00010001u; /* (E-7) + (u-127) + 127, per half */
+  uint r[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint w = h ? (x >> 16) : x;
+    const uint p = (w & 0xFFu) | ((w & 0xFF00u) << 8); /* bytes at bits 0 and 16 */
+    const uint mag = p & 0x007F007Fu;
+    const uint nz = ((mag + 0x007F007Fu) >> 7) & 0x00010001u;
+    r[h] = (((mag << 4) + bias) & (nz * 0xFFFFu)) | ((p & 0x00800080u) << 8);
+  }
+  return (uint2)(r[0], r[1]);
+}
+
 /* e = ceil(log2(amax / 448)) exactly, for a positive normal amax given by its
  * bits. amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so the ratio is
  * (m / 1.75) * 2^(E-8) and its ceil-log2 is E-8, plus one when m > 1.75. */

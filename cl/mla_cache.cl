@@ -120,18 +120,12 @@ DSA_INLINE void mla_read_lane(__global const uchar *cache, ulong cache_off, long
     *r1 = dsa_load16(src + 16, aligned);
     return;
   }
-  const float sc = dsa_ue8m0_to_f32(
-      cache[base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u + (lane >> 2)]);
+  const uint u =
+      cache[base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u + (lane >> 2)];
   const uint4 b = dsa_load16(data + lane * 16u, aligned);
-  const uint bw[4] = {b.x, b.y, b.z, b.w};
-  uint o[8];
-  #pragma unroll
-  for (int j = 0; j < 4; j++) {
-    o[2 * j] = (uint)dsa_f32_to_bf16(dsa_e4m3_to_f32(bw[j] & 0xFFu) * sc) |
-               ((uint)dsa_f32_to_bf16(dsa_e4m3_to_f32((bw[j] >> 8) & 0xFFu) * sc) << 16);
-    o[2 * j + 1] = (uint)dsa_f32_to_bf16(dsa_e4m3_to_f32((bw[j] >> 16) & 0xFFu) * sc) |
-                   ((uint)dsa_f32_to_bf16(dsa_e4m3_to_f32(bw[j] >> 24) * sc) << 16);
-  }
+  const uint2 o0 = dsa_dequant4_e4m3_bf16(b.x, u), o1 = dsa_dequant4_e4m3_bf16(b.y, u);
+  const uint2 o2 = dsa_dequant4_e4m3_bf16(b.z, u), o3 = dsa_dequant4_e4m3_bf16(b.w, u);
+  const uint o[8] = {o0.x, o0.y, o1.x, o1.y, o2.x, o2.y, o3.x, o3.y};
   *r0 = (uint4)(o[0], o[1], o[2], o[3]);
   *r1 = (uint4)(o[4], o[5], o[6], o[7]);
 }

@@ -759,6 +759,39 @@ static void test_64bit_addressing(void) {
   clReleaseMemObject(m);
 }
 
+/* Every (e4m3 byte, scale byte) pair through gather_slots: slot t of a
+ * 256-slot cache has all seven scales = t and NoPE byte d = (d + t) mod 256,
+ * so each scale byte meets every code (zeros, subnormals, NaN, the scale
+ * bytes 0 and 255 included). */
+static void test_dequant_exhaustive(void) {
+  const int32_t bs = 64;
+  const int64_t nb = 4, stride = bs * REF_MLA_TOKEN_BYTES, n = nb * bs;
+  uint8_t *img = xmalloc((size_t)(nb * stride));
+  fill_random(img, (size_t)(nb * stride));
+  ref_mla_cache rc = {img, nb, bs, stride};
+  int32_t *idx = xmalloc((size_t)n * 4);
+  for (int64_t t = 0; t < n; t++) {
+    uint8_t *d = img + ref_mla_data_offset(&rc, t), *sc = img + ref_mla_scale_offset(&rc, t);
+    for (int i = 0; i < REF_MLA_NOPE; i++) d[i] = (uint8_t)(i + t);
+    for (int q7 = 0; q7 < 7; q7++) sc[q7] = (uint8_t)t;
+    idx[t] = (int32_t)t;
+  }
+  guarded_buf cb = gbuf_create(ctx, q, (size_t)(nb * stride), img);
+  guarded_buf ib = gbuf_create(ctx, q, (size_t)n * 4, idx);
+  guarded_buf ob = gbuf_create(ctx, q, (size_t)n * 1024, NULL);
+  dsa_paged_cache dc = {cb.mem, cb.off, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){n});
+  dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){n, 512});
+  CHECK_OK(dsa_mla_gather_slots(q, &dc, &it, &ot, NULL));
+  uint16_t *got = xmalloc((size_t)n * 1024), *want = xmalloc((size_t)n * 1024);
+  gbuf_read(q, &ob, got);
+  ref_mla_gather_slots(&rc, idx, n, want, 512);
+  first_diff((const uint8_t *)got, (const uint8_t *)want, (size_t)n * 1024,
+             "exhaustive dequant", "all codes x all scales");
+  gbuf_release(&cb), gbuf_release(&ib), gbuf_release(&ob);
+  free(img), free(idx), free(got), free(want);
+}
+
 int main(void) {
   dsa_test_open(&ctx, &q, 0);
   test_bad_args();
@@ -766,6 +799,7 @@ int main(void) {
   test_insert();
   test_insert_pow2();
   test_gather_slots();
+  test_dequant_exhaustive();
   test_gather_paged();
   test_64bit_addressing();
   dsa_test_close(&ctx, &q);

@@ -20,7 +20,7 @@ enum {
 uint16_t ref_bf16_from_float(float x); /* RNE; NaN stays a (quiet) NaN */
 float ref_bf16_to_float(uint16_t h);   /* exact */
 /* e4m3fn encoder: RNE on the e4m3 grid (subnormals included), |x| > 448 and
- * ±inf saturate to ±448, NaN -> 0x7F | sign, -0 -> 0x80. */
+ * ±inf saturate to ±448, every NaN -> 0x7F, -0 -> 0x80. */
 uint8_t ref_e4m3_encode(double x);
 double ref_e4m3_decode(uint8_t b); /* NaN codes 0x7F / 0xFF -> NaN */
 /* Smallest e with qmax * 2^e >= amax (= exact ceil(log2(amax / qmax))) for a
