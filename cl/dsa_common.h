@@ -54,6 +54,21 @@ DSA_INLINE uchar dsa_f32_to_e4m3(float f) {
   return (uchar)(sign | q);
 }
 
+/* e4m3 of a bf16 value times 2^-e, for e >= -126 (e = ceil(log2(amax/448))
+ * puts every finite product at or below 448). The product keeps the bf16's
+ * 8-bit significand, so when it lands in e4m3's normal range the encoding is
+ * the bf16 bits rebiased with the 7-bit mantissa rounded (RNE) to 3 bits:
+ * integer work only. Zeros, e4m3 subnormals and NaN take dsa_f32_to_e4m3. */
+DSA_INLINE uint dsa_bf16_to_e4m3_pow2(uint h, int e) {
+  const uint v = h & 0x7FFFu;
+  if (v > 0x7F80u) return 0x7Fu; /* NaN */
+  if (v >= ((uint)(e + 121) << 7)) {
+    const uint r = (v + 7u + ((v >> 4) & 1u)) >> 4;
+    return ((h >> 8) & 0x80u) | min(r - ((uint)(e + 120) << 3), 0x7Eu);
+  }
+  return dsa_f32_to_e4m3(as_float((h & 0xFFFFu) << 16) * as_float((uint)(127 - e) << 23));
+}
+
 /* Exact value; the NaN codes 0x7F/0xFF give NaN. */
 DSA_INLINE float dsa_e4m3_to_f32(uint b) {
   uint s = (b & 0x80u) << 24;
@@ -112,9 +127,6 @@ DSA_INLINE int dsa_e4m3_scale_exp(uint amax_bits) {
   int E = (int)(amax_bits >> 23) - 127;
   return E - 8 + ((amax_bits & 0x7FFFFFu) > 0x600000u ? 1 : 0);
 }
-
-/* 2^-e as a float, for e in [-126, 127]. */
-DSA_INLINE float dsa_exp2_neg(int e) { return as_float((uint)(127 - e) << 23); }
 
 /* |x| of a bf16 as fp32 bits with NaN mapped to 0: the max over such keys is
  * the amax that ignores NaN (IEEE maxNum, as Triton's max.f32 does). */

@@ -75,15 +75,13 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
     m = max(max(amax_part[lr][g], amax_part[lr][g + 1]),
             max(amax_part[lr][g + 2], amax_part[lr][g + 3]));
     const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
-    const float inv = dsa_exp2_neg(e); /* x / 2^e, exact */
     uint o[4];
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < 4; j++) {
-      uint lo = w[2 * j], hi = w[2 * j + 1];
-      o[j] = (uint)dsa_f32_to_e4m3(dsa_bf16_to_f32((ushort)lo) * inv) |
-             ((uint)dsa_f32_to_e4m3(dsa_bf16_to_f32((ushort)(lo >> 16)) * inv) << 8) |
-             ((uint)dsa_f32_to_e4m3(dsa_bf16_to_f32((ushort)hi) * inv) << 16) |
-             ((uint)dsa_f32_to_e4m3(dsa_bf16_to_f32((ushort)(hi >> 16)) * inv) << 24);
+      const uint lo = w[2 * j], hi = w[2 * j + 1];
+      o[j] = dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
+             (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
+             (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
     }
     dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), cache_aligned);
     if ((lane & 3u) == 0u) scale_bytes[lr][lane >> 2] = (uchar)clamp(e + 127, 0, 255);
