@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
   time_t newest_before = 0, newest_after = 0;
   int before = -1;
   if (!dir || !*dir) {
-    printf("\nBinary cache: %s\n", c->dcache.load ? "caller callbacks" : "off");
+    printf("\nBinary cache: %s\n", c->dcache.enabled ? "caller callbacks" : "off");
   } else {
     printf("\nBinary cache: %s\n", dir);
     before = cache_entries(dir, 1, &newest_before);

@@ -101,8 +101,8 @@ typedef struct dsa_context_options {
   const char *cache_dir;   /* NULL: $DSACL_CACHE_DIR, $XDG_CACHE_HOME/dsacl, ~/.cache/dsacl;
                               "off": no on-disk cache */
   unsigned flags;          /* dsa_context_flags */
-  dsa_cache_load_fn cache_load; /* both set: used instead of the directory */
-  dsa_cache_store_fn cache_store;
+  dsa_cache_load_fn cache_load; /* either set: the callbacks replace the directory;  */
+  dsa_cache_store_fn cache_store; /* a missing one acts as a miss / a no-op        */
   void *cache_user;
   unsigned char reserved[32];
 } dsa_context_options;
@@ -173,7 +173,7 @@ DSA_API size_t dsa_dtype_size(dsa_dtype t);
 #define DSA_MAX_DIMS 4
 typedef struct dsa_tensor {
   cl_mem mem;
-  size_t offset; /* bytes from the start of mem */
+  size_t offset; /* bytes from the start of mem; a multiple of the element size */
   dsa_dtype dtype;
   int ndim;
   int64_t shape[DSA_MAX_DIMS];
@@ -220,7 +220,10 @@ DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
                                         const dsa_paged_cache *cache, const dsa_events *ev);
 
 /* out[i] = dequant(cache slot indices[i]) as bf16 [S, 512]; indices i32 [S].
- * index < 0: zeros. index >= capacity: zeros + DSA_FAULT_SLOT_RANGE. */
+ * index < 0: zeros. index >= capacity: zeros + DSA_FAULT_SLOT_RANGE.
+ * Dequantization is exact: bf16(e4m3 * 2^(scale - 127)); scale byte 0 counts
+ * as 0 and 255 as +inf (as vLLM's exp2 does); a NaN result is 0x7FC0. The 64
+ * RoPE dims are copied bit for bit. */
 DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
                                         const dsa_tensor *indices, const dsa_tensor *out,
                                         const dsa_events *ev);
@@ -229,10 +232,12 @@ DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cac
  * g = gather_lens ? gather_lens[r] : seq_lens[r]; start = seq_lens[r] - g;
  * out[r, offset + i] = dequant(block_table[r][(start+i)/bs], (start+i)%bs),
  * i in [0, g). Other rows of out are untouched. seq_lens, gather_lens i32 [R],
- * block_table i32 [R, W], out bf16 [R, maxT, 512]. gather_lens may be NULL.
- * Data-dependent violations (g > seq_len, offset+g > maxT, block index >= W,
- * block id outside the cache) write nothing for the affected rows (zeros for a
- * bad block id) and set fault bits. */
+ * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT.
+ * gather_lens may be NULL. Data-dependent violations set fault bits:
+ *   seq_len < 0, g < 0 or g > seq_len: request skipped, DSA_FAULT_LENGTH_RANGE;
+ *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
+ *   block index >= W: row skipped, DSA_FAULT_INDEX_RANGE;
+ *   block id >= num_blocks: zeros, DSA_FAULT_SLOT_RANGE; block id < 0: zeros. */
 DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
                                         const dsa_tensor *seq_lens,
                                         const dsa_tensor *gather_lens,
