@@ -2,7 +2,7 @@
  *  1. tools/golden_<family>.c: `#include "golden.h"`, one runner per op dir
  *     (int run_x(gcase *c): load inputs, run, compare), then
  *     `const golden_op golden_ops_<family>[] = {{"op_dir_name", run_x}, ..., {NULL, NULL}};`
- *  2. tools/dsacl-golden.c: add `golden_ops_<family>,` to `families[]` (one line).
+ *  2. tools/dsacl-golden.c: add the line `X(<family>) \` to GOLDEN_FAMILIES.
  *  3. tools/meson.build: add 'golden_<family>.c' to golden_sources. */
 #ifndef DSACL_TOOLS_GOLDEN_H
 #define DSACL_TOOLS_GOLDEN_H
@@ -37,9 +37,6 @@ typedef struct golden_op {
   const char *name;
   int (*run)(gcase *c);
 } golden_op;
-
-/* Families (defined in golden_<family>.c). */
-extern const golden_op golden_ops_mla[];
 
 /* Records the first failure (printf format); always returns -1. */
 int golden_fail(gcase *c, const char *fmt, ...)

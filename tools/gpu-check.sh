@@ -4,6 +4,10 @@
 # headers and ICD loader are unpacked from DEPS (default .deps/*.deb) and the
 # golden vectors read from DEPS/golden. Results go to OUT (default ./gpu-out).
 #   usage: tools/gpu-check.sh [--bench-only]
+# Prepare .deps on a Debian machine first (it is git-ignored; carry it along):
+#   mkdir -p .deps && (cd .deps && apt-get download opencl-c-headers \
+#     ocl-icd-opencl-dev ocl-icd-libopencl1 pkgconf pkgconf-bin libpkgconf3 pkg-config)
+#   cp -r ../shared/golden .deps/golden
 set -uo pipefail
 deps=${DEPS:-.deps}
 out=${OUT:-gpu-out}
