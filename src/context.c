@@ -1,5 +1,4 @@
 /* Contexts: device choice, program build, binary cache. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,15 +5,22 @@
  *
  * Every time is device time from OpenCL profiling events (START..END of the
  * event an operator returns), median and minimum over N runs after warm-up.
- * The bandwidth ceiling is measured here: a uint4 copy kernel of our own and
- * clEnqueueCopyBuffer, whichever is faster, counting bytes read + written.
  * Between timed runs a scratch buffer several times the device cache is
  * overwritten, so operators start cold as they would in a server step.
- * Uses only the public API. To add an operator: write setup/run/teardown and
- * a bytes (and flops) count, and add rows to `ops` below. */
+ * Reference measurements, taken the same way with kernels of our own:
+ *  - the bandwidth ceiling: a uint4 copy kernel (grid-stride and one uint4 per
+ *    work-item) and clEnqueueCopyBuffer on a large buffer, whichever is
+ *    fastest, counting bytes read + written ("% ceil" = op GB/s / ceiling);
+ *  - the launch floor: an empty kernel on one work-group;
+ *  - per operator, a size-matched copy: copy_one moving as many bytes as the
+ *    operator (bytes/2 read + bytes/2 written, rounded up to 16 B and to whole
+ *    work-groups of 256 uint4), so
+ *    "% copy" = copy us / op us * 100 (100% = as fast as a plain copy of the
+ *    same bytes; small ops are dominated by launch cost on both sides).
+ * Uses only the public API. Operators live in one file per family
+ * (bench_<family>.c); how to add a family is at the top of bench.h. */
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,324 +28,20 @@
 
 #include <dsacl/dsacl.h>
 
-#define MLA_BLOCK_SIZE 64
-#define MLA_BLOCK_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
-#define MLA_TOKEN_BYTES 584
-#define MLA_DIM 512
-#define POOL_BYTES 600e6       /* gather cache pool */
-#define POOL_BYTES_QUICK 64e6
+#include "bench.h"
 
-typedef struct bench_env {
-  dsa_context *ctx;
-  dsa_queue *q;
-  cl_context clctx;
-  cl_device_id dev;
-  cl_command_queue clq;
-  int quick;
-} bench_env;
+/* The families, one line each: X(<family>) for bench_ops_<family>[]. */
+#define BENCH_FAMILIES(X) \
+  X(mla)                  \
+  /* end of families */
 
-/* ---- errors ---------------------------------------------------------------- */
-
-static int cl_fail(cl_int err, const char *what, int line) {
-  fprintf(stderr, "dsacl-bench:%d: %s failed: OpenCL error %d\n", line, what, (int)err);
-  return -1;
-}
-
-static int dsa_fail(dsa_status st, const char *what, int line) {
-  fprintf(stderr, "dsacl-bench:%d: %s failed: %s: %s\n", line, what, dsa_status_name(st),
-          dsa_last_error());
-  return -1;
-}
-
-#define CL_TRY(expr)                                                   \
-  do {                                                                 \
-    cl_int e_ = (expr);                                                \
-    if (e_ != CL_SUCCESS) return cl_fail(e_, #expr, __LINE__);         \
-  } while (0)
-#define DSA_TRY(expr)                                                  \
-  do {                                                                 \
-    dsa_status s_ = (expr);                                            \
-    if (s_ != DSA_OK) return dsa_fail(s_, #expr, __LINE__);            \
-  } while (0)
-
-/* ---- host data --------------------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
-
-static uint16_t bf16_from_float(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; inputs are finite */
-  return (uint16_t)(u >> 16);
-}
-
-/* k ~ uniform(-4, 4) as bf16 */
-static uint16_t *random_bf16(uint64_t *s, size_t n) {
-  uint16_t *v = malloc(n * sizeof *v);
-  if (!v) return NULL;
-  for (size_t i = 0; i < n; i++)
-    v[i] = bf16_from_float((float)((double)(rng_next(s) >> 11) * 0x1p-53 * 8.0 - 4.0));
-  return v;
-}
-
-/* The first k of a random permutation of [0, n). */
-static int64_t *random_distinct(uint64_t *s, int64_t n, int64_t k) {
-  int64_t *all = malloc((size_t)n * sizeof *all);
-  if (!all) return NULL;
-  for (int64_t i = 0; i < n; i++) all[i] = i;
-  for (int64_t i = 0; i < k; i++) {
-    int64_t j = i + (int64_t)(rng_next(s) % (uint64_t)(n - i));
-    int64_t t = all[i];
-    all[i] = all[j];
-    all[j] = t;
-  }
-  return all;
-}
-
-/* ---- device buffers -------------------------------------------------------- */
-
-static cl_mem make_buf(bench_env *e, size_t bytes, const void *init) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(e->clctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-  if (err != CL_SUCCESS) {
-    cl_fail(err, "clCreateBuffer", __LINE__);
-    return NULL;
-  }
-  if (init && (err = clEnqueueWriteBuffer(e->clq, m, CL_TRUE, 0, bytes, init, 0, NULL, NULL)) !=
-                  CL_SUCCESS) {
-    cl_fail(err, "clEnqueueWriteBuffer", __LINE__);
-    clReleaseMemObject(m);
-    return NULL;
-  }
-  return m;
-}
-
-static void free_buf(cl_mem *m) {
-  if (*m) clReleaseMemObject(*m);
-  *m = NULL;
-}
-
-static int64_t pool_blocks(const bench_env *e) {
-  return (int64_t)ceil((e->quick ? POOL_BYTES_QUICK : POOL_BYTES) / MLA_BLOCK_STRIDE);
-}
-
-/* An MLA cache pool; its contents only need to be defined, not meaningful:
- * the gathers do the same work for every byte pattern. */
-static int make_pool(bench_env *e, dsa_paged_cache *c) {
-  memset(c, 0, sizeof *c);
-  c->num_blocks = pool_blocks(e);
-  c->block_size = MLA_BLOCK_SIZE;
-  c->block_stride = MLA_BLOCK_STRIDE;
-  c->format = DSA_CACHE_MLA_FP8;
-  size_t bytes = (size_t)c->num_blocks * MLA_BLOCK_STRIDE;
-  if (!(c->mem = make_buf(e, bytes, NULL))) return -1;
-  const cl_uchar pattern = 0x3c;
-  CL_TRY(clEnqueueFillBuffer(e->clq, c->mem, &pattern, 1, 0, bytes, 0, NULL, NULL));
-  CL_TRY(clFinish(e->clq));
-  return 0;
-}
-
-/* ---- operators ----------------------------------------------------------------- */
-
-/* MLA insert: p = {N} */
-typedef struct insert_state {
-  dsa_paged_cache cache;
-  cl_mem k, slots;
-  dsa_tensor tk, tslots;
-} insert_state;
-
-static int insert_setup(bench_env *e, const int64_t *p, void **out) {
-  insert_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t n = p[0];
-  if (make_pool(e, &s->cache) != 0) return -1;
-  uint64_t seed = 0x5eed0001u;
-  uint16_t *k = random_bf16(&seed, (size_t)(n * MLA_DIM));
-  int64_t *slots = random_distinct(&seed, s->cache.num_blocks * MLA_BLOCK_SIZE, n);
-  if (k && slots) {
-    s->k = make_buf(e, (size_t)n * MLA_DIM * 2, k);
-    s->slots = make_buf(e, (size_t)n * 8, slots);
-  }
-  free(k);
-  free(slots);
-  if (!s->k || !s->slots) return -1;
-  int64_t kshape[2] = {n, MLA_DIM};
-  s->tk = dsa_tensor_make(s->k, 0, DSA_BF16, 2, kshape);
-  s->tslots = dsa_tensor_make(s->slots, 0, DSA_I64, 1, &n);
-  return 0;
-}
-
-static int insert_run(bench_env *e, void *st, cl_event *done) {
-  insert_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_cache_insert(e->q, &s->tk, &s->tslots, &s->cache, &ev));
-  return 0;
-}
-
-static void insert_teardown(void *st) {
-  insert_state *s = st;
-  if (!s) return;
-  free_buf(&s->cache.mem);
-  free_buf(&s->k);
-  free_buf(&s->slots);
-  free(s);
-}
-
-static double insert_bytes(const int64_t *p) {
-  return (double)p[0] * (MLA_DIM * 2 + 8) + (double)p[0] * MLA_TOKEN_BYTES;
-}
-
-/* MLA gather_slots: p = {T, K, S = T*K} */
-typedef struct slots_state {
-  dsa_paged_cache cache;
-  cl_mem idx, out;
-  dsa_tensor tidx, tout;
-} slots_state;
-
-static int slots_setup(bench_env *e, const int64_t *p, void **out) {
-  slots_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t n = p[2];
-  if (make_pool(e, &s->cache) != 0) return -1;
-  uint64_t seed = 0x5eed0002u;
-  const uint64_t cap = (uint64_t)(s->cache.num_blocks * MLA_BLOCK_SIZE);
-  int32_t *idx = malloc((size_t)n * sizeof *idx);
-  if (!idx) return -1;
-  for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(rng_next(&seed) % cap);
-  s->idx = make_buf(e, (size_t)n * 4, idx);
-  free(idx);
-  if (!s->idx || !(s->out = make_buf(e, (size_t)n * MLA_DIM * 2, NULL))) return -1;
-  int64_t oshape[2] = {n, MLA_DIM};
-  s->tidx = dsa_tensor_make(s->idx, 0, DSA_I32, 1, &n);
-  s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 2, oshape);
-  return 0;
-}
-
-static int slots_run(bench_env *e, void *st, cl_event *done) {
-  slots_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_slots(e->q, &s->cache, &s->tidx, &s->tout, &ev));
-  return 0;
-}
-
-static void slots_teardown(void *st) {
-  slots_state *s = st;
-  if (!s) return;
-  free_buf(&s->cache.mem);
-  free_buf(&s->idx);
-  free_buf(&s->out);
-  free(s);
-}
-
-static double slots_bytes(const int64_t *p) {
-  return (double)p[2] * (MLA_TOKEN_BYTES + 4) + (double)p[2] * MLA_DIM * 2;
-}
-
-/* MLA gather_paged: p = {R, T tokens per request} */
-typedef struct paged_state {
-  dsa_paged_cache cache;
-  cl_mem seq, table, out;
-  dsa_tensor tseq, ttable, tout;
-} paged_state;
-
-static int64_t paged_width(int64_t t) { return (t + MLA_BLOCK_SIZE - 1) / MLA_BLOCK_SIZE; }
-
-static int paged_setup(bench_env *e, const int64_t *p, void **out) {
-  paged_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t r = p[0], t = p[1], w = paged_width(t);
-  if (make_pool(e, &s->cache) != 0) return -1;
-  if (r * w > s->cache.num_blocks) {
-    fprintf(stderr, "dsacl-bench: gather_paged: pool too small for %lld blocks\n",
-            (long long)(r * w));
-    return -1;
-  }
-  uint64_t seed = 0x5eed0003u;
-  int64_t *blocks = random_distinct(&seed, s->cache.num_blocks, r * w);
-  int32_t *table = malloc((size_t)(r * w) * sizeof *table);
-  int32_t *seq = malloc((size_t)r * sizeof *seq);
-  if (blocks && table && seq) {
-    for (int64_t i = 0; i < r * w; i++) table[i] = (int32_t)blocks[i];
-    for (int64_t i = 0; i < r; i++) seq[i] = (int32_t)t;
-    s->table = make_buf(e, (size_t)(r * w) * 4, table);
-    s->seq = make_buf(e, (size_t)r * 4, seq);
-  }
-  free(blocks);
-  free(table);
-  free(seq);
-  if (!s->table || !s->seq || !(s->out = make_buf(e, (size_t)(r * t) * MLA_DIM * 2, NULL)))
-    return -1;
-  int64_t tshape[2] = {r, w}, oshape[3] = {r, t, MLA_DIM};
-  s->tseq = dsa_tensor_make(s->seq, 0, DSA_I32, 1, &r);
-  s->ttable = dsa_tensor_make(s->table, 0, DSA_I32, 2, tshape);
-  s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 3, oshape);
-  return 0;
-}
-
-static int paged_run(bench_env *e, void *st, cl_event *done) {
-  paged_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_paged(e->q, &s->cache, &s->tseq, NULL, &s->ttable, 0, &s->tout, &ev));
-  return 0;
-}
-
-static void paged_teardown(void *st) {
-  paged_state *s = st;
-  if (!s) return;
-  free_buf(&s->cache.mem);
-  free_buf(&s->seq);
-  free_buf(&s->table);
-  free_buf(&s->out);
-  free(s);
-}
-
-static double paged_bytes(const int64_t *p) {
-  const double rt = (double)p[0] * (double)p[1];
-  return rt * MLA_TOKEN_BYTES + (double)(p[0] * paged_width(p[1])) * 4 + (double)p[0] * 4 +
-         rt * MLA_DIM * 2;
-}
-
-static double no_flops(const int64_t *p) {
-  (void)p;
-  return 0;
-}
-
-/* ---- the table ------------------------------------------------------------------ */
-
-typedef struct bench_op {
-  const char *name;
-  const char *shape; /* printf format over the three shape values */
-  int64_t p[3];      /* DeepSeek-V4 shape */
-  int64_t quick[3];  /* --quick shape */
-  int (*setup)(bench_env *e, const int64_t *p, void **state);
-  int (*run)(bench_env *e, void *state, cl_event *done);
-  void (*teardown)(void *state);
-  double (*bytes)(const int64_t *p); /* read + written */
-  double (*flops)(const int64_t *p);
-} bench_op;
-
-#define INSERT_OP(n, qn) \
-  {"mla_insert", "N=%lld", {n, 0, 0}, {qn, 0, 0}, insert_setup, insert_run, insert_teardown, insert_bytes, no_flops}
-#define SLOTS_OP(t, k, qt, qk)                                                               \
-  {"mla_gather_slots", "%lldx%lld (S=%lld)", {t, k, (t) * (k)}, {qt, qk, (qt) * (qk)},      \
-   slots_setup, slots_run, slots_teardown, slots_bytes, no_flops}
-#define PAGED_OP(r, t, qr, qt)                                                               \
-  {"mla_gather_paged", "R=%lld T=%lld", {r, t, 0}, {qr, qt, 0}, paged_setup, paged_run,     \
-   paged_teardown, paged_bytes, no_flops}
-
-static const bench_op ops[] = {
-    INSERT_OP(64, 64),
-    INSERT_OP(8192, 1024),
-    SLOTS_OP(64, 640, 16, 64),
-    SLOTS_OP(128, 1152, 32, 128),
-    PAGED_OP(4, 8192, 2, 1024),
-};
-#define NUM_OPS ((int)(sizeof ops / sizeof *ops))
+#define DECLARE(f) extern const bench_op bench_ops_##f[];
+BENCH_FAMILIES(DECLARE)
+#undef DECLARE
+#define ENTRY(f) bench_ops_##f,
+static const bench_op *const families[] = {BENCH_FAMILIES(ENTRY)};
+#undef ENTRY
+#define NUM_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
 /* ---- timing ----------------------------------------------------------------------- */
 
@@ -378,13 +81,13 @@ static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg,
                                                   cfg->flush_bytes, 0, NULL, NULL)
                             : CL_SUCCESS;
     if (err != CL_SUCCESS) {
-      rc = cl_fail(err, "clEnqueueFillBuffer (cache flush)", __LINE__);
+      rc = bench_cl_fail(err, "clEnqueueFillBuffer (cache flush)", __LINE__);
       break;
     }
     if ((rc = fn(e, arg, &ev[n])) != 0) break;
   }
   cl_int err = clFinish(e->clq);
-  if (rc == 0 && err != CL_SUCCESS) rc = cl_fail(err, "clFinish", __LINE__);
+  if (rc == 0 && err != CL_SUCCESS) rc = bench_cl_fail(err, "clFinish", __LINE__);
   for (int i = 0; i < n && rc == 0; i++) {
     cl_ulong t0 = 0, t1 = 0;
     if (!ev[i]) {
@@ -394,7 +97,7 @@ static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg,
                                               NULL)) != CL_SUCCESS ||
                (err = clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                               NULL)) != CL_SUCCESS) {
-      rc = cl_fail(err, "clGetEventProfilingInfo", __LINE__);
+      rc = bench_cl_fail(err, "clGetEventProfilingInfo", __LINE__);
     }
     us[i] = (double)(t1 - t0) * 1e-3;
   }
@@ -411,9 +114,9 @@ done:
   return rc;
 }
 
-/* ---- bandwidth ceiling ----------------------------------------------------------- */
+/* ---- reference kernels --------------------------------------------------------------- */
 
-static const char *copy_src =
+static const char *ref_src =
     "__kernel void copy_stride(__global const uint4 *restrict src,\n"
     "                          __global uint4 *restrict dst, ulong n) {\n"
     "  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) dst[i] = src[i];\n"
@@ -422,34 +125,74 @@ static const char *copy_src =
     "                       __global uint4 *restrict dst) {\n"
     "  size_t i = get_global_id(0);\n"
     "  dst[i] = src[i];\n"
-    "}\n";
+    "}\n"
+    "__kernel void empty(void) {}\n";
 
-typedef struct copy_state {
+typedef struct ref_kernels {
+  cl_program prog;
+  cl_kernel stride, one, empty;
+  size_t max_wg;
+} ref_kernels;
+
+static void ref_release(ref_kernels *r) {
+  if (r->stride) clReleaseKernel(r->stride);
+  if (r->one) clReleaseKernel(r->one);
+  if (r->empty) clReleaseKernel(r->empty);
+  if (r->prog) clReleaseProgram(r->prog);
+  memset(r, 0, sizeof *r);
+}
+
+static int ref_build(bench_env *e, ref_kernels *r) {
+  cl_int err;
+  memset(r, 0, sizeof *r);
+  CL_TRY(clGetDeviceInfo(e->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof r->max_wg, &r->max_wg,
+                         NULL));
+  r->prog = clCreateProgramWithSource(e->clctx, 1, &ref_src, NULL, &err);
+  if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateProgramWithSource", __LINE__);
+  if ((err = clBuildProgram(r->prog, 1, &e->dev, "", NULL, NULL)) != CL_SUCCESS) {
+    char log[4096] = "";
+    clGetProgramBuildInfo(r->prog, e->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    fprintf(stderr, "dsacl-bench: reference kernel build failed (%d):\n%s\n", (int)err, log);
+    return -1;
+  }
+  r->stride = clCreateKernel(r->prog, "copy_stride", &err);
+  if (err == CL_SUCCESS) r->one = clCreateKernel(r->prog, "copy_one", &err);
+  if (err == CL_SUCCESS) r->empty = clCreateKernel(r->prog, "empty", &err);
+  if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateKernel", __LINE__);
+  return 0;
+}
+
+typedef struct kernel_launch {
   cl_kernel k;
+  size_t global, local; /* local 0: the driver's choice */
   cl_mem src, dst;
-  size_t bytes, global;
-} copy_state;
+  size_t bytes;
+} kernel_launch;
 
-static int copy_kernel_run(bench_env *e, void *arg, cl_event *done) {
-  copy_state *c = arg;
-  CL_TRY(clEnqueueNDRangeKernel(e->clq, c->k, 1, NULL, &c->global, NULL, 0, NULL, done));
+static int kernel_run(bench_env *e, void *arg, cl_event *done) {
+  kernel_launch *l = arg;
+  CL_TRY(clEnqueueNDRangeKernel(e->clq, l->k, 1, NULL, &l->global, l->local ? &l->local : NULL, 0,
+                                NULL, done));
   return 0;
 }
 
 static int copy_buffer_run(bench_env *e, void *arg, cl_event *done) {
-  copy_state *c = arg;
-  CL_TRY(clEnqueueCopyBuffer(e->clq, c->src, c->dst, 0, 0, c->bytes, 0, NULL, done));
+  kernel_launch *l = arg;
+  CL_TRY(clEnqueueCopyBuffer(e->clq, l->src, l->dst, 0, 0, l->bytes, 0, NULL, done));
   return 0;
 }
+
+static double gbs(double bytes, double us) { return us > 0 ? bytes / (us * 1e3) : 0; }
+
+/* ---- bandwidth ceiling ----------------------------------------------------------- */
 
 typedef struct ceiling {
   double stride_gbs, one_gbs, copybuf_gbs, gbs;
   size_t bytes;
 } ceiling;
 
-static double gbs(double bytes, double us) { return us > 0 ? bytes / (us * 1e3) : 0; }
-
-static int measure_ceiling(bench_env *e, const bench_cfg *cfg, ceiling *out) {
+static int measure_ceiling(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk,
+                           ceiling *out) {
   cl_device_type type = 0;
   cl_ulong max_alloc = 0, global_mem = 0;
   cl_uint cus = 1;
@@ -463,66 +206,94 @@ static int measure_ceiling(bench_env *e, const bench_cfg *cfg, ceiling *out) {
 
   memset(out, 0, sizeof *out);
   out->bytes = bytes;
-  copy_state c = {0};
-  c.bytes = bytes;
-  cl_program prog = NULL;
-  cl_kernel ks = NULL, k1 = NULL;
+  kernel_launch l = {0};
+  l.bytes = bytes;
   int rc = -1;
   cl_int err;
-  prog = clCreateProgramWithSource(e->clctx, 1, &copy_src, NULL, &err);
-  if (err != CL_SUCCESS) {
-    cl_fail(err, "clCreateProgramWithSource", __LINE__);
+  if (!(l.src = bench_make_filled(e, bytes, 0x5a)) || !(l.dst = bench_make_buf(e, bytes, NULL)))
     goto done;
-  }
-  if ((err = clBuildProgram(prog, 1, &e->dev, "", NULL, NULL)) != CL_SUCCESS) {
-    char log[4096] = "";
-    clGetProgramBuildInfo(prog, e->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-    fprintf(stderr, "dsacl-bench: copy kernel build failed (%d):\n%s\n", (int)err, log);
-    goto done;
-  }
-  ks = clCreateKernel(prog, "copy_stride", &err);
-  if (err == CL_SUCCESS) k1 = clCreateKernel(prog, "copy_one", &err);
-  if (err != CL_SUCCESS) {
-    cl_fail(err, "clCreateKernel", __LINE__);
-    goto done;
-  }
-  if (!(c.src = make_buf(e, bytes, NULL)) || !(c.dst = make_buf(e, bytes, NULL))) goto done;
-  const cl_uchar pattern = 0x5a;
-  if ((err = clEnqueueFillBuffer(e->clq, c.src, &pattern, 1, 0, bytes, 0, NULL, NULL)) !=
-      CL_SUCCESS) {
-    cl_fail(err, "clEnqueueFillBuffer", __LINE__);
-    goto done;
-  }
   const cl_ulong n = bytes / 16;
   timing t;
-  if ((err = clSetKernelArg(ks, 0, sizeof c.src, &c.src)) != CL_SUCCESS ||
-      (err = clSetKernelArg(ks, 1, sizeof c.dst, &c.dst)) != CL_SUCCESS ||
-      (err = clSetKernelArg(ks, 2, sizeof n, &n)) != CL_SUCCESS ||
-      (err = clSetKernelArg(k1, 0, sizeof c.src, &c.src)) != CL_SUCCESS ||
-      (err = clSetKernelArg(k1, 1, sizeof c.dst, &c.dst)) != CL_SUCCESS) {
-    cl_fail(err, "clSetKernelArg", __LINE__);
+  if ((err = clSetKernelArg(rk->stride, 0, sizeof l.src, &l.src)) != CL_SUCCESS ||
+      (err = clSetKernelArg(rk->stride, 1, sizeof l.dst, &l.dst)) != CL_SUCCESS ||
+      (err = clSetKernelArg(rk->stride, 2, sizeof n, &n)) != CL_SUCCESS ||
+      (err = clSetKernelArg(rk->one, 0, sizeof l.src, &l.src)) != CL_SUCCESS ||
+      (err = clSetKernelArg(rk->one, 1, sizeof l.dst, &l.dst)) != CL_SUCCESS) {
+    bench_cl_fail(err, "clSetKernelArg", __LINE__);
     goto done;
   }
   /* Grid-stride: enough work-items to fill the device, each looping. */
-  c.k = ks;
-  c.global = (size_t)cus * ((type & CL_DEVICE_TYPE_GPU) ? 2048 : 256);
-  if (time_it(e, cfg, copy_kernel_run, &c, &t) != 0) goto done;
+  l.k = rk->stride;
+  l.global = (size_t)cus * ((type & CL_DEVICE_TYPE_GPU) ? 2048 : 256);
+  if (time_it(e, cfg, kernel_run, &l, &t) != 0) goto done;
   out->stride_gbs = gbs(2.0 * (double)bytes, t.median_us);
   /* One uint4 per work-item. */
-  c.k = k1;
-  c.global = (size_t)n;
-  if (time_it(e, cfg, copy_kernel_run, &c, &t) != 0) goto done;
+  l.k = rk->one;
+  l.global = (size_t)n;
+  if (time_it(e, cfg, kernel_run, &l, &t) != 0) goto done;
   out->one_gbs = gbs(2.0 * (double)bytes, t.median_us);
-  if (time_it(e, cfg, copy_buffer_run, &c, &t) != 0) goto done;
+  if (time_it(e, cfg, copy_buffer_run, &l, &t) != 0) goto done;
   out->copybuf_gbs = gbs(2.0 * (double)bytes, t.median_us);
   out->gbs = fmax(out->stride_gbs, fmax(out->one_gbs, out->copybuf_gbs));
   rc = 0;
 done:
-  free_buf(&c.src);
-  free_buf(&c.dst);
-  if (ks) clReleaseKernel(ks);
-  if (k1) clReleaseKernel(k1);
-  if (prog) clReleaseProgram(prog);
+  bench_free_buf(&l.src);
+  bench_free_buf(&l.dst);
+  return rc;
+}
+
+/* ---- launch floor and size-matched copy ----------------------------------------------- */
+
+/* Median event time of the empty kernel on one work-group of one item. */
+static int measure_floor(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk,
+                         timing *out) {
+  kernel_launch l = {0};
+  l.k = rk->empty;
+  l.global = l.local = 1;
+  return time_it(e, cfg, kernel_run, &l, out);
+}
+
+/* Bytes each read and written by the copy matched to an operator moving
+ * op_bytes (read + written): op_bytes/2 rounded up to 16 B (one uint4 per
+ * work-item), then up to whole work-groups of `wg` items when more than one
+ * group is needed (at most wg*16 - 16 bytes more; odd item counts would
+ * otherwise leave the driver only work-groups of one item). */
+static size_t copy_half_bytes(double op_bytes, size_t wg) {
+  double items = ceil(fmax(op_bytes, 0) / 2 / 16);
+  if (items < 1) items = 1;
+  if (items > (double)wg) items = ceil(items / (double)wg) * (double)wg;
+  return (size_t)items * 16;
+}
+
+/* The work-group size of the size-matched copy: 256 or the device maximum. */
+static size_t copy_wg(const ref_kernels *rk) {
+  size_t wg = 256;
+  while (wg > 1 && wg > rk->max_wg) wg /= 2;
+  return wg;
+}
+
+/* copy_one over half bytes (from copy_half_bytes), one uint4 per work-item. */
+static int measure_copy(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, size_t half,
+                        timing *out) {
+  kernel_launch l = {0};
+  int rc = -1;
+  cl_int err;
+  if (!(l.src = bench_make_filled(e, half, 0x5a)) || !(l.dst = bench_make_buf(e, half, NULL)))
+    goto done;
+  if ((err = clSetKernelArg(rk->one, 0, sizeof l.src, &l.src)) != CL_SUCCESS ||
+      (err = clSetKernelArg(rk->one, 1, sizeof l.dst, &l.dst)) != CL_SUCCESS) {
+    bench_cl_fail(err, "clSetKernelArg", __LINE__);
+    goto done;
+  }
+  l.k = rk->one;
+  l.global = half / 16;
+  l.local = copy_wg(rk);
+  if (l.local > l.global) l.local = l.global;
+  rc = time_it(e, cfg, kernel_run, &l, out);
+done:
+  clFinish(e->clq);
+  bench_free_buf(&l.src);
+  bench_free_buf(&l.dst);
   return rc;
 }
 
@@ -541,15 +312,16 @@ static int op_enqueue(bench_env *e, void *arg, cl_event *done) {
 typedef struct result {
   const bench_op *op;
   const int64_t *p;
-  char shape[64];
-  int ok;
-  timing t;
+  char shape[96];
+  int ok, copy_ok;
+  timing t, copy;
   double bytes, flops;
+  size_t copy_half; /* bytes read (= written) by the size-matched copy */
 } result;
 
-static int bench_one(bench_env *e, const bench_cfg *cfg, result *res) {
+static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, result *res) {
   op_run r = {NULL, res->op};
-  res->ok = 0;
+  res->ok = res->copy_ok = 0;
   res->bytes = res->op->bytes(res->p);
   res->flops = res->op->flops(res->p);
   int rc = res->op->setup(e, res->p, &r.state);
@@ -558,16 +330,25 @@ static int bench_one(bench_env *e, const bench_cfg *cfg, result *res) {
     uint32_t faults = 0;
     dsa_status st = dsa_queue_faults(e->q, &faults);
     if (st != DSA_OK) {
-      rc = dsa_fail(st, "dsa_queue_faults", __LINE__);
+      rc = bench_dsa_fail(st, "dsa_queue_faults", __LINE__);
     } else if (faults) {
       fprintf(stderr, "dsacl-bench: %s %s raised device faults 0x%x\n", res->op->name,
-              res->shape, faults);
+              res->shape, (unsigned)faults);
       rc = -1;
     }
   }
   clFinish(e->clq); /* nothing may still use the buffers teardown releases */
   res->op->teardown(r.state);
   res->ok = rc == 0;
+  if (rc == 0) {
+    /* After teardown, so both never hold device memory at once. */
+    res->copy_half = copy_half_bytes(res->bytes, copy_wg(rk));
+    if (measure_copy(e, cfg, rk, res->copy_half, &res->copy) == 0)
+      res->copy_ok = 1;
+    else
+      fprintf(stderr, "dsacl-bench: %s %s: size-matched copy failed\n", res->op->name,
+              res->shape);
+  }
   return rc;
 }
 
@@ -587,9 +368,13 @@ static void json_str(const char *s) {
   putchar('"');
 }
 
+static double pct_copy(const result *r) {
+  return r->copy_ok && r->t.median_us > 0 ? 100 * r->copy.median_us / r->t.median_us : 0;
+}
+
 static void print_json(const char *device, const char *driver, const char *platform,
                        const char *date, const bench_cfg *cfg, int quick, const ceiling *ceil_,
-                       const result *res, int nres) {
+                       double floor_us, const result *res, int nres) {
   printf("{\n  \"tool\": \"dsacl-bench\",\n  \"dsacl_version\": ");
   json_str(dsa_version_string());
   printf(",\n  \"device\": ");
@@ -605,6 +390,7 @@ static void print_json(const char *device, const char *driver, const char *platf
   printf("  \"ceiling\": {\"bytes\": %zu, \"copy_kernel_stride_gbs\": %.2f, "
          "\"copy_kernel_one_gbs\": %.2f, \"copy_buffer_gbs\": %.2f, \"gbs\": %.2f},\n",
          ceil_->bytes, ceil_->stride_gbs, ceil_->one_gbs, ceil_->copybuf_gbs, ceil_->gbs);
+  printf("  \"launch_floor_us\": %.3f,\n", floor_us);
   printf("  \"results\": [");
   for (int i = 0; i < nres; i++) {
     const result *r = &res[i];
@@ -612,14 +398,21 @@ static void print_json(const char *device, const char *driver, const char *platf
     json_str(r->op->name);
     printf(", \"shape\": ");
     json_str(r->shape);
-    printf(", \"params\": [%lld, %lld, %lld], \"ok\": %s", (long long)r->p[0],
-           (long long)r->p[1], (long long)r->p[2], r->ok ? "true" : "false");
+    printf(", \"params\": [");
+    for (int j = 0; j < BENCH_MAX_PARAMS; j++) printf("%s%lld", j ? ", " : "", (long long)r->p[j]);
+    printf("], \"ok\": %s", r->ok ? "true" : "false");
     if (r->ok) {
       double g = gbs(r->bytes, r->t.median_us);
       printf(", \"median_us\": %.3f, \"min_us\": %.3f, \"bytes\": %.0f, \"gbs\": %.2f, "
              "\"pct_ceiling\": %.1f, \"flops\": %.0f, \"gflops\": %.2f",
              r->t.median_us, r->t.min_us, r->bytes, g, ceil_->gbs > 0 ? 100 * g / ceil_->gbs : 0,
              r->flops, r->t.median_us > 0 ? r->flops / (r->t.median_us * 1e3) : 0);
+      if (r->copy_ok)
+        printf(", \"copy_bytes\": %zu, \"copy_us\": %.3f, \"copy_min_us\": %.3f, "
+               "\"pct_same_size_copy\": %.1f",
+               2 * r->copy_half, r->copy.median_us, r->copy.min_us, pct_copy(r));
+      else
+        printf(", \"copy_us\": null, \"pct_same_size_copy\": null");
     }
     printf("}");
   }
@@ -628,7 +421,7 @@ static void print_json(const char *device, const char *driver, const char *platf
 
 static void print_table(const char *device, const char *driver, const char *platform,
                         const char *date, const bench_cfg *cfg, const ceiling *c,
-                        const result *res, int nres) {
+                        double floor_us, const result *res, int nres) {
   printf("dsacl-bench %s | %s | driver %s | %s | %s\n", dsa_version_string(), device, driver,
          platform, date);
   printf("timing: OpenCL profiling events, median (min) of %d runs after %d warm-up; ", cfg->runs,
@@ -638,10 +431,13 @@ static void print_table(const char *device, const char *driver, const char *plat
   else
     printf("no cache flush\n");
   printf("ceiling: %.1f GB/s (read+write; copy kernel grid-stride %.1f, one-per-item %.1f, "
-         "clEnqueueCopyBuffer %.1f; %zu MiB)\n\n",
+         "clEnqueueCopyBuffer %.1f; %zu MiB)\n",
          c->gbs, c->stride_gbs, c->one_gbs, c->copybuf_gbs, c->bytes >> 20);
-  printf("%-18s %-22s %12s %12s %12s %9s %7s\n", "operator", "shape", "median us", "min us",
-         "MB moved", "GB/s", "% ceil");
+  printf("launch floor: %.2f us (empty kernel)\n", floor_us);
+  printf("%% ceil: GB/s vs the ceiling | %% copy: %% of same-size copy = copy us / median us "
+         "(copy us: copy_one moving the op's bytes)\n\n");
+  printf("%-18s %-22s %12s %12s %12s %9s %7s %10s %7s\n", "operator", "shape", "median us",
+         "min us", "MB moved", "GB/s", "% ceil", "copy us", "% copy");
   for (int i = 0; i < nres; i++) {
     const result *r = &res[i];
     if (!r->ok) {
@@ -651,6 +447,10 @@ static void print_table(const char *device, const char *driver, const char *plat
     double g = gbs(r->bytes, r->t.median_us);
     printf("%-18s %-22s %12.2f %12.2f %12.3f %9.1f %6.1f%%", r->op->name, r->shape,
            r->t.median_us, r->t.min_us, r->bytes * 1e-6, g, c->gbs > 0 ? 100 * g / c->gbs : 0);
+    if (r->copy_ok)
+      printf(" %10.2f %6.1f%%", r->copy.median_us, pct_copy(r));
+    else
+      printf(" %10s %7s", "-", "-");
     if (r->flops > 0) printf("  %.1f GFLOP/s", r->flops / (r->t.median_us * 1e3));
     printf("\n");
   }
@@ -673,7 +473,7 @@ static void usage(FILE *f) {
           "  --quick          5 runs and small shapes (seconds on a CPU)\n"
           "  --json           one JSON document on stdout instead of the table\n"
           "  --runs N         timed runs per measurement (default 50)\n"
-          "  --only NAME      only operators whose name contains NAME\n"
+          "  --only NAME      only operators whose name starts with NAME\n"
           "  --no-flush       do not overwrite the device cache between runs\n");
 }
 
@@ -718,13 +518,14 @@ int main(int argc, char **argv) {
     o.device_name = device;
   dsa_status st = dsa_context_create(&e.ctx, &o);
   if (st != DSA_OK) {
-    dsa_fail(st, "dsa_context_create", __LINE__);
+    bench_dsa_fail(st, "dsa_context_create", __LINE__);
     return 1;
   }
   int rc = 1;
   result *res = NULL;
+  ref_kernels rk = {0};
   if ((st = dsa_queue_create(&e.q, e.ctx, DSA_QUEUE_PROFILING)) != DSA_OK) {
-    dsa_fail(st, "dsa_queue_create", __LINE__);
+    bench_dsa_fail(st, "dsa_queue_create", __LINE__);
     goto out;
   }
   e.clctx = dsa_context_cl_context(e.ctx);
@@ -751,28 +552,39 @@ int main(int argc, char **argv) {
     clGetDeviceInfo(e.dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     const double least = (type & CL_DEVICE_TYPE_GPU) ? 128 << 20 : 8 << 20;
     cfg.flush_bytes = (size_t)fmin(fmax(4.0 * (double)cache, least), 256 << 20);
-    if (!(cfg.flush = make_buf(&e, cfg.flush_bytes, NULL))) goto out;
+    if (!(cfg.flush = bench_make_buf(&e, cfg.flush_bytes, NULL))) goto out;
   }
 
+  if (ref_build(&e, &rk) != 0) goto out;
   ceiling ceil_;
-  if (measure_ceiling(&e, &cfg, &ceil_) != 0) {
+  if (measure_ceiling(&e, &cfg, &rk, &ceil_) != 0) {
     fprintf(stderr, "dsacl-bench: measuring the copy ceiling failed\n");
     goto out;
   }
+  timing floor_t;
+  if (measure_floor(&e, &cfg, &rk, &floor_t) != 0) {
+    fprintf(stderr, "dsacl-bench: measuring the launch floor failed\n");
+    goto out;
+  }
 
-  res = calloc(NUM_OPS, sizeof *res);
+  int nops = 0;
+  for (int f = 0; f < NUM_FAMILIES; f++)
+    for (const bench_op *op = families[f]; op->name; op++) nops++;
+  res = calloc(nops ? (size_t)nops : 1, sizeof *res);
   if (!res) goto out;
   int nres = 0, failed = 0;
-  for (int i = 0; i < NUM_OPS; i++) {
-    if (only && !strstr(ops[i].name, only)) continue;
-    result *r = &res[nres++];
-    r->op = &ops[i];
-    r->p = quick ? ops[i].quick : ops[i].p;
-    snprintf(r->shape, sizeof r->shape, ops[i].shape, (long long)r->p[0], (long long)r->p[1],
-             (long long)r->p[2]);
-    if (bench_one(&e, &cfg, r) != 0) {
-      fprintf(stderr, "dsacl-bench: %s %s failed\n", r->op->name, r->shape);
-      failed++;
+  for (int f = 0; f < NUM_FAMILIES; f++) {
+    for (const bench_op *op = families[f]; op->name; op++) {
+      if (only && strncmp(op->name, only, strlen(only))) continue;
+      result *r = &res[nres++];
+      r->op = op;
+      r->p = quick ? op->quick : op->p;
+      snprintf(r->shape, sizeof r->shape, op->shape, (long long)r->p[0], (long long)r->p[1],
+               (long long)r->p[2], (long long)r->p[3]);
+      if (bench_one(&e, &cfg, &rk, r) != 0) {
+        fprintf(stderr, "dsacl-bench: %s %s failed\n", r->op->name, r->shape);
+        failed++;
+      }
     }
   }
   if (nres == 0) {
@@ -781,14 +593,16 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (json)
-    print_json(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, quick, &ceil_, res,
-               nres);
+    print_json(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, quick, &ceil_,
+               floor_t.median_us, res, nres);
   else
-    print_table(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, &ceil_, res, nres);
+    print_table(dsa_context_device_name(e.ctx), driver, platform, date, &cfg, &ceil_,
+                floor_t.median_us, res, nres);
   rc = failed ? 1 : 0;
 out:
   free(res);
-  free_buf(&cfg.flush);
+  ref_release(&rk);
+  bench_free_buf(&cfg.flush);
   dsa_queue_destroy(&e.q);
   dsa_context_destroy(&e.ctx);
   return rc;
