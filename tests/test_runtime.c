@@ -298,12 +298,15 @@ static void test_kernel_dir(void) {
   CHECK(strstr(dsa_last_error(), dir) != NULL, "message names the dir: %s", dsa_last_error());
   dsa_context_destroy(&c);
 
-  char path[256];
-  snprintf(path, sizeof path, "%s/mla_cache.cl", dir);
-  FILE *f = fopen(path, "w");
-  if (f) {
-    fputs("__kernel void broken(__global int *p) { p[0] = undeclared_thing; }\n", f);
-    fclose(f);
+  /* Every program's file, broken the same way: whichever builds first fails. */
+  char path[DSA_NUM_PROGRAMS][256];
+  for (int i = 0; i < DSA_NUM_PROGRAMS; i++) {
+    snprintf(path[i], sizeof path[i], "%s/%s", dir, dsa__programs[i].name);
+    FILE *f = fopen(path[i], "w");
+    if (f) {
+      fputs("__kernel void broken(__global int *p) { p[0] = undeclared_thing; }\n", f);
+      fclose(f);
+    }
   }
   CHECK_OK(dsa_context_create(&c, &o));
   CHECK(dsa_context_warmup(c) == DSA_ERR_BUILD, "broken source is a build error");
@@ -312,7 +315,7 @@ static void test_kernel_dir(void) {
   CHECK(strstr(dsa_last_error(), "build log") && strstr(dsa_last_error(), "undeclared_thing"),
         "message holds the build log: %s", dsa_last_error());
   dsa_context_destroy(&c);
-  unlink(path);
+  for (int i = 0; i < DSA_NUM_PROGRAMS; i++) unlink(path[i]);
   rmdir(dir);
   unsetenv("DSACL_KERNEL_DIR");
 }

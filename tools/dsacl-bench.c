@@ -32,6 +32,7 @@
 
 /* The families, one line each: X(<family>) for bench_ops_<family>[]. */
 #define BENCH_FAMILIES(X) \
+  X(indexer_logits)       \
   X(mla)                  \
   /* end of families */
 

@@ -22,7 +22,11 @@
 
 /* The families, one line each: X(<family>) for golden_ops_<family>[]. */
 #define GOLDEN_FAMILIES(X) \
+  X(indexer_logits)        \
+  X(indexer_quant)         \
   X(mla)                   \
+  X(sparse_mla)            \
+  X(topk)                  \
   /* end of families */
 
 #define DECLARE(f) extern const golden_op golden_ops_##f[];

@@ -247,4 +247,11 @@ DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cac
 #ifdef __cplusplus
 }
 #endif
+
+/* Operator families, one header each. */
+#include "dsacl/indexer_logits.h"
+#include "dsacl/indexer_quant.h"
+#include "dsacl/sparse_mla.h"
+#include "dsacl/topk.h"
+
 #endif /* DSACL_DSACL_H */

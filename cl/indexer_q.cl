@@ -1,0 +1,167 @@
+/* Indexer Q: RoPE + FP8 or MXFP4 quantization (SPEC-reference §4).
+ *
+ * Per (token t, head h): q[t, h, :D] bf16 (byte strides q_ts, q_hs, unit
+ * inner). The trailing R dims are GPT-J pairs rotated with row positions[t]
+ * of cos_sin (cos in columns [0, R/2), sin in [R/2, R)) and rounded to bf16.
+ *   FP8:   one e4m3 scale 2^e per head (amax over the D values, floor 1e-4);
+ *          out_q [t, h, :D] bytes, out_w = ((w * 2^e) * ss) * hs.
+ *   MXFP4: one ue8m0 byte per 32-dim block; out_q [t, h, :D/2] packed (even
+ *          dim in the low nibble), out_s [t, h, :D/32], out_w = (w * ss) * hs.
+ *
+ * Grid: 1-D. A work-item owns one 32-dim block of one head (4 x 16-byte
+ * loads, its 16 RoPE pairs are its own 16 words); ipd = D/32 items per head,
+ * a work-group is hpg heads x ipd items (heads of consecutive tokens
+ * flattened, t*H + h). FP8 reduces the block maxima of a head through local
+ * memory (ipd values); MXFP4 needs no communication but passes the same
+ * (cheap) barrier.
+ */
+#include "dsa_mxfp4.h"
+
+#pragma OPENCL FP_CONTRACT OFF
+
+/* fp32 1e-4: the FP8 amax floor (§4.1). */
+#define IQ_FP8_FLOOR_BITS 0x38D1B717u
+
+DSA_INLINE float iq_load_f(__global const uchar *p, int bf16, uint i) {
+  return bf16 ? dsa_bf16_to_f32(((__global const ushort *)p)[i]) : ((__global const float *)p)[i];
+}
+
+__kernel void indexer_q_quant(
+    __global const uchar *pos, ulong pos_off, ulong pos_stride, int pos_i32,
+    __global const uchar *qin, ulong q_off, ulong q_ts, ulong q_hs, int q_al,
+    __global const uchar *cs, ulong cs_off, ulong cs_rs, int cs_bf16, int cs_al, long n_pos, int R,
+    __global const uchar *win, ulong w_off, ulong w_ts, ulong w_hs, int w_bf16,
+    float softmax_scale, float head_scale,
+    __global uchar *oq, ulong oq_off, ulong oq_ts, ulong oq_hs, int oq_al,
+    __global uchar *os, ulong os_off, ulong os_ts, ulong os_hs,
+    __global uchar *ow, ulong ow_off, ulong ow_ts, ulong ow_hs,
+    uint n_pairs, uint H, int D, int hpg, int mxfp4, int mode,
+    __global volatile uint *faults, __local uint *amax_part) {
+  const uint lid = get_local_id(0);
+  const uint ipd = (uint)D >> 5;
+  const uint hl = lid / ipd, blk = lid - hl * ipd;
+  const uint pair = (uint)get_group_id(0) * (uint)hpg + hl;
+  const bool valid = pair < n_pairs;
+  const uint t = valid ? pair / H : 0u, h = valid ? pair - t * H : 0u;
+
+  uint wd[16];
+  uint m = 0u;
+  if (valid) {
+    __global const uchar *src = qin + q_off + (ulong)t * q_ts + (ulong)h * q_hs + blk * 64u;
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+      const uint4 x = dsa_load16(src + 16 * v, q_al);
+      wd[4 * v] = x.x, wd[4 * v + 1] = x.y, wd[4 * v + 2] = x.z, wd[4 * v + 3] = x.w;
+    }
+    const int nope = D - R, c0 = (int)blk * 32;
+    if (c0 + 32 > nope) {
+      const long p = pos_i32 ? (long)*(__global const int *)(pos + pos_off + (ulong)t * pos_stride)
+                             : *(__global const long *)(pos + pos_off + (ulong)t * pos_stride);
+      const bool pok = p >= 0 && p < n_pos;
+      if (!pok && blk == ipd - 1u) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
+      __global const uchar *row = cs + cs_off + (ulong)(pok ? p : 0) * cs_rs;
+      const uint esz = cs_bf16 ? 2u : 4u;
+      float cv[16], sv[16];
+      if (c0 >= nope) {
+        /* Whole block inside the rope section: pairs i0 .. i0+15. */
+        __global const uchar *cp = row + (uint)((c0 - nope) >> 1) * esz;
+        __global const uchar *sp = cp + (uint)(R >> 1) * esz;
+        float16 c16, s16;
+        if (cs_al && !cs_bf16) {
+          /* 16-byte aligned rows (the usual case): 8 vector loads, not 32. */
+          __global const float4 *c4 = (__global const float4 *)cp, *s4 = (__global const float4 *)sp;
+          c16 = (float16)(c4[0], c4[1], c4[2], c4[3]);
+          s16 = (float16)(s4[0], s4[1], s4[2], s4[3]);
+        } else if (cs_al) {
+          __global const uint4 *c4 = (__global const uint4 *)cp, *s4 = (__global const uint4 *)sp;
+          c16 = as_float16(convert_uint16(as_ushort16((uint8)(c4[0], c4[1]))) << 16);
+          s16 = as_float16(convert_uint16(as_ushort16((uint8)(s4[0], s4[1]))) << 16);
+        } else if (cs_bf16) {
+          c16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)cp)) << 16);
+          s16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)sp)) << 16);
+        } else {
+          c16 = vload16(0, (__global const float *)cp);
+          s16 = vload16(0, (__global const float *)sp);
+        }
+        cv[0] = c16.s0, cv[1] = c16.s1, cv[2] = c16.s2, cv[3] = c16.s3;
+        cv[4] = c16.s4, cv[5] = c16.s5, cv[6] = c16.s6, cv[7] = c16.s7;
+        cv[8] = c16.s8, cv[9] = c16.s9, cv[10] = c16.sa, cv[11] = c16.sb;
+        cv[12] = c16.sc, cv[13] = c16.sd, cv[14] = c16.se, cv[15] = c16.sf;
+        sv[0] = s16.s0, sv[1] = s16.s1, sv[2] = s16.s2, sv[3] = s16.s3;
+        sv[4] = s16.s4, sv[5] = s16.s5, sv[6] = s16.s6, sv[7] = s16.s7;
+        sv[8] = s16.s8, sv[9] = s16.s9, sv[10] = s16.sa, sv[11] = s16.sb;
+        sv[12] = s16.sc, sv[13] = s16.sd, sv[14] = s16.se, sv[15] = s16.sf;
+      } else {
+        /* The block straddles the NoPE/rope boundary. */
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+          const int d = c0 + 2 * j;
+          const uint i = (uint)((d - nope) >> 1);
+          cv[j] = d >= nope ? iq_load_f(row, cs_bf16, i) : 1.0f;
+          sv[j] = d >= nope ? iq_load_f(row, cs_bf16, i + (uint)(R >> 1)) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        const float c = pok ? cv[j] : 1.0f, s = pok ? sv[j] : 0.0f;
+        if (c0 + 2 * j >= nope)
+          wd[j] = dsa_rope_pair_bf16(dsa_bf16_to_f32((ushort)wd[j]),
+                                     dsa_bf16_to_f32((ushort)(wd[j] >> 16)), c, s);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+      m = max(m, max(dsa_bf16_abs_key((ushort)wd[j]), dsa_bf16_abs_key((ushort)(wd[j] >> 16))));
+  }
+
+  /* The barrier is unconditional (MXFP4 does not need it): PoCL mishandles
+   * an early return after a barrier inside a uniform branch. */
+  amax_part[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!valid) return;
+  if (!mxfp4) {
+    for (uint k = 0; k < ipd; k++) m = max(m, amax_part[hl * ipd + k]);
+    const int e = dsa_e4m3_scale_exp(max(m, IQ_FP8_FLOOR_BITS));
+    uint ob[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const uint a = wd[2 * j], b = wd[2 * j + 1];
+      ob[j] = dsa_bf16_to_e4m3_pow2(a & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(a >> 16, e) << 8) |
+              (dsa_bf16_to_e4m3_pow2(b & 0xFFFFu, e) << 16) |
+              (dsa_bf16_to_e4m3_pow2(b >> 16, e) << 24);
+    }
+    __global uchar *dst = oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 32u;
+    dsa_store16(dst, (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_al);
+    dsa_store16(dst + 16, (uint4)(ob[4], ob[5], ob[6], ob[7]), oq_al);
+    if (blk == 0u) {
+      const float w = iq_load_f(win + w_off + (ulong)t * w_ts + (ulong)h * w_hs, w_bf16, 0u);
+      const float w1 = w * as_float((uint)(e + 127) << 23);
+      const float w2 = w1 * softmax_scale;
+      *(__global float *)(ow + ow_off + (ulong)t * ow_ts + (ulong)h * ow_hs) = w2 * head_scale;
+    }
+    return;
+  }
+
+  const int e = dsa_mxfp4_scale_exp(m, mode);
+  const dsa_e2m1_thr thr = dsa_e2m1_thresholds(e, mode);
+  uint ob[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    uint v = 0u;
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+      const uint x = wd[4 * j + b];
+      v |= (dsa_bf16_to_e2m1_t(x & 0xFFFFu, &thr, mode) |
+            (dsa_bf16_to_e2m1_t(x >> 16, &thr, mode) << 4)) << (8 * b);
+    }
+    ob[j] = v;
+  }
+  dsa_store16(oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 16u,
+              (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_al);
+  os[os_off + (ulong)t * os_ts + (ulong)h * os_hs + blk] = (uchar)(e + 127);
+  if (blk == 0u) {
+    const float w = iq_load_f(win + w_off + (ulong)t * w_ts + (ulong)h * w_hs, w_bf16, 0u);
+    const float w1 = w * softmax_scale;
+    *(__global float *)(ow + ow_off + (ulong)t * ow_ts + (ulong)h * ow_hs) = w1 * head_scale;
+  }
+}

@@ -1,0 +1,408 @@
+/* Sparse MLA attention (SPEC-reference §9.1-9.4; cache layout §3.1).
+ *
+ * Per query token t and head h: s_j = scale * (q[t,h] . K_j) over the used
+ * entries j, out = sum_j e^{s_j} K_j / (sum_j e^{s_j} + e^{sink_h}) (V = K,
+ * all 512 dims), lse = ln sum_j e^{s_j}. fp32 accumulation, online softmax.
+ *
+ * Attention kernels (sparse_attn_bf16, sparse_mla_decode_fused): grid
+ * (256, ceil(H/16), T), one work-group per (token, group of 16 heads): the
+ * heads of a token share its KV entries, so each tile of NT = 8 entries
+ * (8 x 512 fp32 in local memory, double-buffered) is fetched once and used
+ * by all 16 heads. A token's entries form one virtual list: the first len_A
+ * entries of set A, then the first len_B of set B (bf16 kernel: set A only).
+ * Per tile:
+ *   load   item (row r = tid/32, lane = tid%32) writes dims [16 lane, +16)
+ *          of row r, fetched from global memory one tile ahead (registers),
+ *          dequantized in the fused kernel (dsa_dequant4_e4m3_bf16);
+ *   QK     item (h = tid/16, ds = tid%16) holds q[h] dims {64k + 4ds + i}
+ *          (k < 8, i < 4) in registers, writes 8 partial dots;
+ *   reduce items (h = tid/8, n = tid%8), tid < 128: logit, then the online
+ *          softmax update (m, l kept in those items' registers);
+ *   PV     item tid owns dims 2tid, 2tid+1 of all 16 heads (32 accumulators).
+ * Masked entries have logit -inf and a zero row; a tile whose running max is
+ * still -inf contributes nothing, so empty rows and fully masked first tiles
+ * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
+ *
+ * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
+ * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
+ * bf16 workspace row t*Ktot + j, and the combined index list (t*Ktot + j, or
+ * -1 for an unused entry) and the lengths are written for sparse_attn_bf16.
+ */
+#include "dsa_common.h"
+
+#define MLA_DIM 512
+#define MLA_NOPE 448
+#define MLA_DATA_BYTES 576
+#define NOPE_LANES 28
+
+#define WG 256
+#define HG 16 /* heads per work-group */
+#define NT 8  /* entries per tile */
+#define DSL 16 /* d-slices of the QK step */
+#define PSTRIDE (NT * DSL + 16) /* partial sums per head, padded against bank conflicts */
+
+/* One index set: the indices matrix, its lengths, and (fused) its cache. */
+typedef struct {
+  __global const uchar *idx;
+  ulong idx_off, idx_ts, idx_cs; /* bytes */
+  int width;                     /* K */
+  __global const uchar *cache;   /* bf16 kernel: the KV buffer */
+  ulong c_off, c_bstride;        /* bf16 kernel: c_bstride = row stride */
+  long capacity;                 /* bf16 kernel: S */
+  int block_size;
+  int c_aligned;
+} dsa_iset;
+
+/* The clamped length of a set for token t; a length beyond [0, width] is a
+ * fault. has_len == 0: the full width. */
+DSA_INLINE int set_len(__global const uchar *lens, ulong l_off, ulong l_st, int has_len, int width,
+                       ulong t, int *bad) {
+  if (!has_len) return width;
+  const int l = *(__global const int *)(lens + l_off + t * l_st);
+  if (l < 0 || l > width) *bad = 1;
+  return clamp(l, 0, width);
+}
+
+/* Raw bytes of one lane (16 dims) of entry j of set s, one tile ahead. */
+typedef struct {
+  uint4 r0, r1;
+  uint u;
+  int valid;
+} dsa_raw;
+
+DSA_INLINE dsa_raw fetch_lane(const dsa_iset *s, ulong t, int j, uint lane, int fused,
+                             __global volatile uint *faults) {
+  dsa_raw o;
+  o.r0 = o.r1 = (uint4)(0u);
+  o.u = 0u;
+  const int idx = *(__global const int *)(s->idx + s->idx_off + t * s->idx_ts + (ulong)j * s->idx_cs);
+  o.valid = idx >= 0 && (long)idx < s->capacity;
+  if (idx >= 0 && !o.valid && lane == 0)
+    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
+  if (!o.valid) return o;
+  if (!fused) {
+    __global const uchar *src = s->cache + s->c_off + (ulong)idx * s->c_bstride + lane * 32u;
+    o.r0 = dsa_load16(src, s->c_aligned);
+    o.r1 = dsa_load16(src + 16, s->c_aligned);
+    return o;
+  }
+  const uint blk = (uint)idx / (uint)s->block_size, tok = (uint)idx - blk * (uint)s->block_size;
+  const ulong base = s->c_off + (ulong)blk * s->c_bstride;
+  __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
+  if (lane >= NOPE_LANES) {
+    __global const uchar *src = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
+    o.r0 = dsa_load16(src, s->c_aligned);
+    o.r1 = dsa_load16(src + 16, s->c_aligned);
+  } else {
+    o.r0 = dsa_load16(data + lane * 16u, s->c_aligned);
+    o.u = s->cache[base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u + (lane >> 2)];
+  }
+  return o;
+}
+
+/* The 16 bf16 of a lane as 8 words (dim 2i in the low half of word i). */
+DSA_INLINE void lane_bf16(const dsa_raw *r, uint lane, int fused, uint w[8]) {
+  if (fused && lane < NOPE_LANES) {
+    const uint2 a = dsa_dequant4_e4m3_bf16(r->r0.x, r->u), b = dsa_dequant4_e4m3_bf16(r->r0.y, r->u);
+    const uint2 c = dsa_dequant4_e4m3_bf16(r->r0.z, r->u), d = dsa_dequant4_e4m3_bf16(r->r0.w, r->u);
+    w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y, w[4] = c.x, w[5] = c.y, w[6] = d.x, w[7] = d.y;
+  } else {
+    w[0] = r->r0.x, w[1] = r->r0.y, w[2] = r->r0.z, w[3] = r->r0.w;
+    w[4] = r->r1.x, w[5] = r->r1.y, w[6] = r->r1.z, w[7] = r->r1.w;
+  }
+}
+
+/* bf16 bits -> fp32, NaN read as 0 (vLLM zeroes NaN entries of gathered K). */
+DSA_INLINE float kv_f32(uint bits16_hi) {
+  const float f = as_float(bits16_hi);
+  return isnan(f) ? 0.0f : f;
+}
+
+/* The resolved entry j of the token's virtual list: set A for j < len_a,
+ * then set B. */
+DSA_INLINE dsa_raw fetch_entry(const dsa_iset *a, const dsa_iset *b, int len_a, int len,
+                              ulong t, int j, uint lane, int fused,
+                              __global volatile uint *faults) {
+  if (j >= len) {
+    dsa_raw o;
+    o.r0 = o.r1 = (uint4)(0u);
+    o.u = 0u;
+    o.valid = 0;
+    return o;
+  }
+  return j < len_a ? fetch_lane(a, t, j, lane, fused, faults)
+                   : fetch_lane(b, t, j - len_a, lane, fused, faults);
+}
+
+DSA_INLINE void attn_body(
+    const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
+    ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
+    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
+    int q_al, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
+    int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
+    int o_al, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+    __global volatile uint *faults, __local float *ks, __local float *part, __local float *sl,
+    __local float *pl, __local float *al, __local int *vm, __local float *fin) {
+  const uint tid = get_local_id(0);
+  const int g = get_group_id(1);
+  const ulong t = get_group_id(2);
+
+  int bad = 0;
+  const int len_a = set_len(lens_a, la_off, la_st, has_len_a, sa->width, t, &bad);
+  const int len_b = fused ? set_len(lens_b, lb_off, lb_st, has_len_b, sb->width, t, &bad) : 0;
+  if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  const int len = len_a + len_b;
+  const int ntiles = (len + NT - 1) / NT;
+
+  /* QK mapping: q in registers. */
+  const uint qh = tid / DSL, ds = tid % DSL;
+  const int qhead = g * HG + (int)qh;
+  float4 qf[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) qf[k] = (float4)(0.0f);
+  if (qhead < n_heads) {
+    __global const uchar *qrow = qp + q_off + t * q_ts + (ulong)qhead * q_hs;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const uint2 v = dsa_load8(qrow + (k * 64 + ds * 4) * 2, q_al);
+      qf[k] = (float4)(as_float(v.x << 16), as_float(v.x & 0xFFFF0000u), as_float(v.y << 16),
+                       as_float(v.y & 0xFFFF0000u));
+    }
+  }
+
+  /* Load mapping. */
+  const uint lr = tid / 32, lane = tid % 32;
+  /* Reduce mapping (tid < 128): private running max and sum of head rh. */
+  const uint rh = tid / NT, rn = tid % NT;
+  float m_run = -INFINITY, l_run = 0.0f;
+  /* PV mapping. */
+  float acc[HG][2];
+#pragma unroll
+  for (int h = 0; h < HG; h++) acc[h][0] = acc[h][1] = 0.0f;
+
+  dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
+  for (int it = 0; it < ntiles; it++) {
+    const int buf = it & 1;
+    __local float *kt = ks + buf * (NT * MLA_DIM);
+    {
+      uint w[8];
+      lane_bf16(&raw, lane, fused, w);
+      __local float4 *dst = (__local float4 *)(kt + lr * MLA_DIM + lane * 16);
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        dst[i] = (float4)(kv_f32(w[2 * i] << 16), kv_f32(w[2 * i] & 0xFFFF0000u),
+                          kv_f32(w[2 * i + 1] << 16), kv_f32(w[2 * i + 1] & 0xFFFF0000u));
+      if (lane == 0) vm[buf * NT + lr] = raw.valid;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (it + 1 < ntiles)
+      raw = fetch_entry(sa, sb, len_a, len, t, (it + 1) * NT + (int)lr, lane, fused, faults);
+
+    /* QK: 8 partial dots over this item's 32 dims. */
+    {
+      __local const float4 *k4 = (__local const float4 *)kt;
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          const float4 kv = k4[n * (MLA_DIM / 4) + k * 16 + ds];
+          s = mad(qf[k].x, kv.x, s);
+          s = mad(qf[k].y, kv.y, s);
+          s = mad(qf[k].z, kv.z, s);
+          s = mad(qf[k].w, kv.w, s);
+        }
+        part[qh * PSTRIDE + n * DSL + ds] = s;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    if (tid < HG * NT) {
+      __local const float4 *p4 = (__local const float4 *)(part + rh * PSTRIDE + rn * DSL);
+      const float4 a = p4[0] + p4[1] + p4[2] + p4[3];
+      const float s = (a.x + a.y) + (a.z + a.w);
+      sl[rh * NT + rn] = vm[buf * NT + rn] ? s * scale : -INFINITY;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    if (tid < HG * NT) {
+      __local const float4 *s4 = (__local const float4 *)(sl + rh * NT);
+      const float4 s0 = s4[0], s1 = s4[1];
+      const float mt = fmax(fmax(fmax(s0.x, s0.y), fmax(s0.z, s0.w)),
+                            fmax(fmax(s1.x, s1.y), fmax(s1.z, s1.w)));
+      const float m_new = fmax(m_run, mt);
+      const bool live = m_new != -INFINITY;
+      pl[rn * HG + rh] = live ? exp(sl[rh * NT + rn] - m_new) : 0.0f;
+      if (rn == 0) {
+        const float alpha = live ? exp(m_run - m_new) : 1.0f;
+        l_run *= alpha;
+        al[rh] = alpha;
+      }
+      m_run = m_new;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* The head's sum takes this tile's p from local memory (read before the
+     * next tile's reduce step rewrites them): one exp per item, not nine. */
+    if (tid < HG * NT && rn == 0) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; n++) sum += pl[n * HG + rh];
+      l_run += sum;
+    }
+
+    /* PV: acc = acc * alpha + P . K over this item's two dims. */
+    {
+      __local const float4 *a4 = (__local const float4 *)al;
+#pragma unroll
+      for (int h4 = 0; h4 < HG / 4; h4++) {
+        const float4 a = a4[h4];
+        acc[4 * h4][0] *= a.x, acc[4 * h4][1] *= a.x;
+        acc[4 * h4 + 1][0] *= a.y, acc[4 * h4 + 1][1] *= a.y;
+        acc[4 * h4 + 2][0] *= a.z, acc[4 * h4 + 2][1] *= a.z;
+        acc[4 * h4 + 3][0] *= a.w, acc[4 * h4 + 3][1] *= a.w;
+      }
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        const float2 kv = *(__local const float2 *)(kt + n * MLA_DIM + 2 * tid);
+        __local const float4 *pp = (__local const float4 *)(pl + n * HG);
+#pragma unroll
+        for (int h4 = 0; h4 < HG / 4; h4++) {
+          const float4 p = pp[h4];
+          acc[4 * h4][0] = mad(p.x, kv.x, acc[4 * h4][0]);
+          acc[4 * h4][1] = mad(p.x, kv.y, acc[4 * h4][1]);
+          acc[4 * h4 + 1][0] = mad(p.y, kv.x, acc[4 * h4 + 1][0]);
+          acc[4 * h4 + 1][1] = mad(p.y, kv.y, acc[4 * h4 + 1][1]);
+          acc[4 * h4 + 2][0] = mad(p.z, kv.x, acc[4 * h4 + 2][0]);
+          acc[4 * h4 + 2][1] = mad(p.z, kv.y, acc[4 * h4 + 2][1]);
+          acc[4 * h4 + 3][0] = mad(p.w, kv.x, acc[4 * h4 + 3][0]);
+          acc[4 * h4 + 3][1] = mad(p.w, kv.y, acc[4 * h4 + 3][1]);
+        }
+      }
+    }
+  }
+
+  /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
+  if (tid < HG * NT && rn == 0) {
+    const int head = g * HG + (int)rh;
+    float inv = 0.0f, lv = -INFINITY;
+    if (m_run != -INFINITY && head < n_heads) {
+      float den = l_run;
+      if (has_sink) {
+        const float sk = *(__global const float *)(sink + sink_off + (ulong)head * sink_st);
+        den += exp(sk - m_run); /* -inf: + 0; +inf or a large sink: inf -> out 0 */
+      }
+      inv = 1.0f / den;
+      lv = m_run + log(l_run);
+    }
+    fin[rh] = inv;
+    if (has_lse && head < n_heads)
+      *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+  for (int h = 0; h < HG; h++) {
+    const int head = g * HG + h;
+    if (head < n_heads) {
+      const float inv = fin[h];
+      const uint v = (uint)dsa_f32_to_bf16(acc[h][0] * inv) |
+                     ((uint)dsa_f32_to_bf16(acc[h][1] * inv) << 16);
+      __global uchar *dst = out + o_off + t * o_ts + (ulong)head * o_hs + tid * 4u;
+      if (o_al)
+        *(__global uint *)dst = v;
+      else
+        vstore2((ushort2)((ushort)v, (ushort)(v >> 16)), 0, (__global ushort *)dst);
+    }
+  }
+}
+
+#define ATTN_LOCALS                                   \
+  __local float ks[2 * NT * MLA_DIM];                 \
+  __local float part[HG * PSTRIDE];                   \
+  __local float sl[HG * NT], pl[NT * HG], al[HG], fin[HG]; \
+  __local int vm[2 * NT]
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_attn_bf16(
+    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
+    __global const uchar *kv, ulong kv_off, ulong kv_rs, long n_rows, int kv_al,
+    __global const uchar *idx, ulong idx_off, ulong idx_ts, ulong idx_cs, int width,
+    __global const uchar *lens, ulong l_off, ulong l_st, int has_lens,
+    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
+    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
+    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+  ATTN_LOCALS;
+  dsa_iset sa;
+  sa.idx = idx, sa.idx_off = idx_off, sa.idx_ts = idx_ts, sa.idx_cs = idx_cs, sa.width = width;
+  sa.cache = kv, sa.c_off = kv_off, sa.c_bstride = kv_rs, sa.capacity = n_rows;
+  sa.block_size = 1, sa.c_aligned = kv_al;
+  attn_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
+            q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs,
+            o_al, lse, lse_off, lse_ts, lse_hs, has_lse, faults, ks, part, sl, pl, al, vm, fin);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_mla_decode_fused(
+    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
+    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
+    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
+    __global const uchar *la, ulong la_off, ulong la_st,
+    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
+    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
+    __global const uchar *lb, ulong lb_off, ulong lb_st,
+    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
+    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
+    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+  ATTN_LOCALS;
+  dsa_iset sa, sb;
+  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
+  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
+  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
+  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
+  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
+  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  /* An absent set has width 0: its lengths are never read. */
+  attn_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
+            q_hs, q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts,
+            o_hs, o_al, lse, lse_off, lse_ts, lse_hs, has_lse, faults, ks, part, sl, pl, al, vm,
+            fin);
+}
+
+/* Two-stage decode, stage 1: gather the used entries and pack the indices.
+ * ws rows are 1024 bytes (16-byte aligned); ws_idx [T, Ktot] i32; ws_len [T]. */
+#define GROWS 8
+__kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gather_pack(
+    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
+    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
+    __global const uchar *la, ulong la_off, ulong la_st,
+    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
+    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
+    __global const uchar *lb, ulong lb_off, ulong lb_st, __global uchar *ws, ulong rows_off,
+    ulong idx_off, ulong len_off, __global volatile uint *faults) {
+  const uint lane = get_local_id(0);
+  const int j = get_global_id(1);
+  const ulong t = get_global_id(2);
+  const int ktot = ka + kb;
+  if (j >= ktot) return;
+  dsa_iset sa, sb;
+  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
+  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
+  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
+  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
+  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
+  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  int bad = 0;
+  const int len_a = set_len(la, la_off, la_st, ka > 0, ka, t, &bad);
+  const int len_b = set_len(lb, lb_off, lb_st, kb > 0, kb, t, &bad);
+  const int len = len_a + len_b;
+  const ulong row = t * (ulong)ktot + (ulong)j;
+  if (j == 0 && lane == 0) {
+    if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+    *(__global int *)(ws + len_off + t * 4u) = len;
+  }
+  const dsa_raw raw = fetch_entry(&sa, &sb, len_a, len, t, j, lane, 1, faults);
+  if (lane == 0) *(__global int *)(ws + idx_off + row * 4u) = raw.valid ? (int)row : -1;
+  if (!raw.valid) return;
+  uint w[8];
+  lane_bf16(&raw, lane, 1, w);
+  __global uchar *dst = ws + rows_off + row * (MLA_DIM * 2) + lane * 32u;
+  dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), 1);
+  dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), 1);
+}

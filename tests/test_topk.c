@@ -1,0 +1,591 @@
+/* Indexer top-k (dsa_topk_prefill / dsa_topk_decode) against the C reference
+ * in tests/ref on randomized shapes, tie-heavy and non-finite data, bad
+ * ranges (faults), guard bands, events and host-side argument validation.
+ *
+ * The output rule is deterministic, so every comparison is exact: the whole
+ * output payload (with random bytes between strided entries, which must stay
+ * untouched) against the reference's image. */
+#include <math.h>
+#include <stdarg.h>
+
+#include "common.h"
+#include "ref_topk.h"
+
+_Static_assert((int)REF_TOPK_FAULT_LENGTH_RANGE == (int)DSA_FAULT_LENGTH_RANGE, "fault bit");
+
+static dsa_context *ctx;
+static dsa_queue *q;
+static uint64_t rng = 0x70C4A11CE5ull;
+
+static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
+static void fill_random(void *p, size_t n) {
+  uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
+}
+
+static float f_of_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint32_t bits_of_f(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+#define NKINDS 11
+/* Data families: 0 uniform, 1 small-int ties, 2 all equal, 3 non-finite mix,
+ * 4 masked (-inf), 5 bf16 gauss, 6 ulp-close, 7 ulp-close negative,
+ * 8 signed zeros, 9 all NaN, 10 subnormal. */
+
+/* A row of n logits of one data family. */
+static void fill_row(float *v, int64_t n, int kind) {
+  const float common = (float)(rnd(2001) - 1000) / 8;
+  for (int64_t i = 0; i < n; i++) {
+    switch (kind) {
+      case 0: v[i] = (float)(dsa_test_uniform(&rng) * 20 - 10); break;
+      case 1: v[i] = (float)(rnd(5) - 2); break;
+      case 2: v[i] = common; break;
+      case 3: {
+        static const uint32_t sp[] = {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7F800000u,
+                                      0xFF800000u, 0x00000000u, 0x80000000u, 0x3F800000u,
+                                      0xBF800000u, 0x7F7FFFFFu, 0xFF7FFFFFu};
+        int64_t c = rnd(16);
+        v[i] = c < 11 ? f_of_bits(sp[c]) : (float)(dsa_test_uniform(&rng) * 4 - 2);
+        break;
+      }
+      case 4:
+        v[i] = rnd(10) ? -INFINITY : rnd(4) ? (float)(dsa_test_uniform(&rng) * 8 - 4) : NAN;
+        break;
+      case 5: {
+        double g = dsa_test_uniform(&rng) + dsa_test_uniform(&rng) + dsa_test_uniform(&rng) - 1.5;
+        v[i] = f_of_bits(bits_of_f((float)(g * 3)) & 0xFFFF0000u);
+        break;
+      }
+      case 6: v[i] = f_of_bits(0x3F800000u + (uint32_t)rnd(3000)); break;
+      case 7: v[i] = f_of_bits(0xBF800000u + (uint32_t)rnd(1500)); break;
+      case 8: v[i] = rnd(3) ? f_of_bits(rnd(2) ? 0x80000000u : 0u) : (float)(rnd(3) - 1); break;
+      case 9: v[i] = f_of_bits(rnd(2) ? 0x7FC00000u : 0xFFFFFFFFu); break;
+      default: v[i] = f_of_bits((uint32_t)rnd(0x1000) | (rnd(2) ? 0x80000000u : 0u)); break;
+    }
+  }
+}
+
+static uint32_t read_faults(void) {
+  uint32_t bits = 0xFFFFFFFFu;
+  CHECK_OK(dsa_queue_faults(q, &bits));
+  return bits;
+}
+
+static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
+                        ...) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < count; i++)
+    if (got[i] != want[i] && !bad++) first = i;
+  char c[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c, sizeof c, fmt, ap);
+  va_end(ap);
+  CHECK(bad == 0, "indices [%s]: %zu of %zu words differ, first at word %zu: got %d want %d", c,
+        bad, count, first, bad ? got[first] : 0, bad ? want[first] : 0);
+}
+
+/* Logits [rows, n_cols] with row stride ls and offset loff (floats), rows of
+ * the given family (kind < 0: a random family per row); the padding columns
+ * hold NaN-free junk the kernel must not read into the result. */
+static float *make_logits(int64_t rows, int64_t n_cols, int64_t ls, size_t loff, int kind,
+                          size_t *nbytes) {
+  *nbytes = (loff + (size_t)(rows > 0 ? (rows - 1) * ls + n_cols : 0)) * 4;
+  float *l = xmalloc(*nbytes);
+  for (size_t i = 0; i < *nbytes / 4; i++) l[i] = 1e30f; /* would win if read */
+  for (int64_t r = 0; r < rows; r++) fill_row(l + loff + r * ls, n_cols, kind < 0 ? (int)rnd(NKINDS) : kind);
+  return l;
+}
+
+/* Output geometry: [rows, k] with strides (os0, os1) elements at ooff. */
+typedef struct outg {
+  int64_t os0, os1;
+  size_t ooff, words;
+} outg;
+
+static outg pick_out(int64_t rows, int32_t k) {
+  outg o;
+  o.os1 = rnd(4) == 0 ? 2 : 1;
+  o.os0 = k * o.os1 + (rnd(2) ? rnd(5) : 0);
+  o.ooff = (size_t)rnd(3);
+  o.words = o.ooff + (size_t)(rows > 0 ? (rows - 1) * o.os0 + (k - 1) * o.os1 + 1 : 0);
+  return o;
+}
+
+/* ---- prefill -------------------------------------------------------------------- */
+
+typedef struct pf_case {
+  int64_t rows, n_cols;
+  int32_t k;
+  int kind;   /* data family, -1: random per row */
+  int ranges; /* 0 random in [0, N], 1 full rows, 2 n around k, 3 some bad */
+} pf_case;
+
+static void run_prefill(const pf_case *tc) {
+  const int64_t rows = tc->rows, nc = tc->n_cols;
+  const int32_t k = tc->k;
+  const int64_t ls = nc + (rnd(2) ? rnd(9) : 0);
+  const size_t loff = (size_t)rnd(4);
+  size_t lbytes;
+  float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
+  const int64_t ss = 1 + (rnd(3) == 0); /* starts/ends strides */
+  int32_t *st = xmalloc((size_t)(rows * ss) * 4 + 4), *en = xmalloc((size_t)(rows * ss) * 4 + 4);
+  int32_t *st_c = xmalloc((size_t)rows * 4 + 4), *en_c = xmalloc((size_t)rows * 4 + 4);
+  fill_random(st, (size_t)(rows * ss) * 4), fill_random(en, (size_t)(rows * ss) * 4);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t s = rnd(nc + 1), e = s + rnd(nc - s + 1);
+    if (tc->ranges == 1) s = 0, e = nc;
+    if (tc->ranges == 2) {
+      int64_t want = k + rnd(3) - 1; /* n = k-1, k, k+1 */
+      if (want < 0) want = 0;
+      if (want > nc) want = nc;
+      s = rnd(nc - want + 1), e = s + want;
+    }
+    if (tc->ranges == 3) switch (rnd(6)) {
+        case 0: s = -1 - rnd(5); break;
+        case 1: e = nc + 1 + rnd(100); break;
+        case 2: { int64_t t = s; s = e + 1 + rnd(3), e = t; break; }
+        case 3: s = INT32_MIN, e = INT32_MAX; break;
+        default: break;
+      }
+    st[r * ss] = (int32_t)s, en[r * ss] = (int32_t)e, st_c[r] = (int32_t)s, en_c[r] = (int32_t)e;
+  }
+  outg o = pick_out(rows, k);
+  int32_t *out = xmalloc(o.words * 4), *want = xmalloc(o.words * 4), *got = xmalloc(o.words * 4);
+  fill_random(out, o.words * 4);
+  memcpy(want, out, o.words * 4);
+  unsigned want_f = ref_topk_prefill(l + loff, rows, nc, ls, st_c, en_c, k, want + o.ooff, o.os0, o.os1);
+
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, st),
+              eb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, en), ob = gbuf_create(ctx, q, o.words * 4, out);
+  dsa_tensor lt = {lb.mem, lb.off + loff * 4, DSA_F32, 2, {rows, nc}, {ls, 1}};
+  dsa_tensor stt = {sb.mem, sb.off, DSA_I32, 1, {rows}, {ss}};
+  dsa_tensor ent = {eb.mem, eb.off, DSA_I32, 1, {rows}, {ss}};
+  dsa_tensor ot = {ob.mem, ob.off + o.ooff * 4, DSA_I32, 2, {rows, k}, {o.os0, o.os1}};
+  dsa_topk_params p;
+  dsa_topk_params_default(&p);
+  if (rnd(2)) p.k = k;
+  CHECK_OK(dsa_topk_prefill(q, &lt, &stt, &ent, &ot, rnd(4) ? &p : NULL, NULL));
+  uint32_t f = read_faults();
+  gbuf_read(q, &ob, got);
+  compare_out(got, want, o.words, "prefill rows=%lld N=%lld k=%d kind=%d ranges=%d",
+              (long long)rows, (long long)nc, k, tc->kind, tc->ranges);
+  CHECK(f == want_f, "prefill faults 0x%x, want 0x%x (ranges=%d)", f, want_f, tc->ranges);
+  CHECK(gbuf_guards_ok(q, &lb) && gbuf_guards_ok(q, &sb) && gbuf_guards_ok(q, &eb) &&
+            gbuf_guards_ok(q, &ob),
+        "prefill: guard band overwritten (rows=%lld N=%lld k=%d)", (long long)rows,
+        (long long)nc, k);
+  float *lback = xmalloc(lbytes);
+  gbuf_read(q, &lb, lback);
+  CHECK(!memcmp(lback, l, lbytes), "prefill modified logits");
+  free(lback), free(l), free(st), free(en), free(st_c), free(en_c), free(out), free(want), free(got);
+  gbuf_release(&lb), gbuf_release(&sb), gbuf_release(&eb), gbuf_release(&ob);
+}
+
+static const int32_t ks[] = {1, 7, 512, 2048, 64, 100};
+
+static void test_prefill(void) {
+  const pf_case fixed[] = {
+      {0, 100, 7, 0, 0},       {1, 1, 1, 0, 1},        {1, 0, 4, 0, 1},
+      {3, 5000, 2048, 0, 1},   {5, 3000, 512, 1, 1},   {4, 3000, 512, 2, 1},
+      {9, 2000, 64, 3, 1},     {7, 4000, 100, 4, 1},   {6, 5000, 512, 5, 1},
+      {6, 6000, 512, 6, 1},    {6, 6000, 512, 7, 1},   {5, 3000, 100, 8, 1},
+      {3, 3000, 7, 9, 1},      {3, 3000, 7, 10, 1},    {11, 600, 512, -1, 2},
+      {9, 3000, 2048, -1, 2},  {13, 300, 7, -1, 3},    {7, 40000, 2048, 0, 1},
+      {3, 40000, 512, 1, 1},   {2, 33000, 1, 4, 1},    {5, 2100, 2048, 1, 1},
+      {17, 1000, 1, -1, 0},
+  };
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_prefill(&fixed[i]);
+  for (int it = 0; it < 14; it++) {
+    pf_case tc = {rnd(3) ? 1 + rnd(12) : 2 * rnd(4) + 1, rnd(3) ? rnd(6000) : rnd(40000),
+                  ks[rnd(6)], (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+    if (rnd(5) == 0) tc.k = (int32_t)(1 + rnd(2048));
+    run_prefill(&tc);
+  }
+}
+
+/* ---- decode ---------------------------------------------------------------------- */
+
+typedef struct dc_case {
+  int64_t b, next_n, n_cols;
+  int32_t k;
+  int rank, kind;
+  int lens; /* 0 random in [0, N], 1 full, 2 around k, 3 some bad, 4 all in [0, next_n) */
+} dc_case;
+
+static void run_decode(const dc_case *tc) {
+  const int64_t b = tc->b, nn = tc->next_n, rows = b * nn, nc = tc->n_cols;
+  const int32_t k = tc->k;
+  const int64_t ls = nc + (rnd(2) ? rnd(9) : 0);
+  const size_t loff = (size_t)rnd(4);
+  size_t lbytes;
+  float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
+  const int64_t nlen = tc->rank == 1 ? b : rows;
+  int32_t *lc = xmalloc((size_t)nlen * 4 + 4); /* compact, for the reference */
+  for (int64_t i = 0; i < nlen; i++) {
+    int64_t v = rnd(nc + 1);
+    if (tc->lens == 1) v = nc;
+    if (tc->lens == 2) v = k + rnd(3) - 1 + (tc->rank == 1 ? nn - 1 : 0);
+    if (tc->lens == 4) v = rnd(nn); /* 1-D: the first queries see nothing, no fault */
+    if (tc->lens == 3) switch (rnd(5)) {
+        case 0: v = -1 - rnd(3); break;
+        case 1: v = nc + 1 + rnd(50); break;
+        case 2: v = INT32_MIN; break;
+        case 3: v = rnd(nn); break; /* 1-D: shorter than next_n, no fault */
+        default: break;
+      }
+    if (tc->lens != 3 && v > nc) v = nc;
+    if (tc->lens != 3 && v < 0) v = 0;
+    lc[i] = (int32_t)v;
+  }
+  /* Device layout: 1-D stride 1 or 3; 2-D row-major, padded, or transposed. */
+  int64_t s0, s1 = 0;
+  int lay = (int)rnd(3);
+  if (tc->rank == 1) s0 = lay == 0 ? 3 : 1;
+  else if (lay == 0) s0 = nn, s1 = 1;
+  else if (lay == 1) s0 = nn * 2 + 1, s1 = 2;
+  else s0 = 1, s1 = b;
+  size_t lwords = tc->rank == 1 ? (size_t)((b - 1) * s0 + 1) : (size_t)((b - 1) * s0 + (nn - 1) * s1 + 1);
+  if (b == 0) lwords = 0;
+  int32_t *ld = xmalloc(lwords * 4 + 4);
+  fill_random(ld, lwords * 4);
+  for (int64_t i = 0; i < nlen; i++) {
+    int64_t bi = tc->rank == 1 ? i : i / nn, ii = tc->rank == 1 ? 0 : i % nn;
+    ld[bi * s0 + ii * s1] = lc[i];
+  }
+  outg o = pick_out(rows, k);
+  int32_t *out = xmalloc(o.words * 4), *want = xmalloc(o.words * 4), *got = xmalloc(o.words * 4);
+  fill_random(out, o.words * 4);
+  memcpy(want, out, o.words * 4);
+  unsigned want_f = ref_topk_decode(l + loff, rows, nc, ls, lc, tc->rank, nn, k, want + o.ooff,
+                                    o.os0, o.os1);
+
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), nb = gbuf_create(ctx, q, lwords * 4, ld),
+              ob = gbuf_create(ctx, q, o.words * 4, out);
+  dsa_tensor lt = {lb.mem, lb.off + loff * 4, DSA_F32, 2, {rows, nc}, {ls, 1}};
+  dsa_tensor nt = tc->rank == 1 ? (dsa_tensor){nb.mem, nb.off, DSA_I32, 1, {b}, {s0}}
+                                : (dsa_tensor){nb.mem, nb.off, DSA_I32, 2, {b, nn}, {s0, s1}};
+  dsa_tensor ot = {ob.mem, ob.off + o.ooff * 4, DSA_I32, 2, {rows, k}, {o.os0, o.os1}};
+  dsa_topk_params p;
+  dsa_topk_params_default(&p);
+  if (rnd(2)) p.k = k;
+  if (tc->rank == 1 || rnd(2)) p.next_n = (int32_t)nn;
+  if (tc->rank == 1 && nn == 1 && rnd(2)) p.next_n = 0;
+  CHECK_OK(dsa_topk_decode(q, &lt, &nt, &ot, &p, NULL));
+  uint32_t f = read_faults();
+  gbuf_read(q, &ob, got);
+  compare_out(got, want, o.words, "decode B=%lld next_n=%lld rank=%d N=%lld k=%d kind=%d lens=%d",
+              (long long)b, (long long)nn, tc->rank, (long long)nc, k, tc->kind, tc->lens);
+  CHECK(f == want_f, "decode faults 0x%x, want 0x%x (lens=%d)", f, want_f, tc->lens);
+  CHECK(gbuf_guards_ok(q, &lb) && gbuf_guards_ok(q, &nb) && gbuf_guards_ok(q, &ob),
+        "decode: guard band overwritten");
+  free(l), free(lc), free(ld), free(out), free(want), free(got);
+  gbuf_release(&lb), gbuf_release(&nb), gbuf_release(&ob);
+}
+
+static void test_decode(void) {
+  const dc_case fixed[] = {
+      {0, 2, 100, 7, 1, 0, 0},       {0, 3, 100, 7, 2, 0, 0},     {1, 1, 1, 1, 1, 0, 1},
+      {2, 2, 3000, 512, 1, 0, 1},    {2, 2, 3000, 512, 2, 1, 1},  {3, 4, 2500, 2048, 2, -1, 2},
+      {3, 4, 2500, 2048, 1, -1, 2},  {4, 3, 1500, 64, 1, -1, 3},  {4, 3, 1500, 64, 2, -1, 3},
+      {2, 1, 32768, 2048, 1, 0, 1},  {1, 2, 32768, 512, 2, 5, 1}, {5, 2, 1000, 128, 1, 3, 0},
+      {5, 2, 1000, 128, 2, 4, 0},    {3, 1, 700, 1, 2, 8, 1},     {6, 4, 50, 1, 1, 0, 4},
+      {6, 3, 50, 2, 2, 0, 4},
+  };
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_decode(&fixed[i]);
+  for (int it = 0; it < 14; it++) {
+    dc_case tc = {rnd(4) ? 1 + rnd(6) : 0, 1 + rnd(4), rnd(3) ? rnd(5000) : rnd(40000), ks[rnd(6)],
+                  1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+    run_decode(&tc);
+  }
+}
+
+/* Many rows, the two realistic row shapes, scaled down for a CPU. */
+static void test_many_rows(void) {
+  run_prefill(&(pf_case){96, 1500, 512, 0, 0});
+  run_decode(&(dc_case){48, 2, 1200, 512, 2, -1, 0});
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+/* A user event gates the operator: nothing happens before it completes, and
+ * the returned event completes after the output is written. Also the empty
+ * (rows = 0) call honours the wait list and returns an event. */
+static void test_events(void) {
+  const int64_t rows = 3, nc = 600;
+  const int32_t k = 8;
+  size_t lbytes;
+  float *l = make_logits(rows, nc, nc, 0, 0, &lbytes);
+  int32_t st[3] = {0, 10, 0}, en[3] = {600, 20, 300};
+  int32_t *want = xmalloc((size_t)rows * k * 4), *got = xmalloc((size_t)rows * k * 4);
+  ref_topk_prefill(l, rows, nc, nc, st, en, k, want, k, 1);
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, 12, st),
+              eb = gbuf_create(ctx, q, 12, en), ob = gbuf_create(ctx, q, (size_t)rows * k * 4, NULL);
+  dsa_tensor lt = dsa_tensor_make(lb.mem, lb.off, DSA_F32, 2, (int64_t[]){rows, nc});
+  dsa_tensor stt = dsa_tensor_make(sb.mem, sb.off, DSA_I32, 1, (int64_t[]){rows});
+  dsa_tensor ent = dsa_tensor_make(eb.mem, eb.off, DSA_I32, 1, (int64_t[]){rows});
+  dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_I32, 2, (int64_t[]){rows, k});
+  cl_int err;
+  cl_event gate = clCreateUserEvent(dsa_context_cl_context(ctx), &err), done = NULL;
+  CHECK(err == CL_SUCCESS, "clCreateUserEvent: %d", (int)err);
+  dsa_events ev = {1, &gate, &done};
+  CHECK_OK(dsa_topk_prefill(q, &lt, &stt, &ent, &ot, NULL, &ev));
+  CHECK(done != NULL, "no event returned");
+  cl_int stat = CL_COMPLETE;
+  clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof stat, &stat, NULL);
+  CHECK(stat != CL_COMPLETE, "operator completed before its wait list");
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  clWaitForEvents(1, &done);
+  clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof stat, &stat, NULL);
+  CHECK(stat == CL_COMPLETE, "event not complete after wait");
+  gbuf_read(q, &ob, got);
+  compare_out(got, want, (size_t)rows * k, "events");
+  clReleaseEvent(done), clReleaseEvent(gate);
+
+  /* rows = 0: a marker */
+  dsa_tensor lt0 = lt, stt0 = stt, ent0 = ent, ot0 = ot;
+  lt0.shape[0] = stt0.shape[0] = ent0.shape[0] = ot0.shape[0] = 0;
+  gate = clCreateUserEvent(dsa_context_cl_context(ctx), &err), done = NULL;
+  ev = (dsa_events){1, &gate, &done};
+  CHECK_OK(dsa_topk_prefill(q, &lt0, &stt0, &ent0, &ot0, NULL, &ev));
+  CHECK(done != NULL, "no event returned for rows = 0");
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  if (done) clWaitForEvents(1, &done), clReleaseEvent(done);
+  clReleaseEvent(gate);
+  /* decode rows = 0 with no events at all */
+  dsa_tensor nt0 = dsa_tensor_make(sb.mem, sb.off, DSA_I32, 1, (int64_t[]){0});
+  CHECK_OK(dsa_topk_decode(q, &lt0, &nt0, &ot0, NULL, NULL));
+  clFinish(dsa_queue_cl(q));
+  free(l), free(want), free(got);
+  gbuf_release(&lb), gbuf_release(&sb), gbuf_release(&eb), gbuf_release(&ob);
+}
+
+/* ---- argument validation ------------------------------------------------------------- */
+
+/* msg names each of the words (delimited by non-identifier characters). */
+static int names(const char *msg, const char *w1, const char *w2) {
+  const char *ws[2] = {w1, w2};
+  for (int i = 0; i < 2; i++) {
+    if (!ws[i]) continue;
+    size_t n = strlen(ws[i]);
+    int found = 0;
+    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
+      char before = p == msg ? ' ' : p[-1], after = p[n];
+      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
+              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
+    }
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+typedef struct args {
+  dsa_queue *q;
+  dsa_tensor l, a, b, o; /* logits, starts|lengths, ends, indices */
+  dsa_tensor *pl, *pa, *pb, *po;
+  dsa_topk_params p;
+  dsa_topk_params *pp;
+  dsa_events ev;
+  dsa_events *pev;
+} args;
+
+static void args_point(args *x) {
+  x->pl = &x->l, x->pa = &x->a, x->pb = &x->b, x->po = &x->o;
+  x->pp = &x->p, x->pev = &x->ev;
+}
+
+/* Cases shared by both forms: queue, events, logits, indices, params. */
+static int break_common(args *x, int c, const char **w1, const char **w2) {
+  switch (c) {
+    case 0: x->q = NULL, *w1 = "q"; return 1;
+    case 1: x->ev.num_wait = 2, x->ev.wait = NULL, *w1 = "ev"; return 1;
+    case 2: x->pl = NULL, *w1 = "logits"; return 1;
+    case 3: x->l.mem = NULL, *w1 = "logits"; return 1;
+    case 4: x->l.dtype = DSA_BF16, *w1 = "logits"; return 1;
+    case 5: x->l.ndim = 3, x->l.shape[2] = 1, x->l.stride[2] = 1, *w1 = "logits"; return 1;
+    case 6: x->l.stride[1] = 2, *w1 = "logits"; return 1;
+    case 7: x->l.stride[0] = -x->l.stride[0], *w1 = "logits"; return 1;
+    case 8: x->l.offset += 1 << 20, *w1 = "logits"; return 1; /* past its buffer */
+    case 9: x->l.offset += 2, *w1 = "logits"; return 1;       /* not a whole element */
+    case 10: x->po = NULL, *w1 = "indices"; return 1;
+    case 11: x->o.dtype = DSA_I64, *w1 = "indices"; return 1;
+    case 12: x->o.ndim = 1, *w1 = "indices"; return 1;
+    case 13: x->o.shape[0] -= 1, *w1 = "indices"; return 1;
+    case 14: x->o.mem = NULL, *w1 = "indices"; return 1;
+    case 15: x->o.stride[0] *= 64, *w1 = "indices"; return 1; /* past its buffer */
+    case 16: x->o.stride[1] = 0, *w1 = "indices", *w2 = "stride"; return 1;
+    case 17: x->p.k = x->o.shape[1] + 1, *w1 = "k"; return 1; /* != indices shape[1] */
+    case 18: x->p.k = DSA_TOPK_MAX_K + 1, *w1 = "k"; return 1;
+    case 19: x->p.k = -1, *w1 = "k"; return 1;
+    case 20: x->p.k = 0, x->o.shape[1] = DSA_TOPK_MAX_K + 1, x->o.stride[1] = 0, x->o.shape[0] = 1,
+             x->l.shape[0] = 1, x->a.shape[0] = 1, x->b.shape[0] = 1, *w1 = "indices";
+             return 1;
+    case 21: x->l.shape[1] = (int64_t)INT32_MAX + 1, x->l.shape[0] = 1, x->l.stride[0] = 0,
+             *w1 = "logits"; return 1;
+    default: (void)w2; return 0;
+  }
+}
+
+typedef dsa_status (*call_fn)(args *x);
+typedef int (*break_fn)(args *x, int c, const char **w1, const char **w2);
+
+static void run_bad(const char *op, const args *base, call_fn call, break_fn brk,
+                    const guarded_buf *out) {
+  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
+  gbuf_read(q, out, before);
+  int ncases = 0;
+  for (int c = 0;; c++) {
+    args x = *base;
+    args_point(&x);
+    const char *w1 = NULL, *w2 = NULL;
+    int more = c < 100 ? break_common(&x, c, &w1, &w2) : brk(&x, c - 100, &w1, &w2);
+    if (!more) {
+      if (c < 100) {
+        c = 99;
+        continue;
+      }
+      break;
+    }
+    cl_event done = (cl_event)(uintptr_t)1;
+    x.ev.done = &done;
+    dsa_status s = call(&x);
+    const char *msg = dsa_last_error();
+    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, c,
+          dsa_status_name(s), msg);
+    CHECK(names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s", op, c, msg,
+          w1, w2 ? " and " : "", w2 ? w2 : "");
+    CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, c);
+    clFinish(dsa_queue_cl(q));
+    gbuf_read(q, out, after);
+    if (memcmp(before, after, out->size)) {
+      CHECK(0, "%s bad case %d: output changed", op, c);
+      clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0,
+                           NULL, NULL);
+    }
+    if (done != (cl_event)(uintptr_t)1 && done) clReleaseEvent(done);
+    ncases++;
+  }
+  CHECK(ncases >= 30, "%s: only %d bad-argument cases", op, ncases);
+  args x = *base;
+  args_point(&x);
+  CHECK_OK(call(&x));
+  gbuf_read(q, out, after);
+  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+  CHECK(read_faults() == 0, "%s: valid call set faults", op);
+  free(before), free(after);
+}
+
+static dsa_status call_prefill(args *x) {
+  return dsa_topk_prefill(x->q, x->pl, x->pa, x->pb, x->po, x->pp, x->pev);
+}
+
+static int break_prefill(args *x, int c, const char **w1, const char **w2) {
+  (void)w2;
+  switch (c) {
+    case 0: x->pa = NULL, *w1 = "row_starts"; return 1;
+    case 1: x->a.mem = NULL, *w1 = "row_starts"; return 1;
+    case 2: x->a.dtype = DSA_I64, *w1 = "row_starts"; return 1;
+    case 3: x->a.ndim = 2, x->a.shape[1] = 1, x->a.stride[1] = 1, *w1 = "row_starts"; return 1;
+    case 4: x->a.shape[0] -= 1, *w1 = "row_starts"; return 1;
+    case 5: x->a.offset += 4096, *w1 = "row_starts"; return 1;
+    case 6: x->a.stride[0] = -1, *w1 = "row_starts"; return 1;
+    case 7: x->pb = NULL, *w1 = "row_ends"; return 1;
+    case 8: x->b.dtype = DSA_F32, *w1 = "row_ends"; return 1;
+    case 9: x->b.shape[0] += 1, *w1 = "row_ends"; return 1;
+    case 10: x->b.mem = NULL, *w1 = "row_ends"; return 1;
+    case 11: x->b.offset += 1, *w1 = "row_ends"; return 1;
+    case 12: x->p.next_n = 2, *w1 = "next_n"; return 1;
+    default: return 0;
+  }
+}
+
+static dsa_status call_decode(args *x) {
+  return dsa_topk_decode(x->q, x->pl, x->pa, x->po, x->pp, x->pev);
+}
+
+/* base: lengths [B, next_n] 2-D (a), with b a valid 1-D [B] view. */
+static int break_decode(args *x, int c, const char **w1, const char **w2) {
+  (void)w2;
+  switch (c) {
+    case 0: x->pa = NULL, *w1 = "lengths"; return 1;
+    case 1: x->a.mem = NULL, *w1 = "lengths"; return 1;
+    case 2: x->a.dtype = DSA_I64, *w1 = "lengths"; return 1;
+    case 3: x->a.ndim = 3, x->a.shape[2] = 1, x->a.stride[2] = 1, *w1 = "lengths"; return 1;
+    case 4: x->a.ndim = 0, *w1 = "lengths"; return 1;
+    case 5: x->a.shape[0] -= 1, *w1 = "lengths"; return 1; /* B * next_n != rows */
+    case 6: x->a.offset += 4096, *w1 = "lengths"; return 1;
+    case 7: x->a.stride[1] = -1, *w1 = "lengths"; return 1;
+    case 8: x->p.next_n = 3, *w1 = "next_n"; return 1; /* != lengths shape[1] */
+    case 9: x->a = x->b, x->p.next_n = 3, *w1 = "lengths"; return 1; /* 1-D: B*3 != rows */
+    case 10: x->a = x->b, x->p.next_n = -2, *w1 = "next_n"; return 1;
+    case 11: x->a = x->b, x->p.next_n = 1, *w1 = "lengths"; return 1; /* 1-D: B != rows */
+    case 12: x->a.shape[1] = 0, x->a.shape[0] = 0, *w1 = "lengths"; return 1;
+    default: return 0;
+  }
+}
+
+static void test_bad_args(void) {
+  const int64_t rows = 4, nc = 300;
+  const int32_t k = 16;
+  size_t lbytes;
+  float *l = make_logits(rows, nc, nc, 0, 0, &lbytes);
+  int32_t st[4] = {0, 1, 2, 3}, en[4] = {300, 200, 100, 50};
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, 16, st),
+              eb = gbuf_create(ctx, q, 16, en), ob = gbuf_create(ctx, q, (size_t)rows * k * 4, NULL);
+  cl_int err;
+  cl_event ready = clCreateUserEvent(dsa_context_cl_context(ctx), &err);
+  clSetUserEventStatus(ready, CL_COMPLETE);
+  args base;
+  memset(&base, 0, sizeof base);
+  base.q = q;
+  base.l = dsa_tensor_make(lb.mem, lb.off, DSA_F32, 2, (int64_t[]){rows, nc});
+  base.a = dsa_tensor_make(sb.mem, sb.off, DSA_I32, 1, (int64_t[]){rows});
+  base.b = dsa_tensor_make(eb.mem, eb.off, DSA_I32, 1, (int64_t[]){rows});
+  base.o = dsa_tensor_make(ob.mem, ob.off, DSA_I32, 2, (int64_t[]){rows, k});
+  dsa_topk_params_default(&base.p);
+  base.p.k = k;
+  base.ev = (dsa_events){1, &ready, NULL};
+  run_bad("dsa_topk_prefill", &base, call_prefill, break_prefill, &ob);
+
+  /* decode: lengths [2, 2] over the starts buffer {0, 1, 2, 3}; b = the
+   * ends buffer as a 1-D [2] view */
+  base.a = dsa_tensor_make(eb.mem, eb.off, DSA_I32, 2, (int64_t[]){2, 2});
+  base.b = dsa_tensor_make(eb.mem, eb.off, DSA_I32, 1, (int64_t[]){2});
+  base.p.next_n = 2;
+  run_bad("dsa_topk_decode", &base, call_decode, break_decode, &ob);
+
+  clReleaseEvent(ready);
+  free(l);
+  gbuf_release(&lb), gbuf_release(&sb), gbuf_release(&eb), gbuf_release(&ob);
+}
+
+int main(void) {
+  dsa_test_open(&ctx, &q, 0);
+  test_bad_args();
+  test_events();
+  test_prefill();
+  test_decode();
+  test_many_rows();
+  dsa_test_close(&ctx, &q);
+  return dsa_test_summary();
+}
