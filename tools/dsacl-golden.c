@@ -22,6 +22,7 @@
 
 /* The families, one line each: X(<family>) for golden_ops_<family>[]. */
 #define GOLDEN_FAMILIES(X) \
+  X(index_helpers)         \
   X(indexer_logits)        \
   X(indexer_quant)         \
   X(mla)                   \

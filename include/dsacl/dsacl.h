@@ -249,8 +249,10 @@ DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cac
 #endif
 
 /* Operator families, one header each. */
+#include "dsacl/index_helpers.h"
 #include "dsacl/indexer_logits.h"
 #include "dsacl/indexer_quant.h"
+#include "dsacl/mla_qnorm.h"
 #include "dsacl/sparse_mla.h"
 #include "dsacl/topk.h"
 

@@ -1,0 +1,229 @@
+/* Q RMSNorm + RoPE and KV RoPE + insert into the SWA MLA cache
+ * (SPEC-reference §8.4, §2.6-2.7, §8.1, layout §3.1).
+ *
+ * Rows: row n < T is token n's KV row (rotate the 64 RoPE dims, quantize,
+ * insert: the structure of mla_cache_insert in mla_cache.cl); row T + m is
+ * q row m = t * H + h. A row is 32 lanes; lane l owns dims [16l, 16l+16):
+ * lanes 0..27 NoPE, lanes 28..31 the RoPE pairs 8(l-28) .. 8(l-28)+7. A
+ * work-group is (32, 8): eight rows, which may mix KV and q rows, so both
+ * kinds pass the same two barriers.
+ *
+ * Numerics (deterministic on every device; nothing depends on contraction
+ * or on the precision of the device's sqrt/division):
+ *   ss   = sum of q_d^2 in fp32 in a fixed order: lane l adds its 16 squares
+ *          in dim order, then the 32 lane sums are added as a tree
+ *          (s[i] += s[i + w] for w = 16, 8, 4, 2, 1); squares of bf16 are
+ *          exact in fp32, so fma or not gives the same.
+ *   rho  = correctly rounded 1 / sqrt(ss * 2^-9 + eps) (qn_rsqrt_cr).
+ *   NoPE: bf16(q_d * rho). RoPE: e = q_e * rho, o = q_o * rho (fp32), then
+ *   e' = fma(e, c, -fl(o * s)), o' = fma(e, s, fl(o * c)), bf16.
+ *   KV: the same rotation on the bf16 values, then §8.1 on the row.
+ */
+#pragma OPENCL FP_CONTRACT OFF
+#include "dsa_common.h"
+
+#define MLA_NOPE 448
+#define MLA_DATA_BYTES 576
+
+#define LANES 32
+#define ROWS 8
+#define NOPE_LANES 28
+
+#define MLA_AMAX_FLOOR_BITS 0x38D20000u /* bf16(1e-4) */
+
+/* (2y + 1)^2 * X > 2^73, exactly (128-bit product): the midpoint above
+ * y * 2^-24 lies above 1 / sqrt(X * 2^-23). */
+DSA_INLINE bool qn_mid_above(uint y, uint xi) {
+  const ulong m = 2ul * y + 1ul;
+  const ulong sq = m * m; /* < 2^51 */
+  const ulong hi = mul_hi(sq, (ulong)xi), lo = sq * (ulong)xi;
+  return hi > 512ul || (hi == 512ul && lo != 0ul);
+}
+
+/* Correctly rounded 1/sqrt(x) for fp32 x. x = X * 2^(2k) with X in [1, 4),
+ * 1/sqrt(X) in (0.5, 1] is y * 2^-24 with integer y in [2^23, 2^24]; the
+ * device's rsqrt gives a start within a few ulps and exact midpoint tests
+ * (integer) settle the rounding. */
+DSA_INLINE float qn_rsqrt_cr(float x) {
+  if (isnan(x) || x < 0.0f) return as_float(0x7FC00000u);
+  if (x == 0.0f) return as_float(0x7F800000u);
+  if (isinf(x)) return 0.0f;
+  uint u = as_uint(x);
+  int E = (int)(u >> 23) - 127;
+  uint mant = (u & 0x7FFFFFu) | 0x800000u;
+  if ((u >> 23) == 0u) { /* subnormal: normalize the significand */
+    mant = u & 0x7FFFFFu;
+    E = -126;
+    while (mant < 0x800000u) {
+      mant <<= 1;
+      E--;
+    }
+  }
+  const int odd = E & 1;
+  const int k = (E - odd) / 2;
+  const uint xi = mant << odd; /* X = xi * 2^-23 */
+  const float est = rsqrt((float)xi * 0x1p-23f);
+  float fy = clamp(est * 0x1p24f, 0x1p23f, 0x1p24f);
+  uint y = convert_uint_rte(fy);
+  for (int i = 0; i < 8 && y < 0x1000000u && !qn_mid_above(y, xi); i++) y++;
+  for (int i = 0; i < 8 && y > 0x800000u && qn_mid_above(y - 1u, xi); i++) y--;
+  return (float)y * as_float((uint)(127 - 24 - k) << 23);
+}
+
+/* Rotates the 16 fp32 values of a RoPE lane (8 pairs) with cos/sin. */
+DSA_INLINE void qn_rotate(float *v, const float *c, const float *s) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const float e = v[2 * i], o = v[2 * i + 1];
+    v[2 * i] = fma(e, c[i], -(o * s[i]));
+    v[2 * i + 1] = fma(e, s[i], o * c[i]);
+  }
+}
+
+DSA_INLINE uint4 qn_pack(const float *v, int h) {
+  uint w[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    w[j] = (uint)dsa_f32_to_bf16(v[8 * h + 2 * j]) |
+           ((uint)dsa_f32_to_bf16(v[8 * h + 2 * j + 1]) << 16);
+  return (uint4)(w[0], w[1], w[2], w[3]);
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_rope_kv_insert(
+    __global const uchar *qin, ulong qin_off, ulong qin_ts, ulong qin_hs, /* bytes */
+    __global uchar *qout, ulong qout_off, ulong qout_ts, ulong qout_hs, int H,
+    __global const uchar *kv, ulong kv_off, ulong kv_rs, __global const uchar *pos,
+    ulong pos_off, ulong pos_st, __global const uchar *cs, ulong cs_off, ulong cs_rs,
+    long n_pos, __global const uchar *slots, ulong slot_off, ulong slot_st, long T,
+    float eps, __global uchar *cache, ulong cache_off, long num_blocks, int block_size,
+    ulong block_stride, int q_aligned, int kv_aligned, int cache_aligned,
+    __global volatile uint *faults) {
+  __local uint part[ROWS][LANES];
+  __local uchar scale_bytes[ROWS][8];
+  const uint lane = get_local_id(0), lr = get_local_id(1);
+  const ulong n = get_global_id(1);
+  const ulong nrows = (ulong)T * (ulong)(H + 1);
+  const bool live = n < nrows;
+  const bool is_kv = n < (ulong)T;
+  ulong t = 0, h = 0;
+  if (live) {
+    if (is_kv) {
+      t = n;
+    } else {
+      const uint m = (uint)(n - (ulong)T); /* host guarantees T * (H + 1) < 2^31 */
+      t = m / (uint)H;
+      h = m - (uint)t * (uint)H;
+    }
+  }
+
+  /* Position and, on RoPE lanes, its cos/sin. */
+  const long p = live ? *(__global const long *)(pos + pos_off + t * pos_st) : 0;
+  const bool pos_ok = p >= 0 && p < n_pos;
+  if (live && is_kv && !pos_ok && lane == 0) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
+  float c[8], s[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) c[i] = 1.0f, s[i] = 0.0f;
+  if (live && pos_ok && lane >= NOPE_LANES) {
+    __global const float *row = (__global const float *)(cs + cs_off + (ulong)p * cs_rs);
+    const float8 cv = vload8(0, row + 8u * (lane - NOPE_LANES));
+    const float8 sv = vload8(0, row + 32 + 8u * (lane - NOPE_LANES));
+    c[0] = cv.s0, c[1] = cv.s1, c[2] = cv.s2, c[3] = cv.s3;
+    c[4] = cv.s4, c[5] = cv.s5, c[6] = cv.s6, c[7] = cv.s7;
+    s[0] = sv.s0, s[1] = sv.s1, s[2] = sv.s2, s[3] = sv.s3;
+    s[4] = sv.s4, s[5] = sv.s5, s[6] = sv.s6, s[7] = sv.s7;
+  }
+
+  /* KV: slot (loaded alongside the data, as in mla_cache_insert). */
+  long slot = -1;
+  if (live && is_kv) slot = *(__global const long *)(slots + slot_off + t * slot_st);
+  const long capacity = num_blocks * (long)block_size;
+  if (live && is_kv && slot >= capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+  const bool kv_valid = live && is_kv && slot >= 0 && slot < capacity && pos_ok;
+
+  uint4 raw0 = (uint4)(0u), raw1 = (uint4)(0u);
+  if (live) {
+    __global const uchar *src = is_kv ? kv + kv_off + t * kv_rs + lane * 32u
+                                      : qin + qin_off + t * qin_ts + h * qin_hs + lane * 32u;
+    const int al = is_kv ? kv_aligned : q_aligned;
+    raw0 = dsa_load16(src, al);
+    raw1 = dsa_load16(src + 16, al);
+  }
+  const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
+  float v[16];
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    v[2 * j] = dsa_bf16_to_f32((ushort)w[j]);
+    v[2 * j + 1] = dsa_bf16_to_f32((ushort)(w[j] >> 16));
+  }
+
+  if (is_kv) {
+    uint m = 0u;
+    if (lane < NOPE_LANES) {
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        m = max(m, max(dsa_bf16_abs_key((ushort)w[j]), dsa_bf16_abs_key((ushort)(w[j] >> 16))));
+    }
+    part[lr][lane] = m;
+  } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) acc = acc + v[j] * v[j];
+    part[lr][lane] = as_uint(acc);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  if (live && !is_kv) {
+    float r[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) r[i] = as_float(part[lr][i]) + as_float(part[lr][i + 16]);
+#pragma unroll
+    for (int wd = 8; wd > 0; wd >>= 1) {
+#pragma unroll
+      for (int i = 0; i < wd; i++) r[i] = r[i] + r[i + wd];
+    }
+    const float rho = qn_rsqrt_cr(r[0] * 0x1p-9f + eps);
+#pragma unroll
+    for (int j = 0; j < 16; j++) v[j] = v[j] * rho;
+    if (lane >= NOPE_LANES && pos_ok) qn_rotate(v, c, s);
+    __global uchar *dst = qout + qout_off + t * qout_ts + h * qout_hs + lane * 32u;
+    dsa_store16(dst, qn_pack(v, 0), q_aligned);
+    dsa_store16(dst + 16, qn_pack(v, 1), q_aligned);
+  }
+
+  const long blk = kv_valid ? slot / block_size : 0;
+  const long tb = kv_valid ? slot - blk * block_size : 0;
+  const ulong base = cache_off + (ulong)blk * block_stride;
+  __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
+  if (kv_valid && lane < NOPE_LANES) {
+    const uint g = lane & ~3u;
+    uint m = max(max(part[lr][g], part[lr][g + 1]), max(part[lr][g + 2], part[lr][g + 3]));
+    const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
+    uint o[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const uint lo = w[2 * j], hi = w[2 * j + 1];
+      o[j] = dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
+             (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
+             (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
+    }
+    dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), cache_aligned);
+    if ((lane & 3u) == 0u) scale_bytes[lr][lane >> 2] = (uchar)clamp(e + 127, 0, 255);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!kv_valid) return;
+  if (lane == NOPE_LANES) {
+    uint2 sb = (uint2)(0u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) sb.x |= (uint)scale_bytes[lr][j] << (8 * j);
+#pragma unroll
+    for (int j = 0; j < 3; j++) sb.y |= (uint)scale_bytes[lr][4 + j] << (8 * j);
+    dsa_store8(cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u, sb,
+               cache_aligned);
+  }
+  if (lane >= NOPE_LANES) {
+    qn_rotate(v, c, s);
+    __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
+    dsa_store16(dst, qn_pack(v, 0), cache_aligned);
+    dsa_store16(dst + 16, qn_pack(v, 1), cache_aligned);
+  }
+}
