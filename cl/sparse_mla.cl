@@ -316,9 +316,13 @@ DSA_INLINE void attn_body(
 }
 
 #define ATTN_LOCALS                                   \
-  __local float ks[2 * NT * MLA_DIM];                 \
-  __local float part[HG * PSTRIDE];                   \
-  __local float sl[HG * NT], pl[NT * HG], al[HG], fin[HG]; \
+  /* float4 accesses below: 16-byte alignment is not implied by float. */ \
+  __local float ks[2 * NT * MLA_DIM] __attribute__((aligned(16)));         \
+  __local float part[HG * PSTRIDE] __attribute__((aligned(16)));           \
+  __local float sl[HG * NT] __attribute__((aligned(16)));                  \
+  __local float pl[NT * HG] __attribute__((aligned(16)));                  \
+  __local float al[HG] __attribute__((aligned(16)));                       \
+  __local float fin[HG] __attribute__((aligned(16)));                      \
   __local int vm[2 * NT]
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_attn_bf16(
