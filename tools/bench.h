@@ -21,6 +21,9 @@ typedef struct bench_env {
   cl_device_id dev;
   cl_command_queue clq; /* dsa_queue_cl(q) */
   int quick;            /* --quick: small shapes, a few runs */
+  /* Multi-command operators: the driver sets this NULL before each run and
+   * takes ownership of what run leaves in it (see bench_span_begin). */
+  cl_event span_first;
 } bench_env;
 
 #define BENCH_MAX_PARAMS 4
@@ -28,7 +31,10 @@ typedef struct bench_env {
 /* One table row. The driver calls setup once, then run (warm-up + timed
  * runs; run must return the completion event of what it enqueued in *done,
  * exactly one event covering the whole operator), then teardown after a
- * clFinish. setup may leave a partly built state for teardown (which gets
+ * clFinish. The time is START..END of *done; an operator that enqueues
+ * several commands (its done event is only the last one's) calls
+ * bench_span_begin first, and the time becomes START of that marker..END of
+ * *done. setup may leave a partly built state for teardown (which gets
  * NULL if setup allocated nothing). A family's array ends with {0}. */
 typedef struct bench_op {
   const char *name;                /* --only matches a prefix of it */
@@ -81,5 +87,10 @@ cl_mem bench_make_filled(bench_env *e, size_t bytes, unsigned char value);
 void bench_free_buf(cl_mem *m);
 
 double bench_no_flops(const int64_t *p);
+
+/* Enqueues a profiled marker into e->span_first (released first if set), so
+ * the run's time spans from it to the END of *done: call at the top of run
+ * for operators of several kernels. */
+int bench_span_begin(bench_env *e);
 
 #endif

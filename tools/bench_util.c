@@ -115,3 +115,10 @@ double bench_no_flops(const int64_t *p) {
   (void)p;
   return 0;
 }
+
+int bench_span_begin(bench_env *e) {
+  if (e->span_first) clReleaseEvent(e->span_first);
+  e->span_first = NULL;
+  CL_TRY(clEnqueueMarkerWithWaitList(e->clq, 0, NULL, &e->span_first));
+  return 0;
+}

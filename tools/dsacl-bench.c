@@ -4,7 +4,9 @@
  *               [--no-flush]
  *
  * Every time is device time from OpenCL profiling events (START..END of the
- * event an operator returns), median and minimum over N runs after warm-up.
+ * event an operator returns; for operators of several kernels, START of a
+ * marker enqueued just before them..END of the last), median and minimum over
+ * N runs after warm-up.
  * Between timed runs a scratch buffer several times the device cache is
  * overwritten, so operators start cold as they would in a server step.
  * Reference measurements, taken the same way with kernels of our own:
@@ -33,7 +35,11 @@
 /* The families, one line each: X(<family>) for bench_ops_<family>[]. */
 #define BENCH_FAMILIES(X) \
   X(indexer_logits)       \
+  X(indexer_quant)        \
+  X(topk)                 \
   X(mla)                  \
+  X(mla_qnorm)            \
+  X(sparse_mla)           \
   /* end of families */
 
 #define DECLARE(f) extern const bench_op bench_ops_##f[];
@@ -66,15 +72,19 @@ static int cmp_double(const void *a, const void *b) {
 static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg, timing *out) {
   int rc = 0, n = 0;
   cl_event *ev = calloc((size_t)cfg->runs, sizeof *ev);
+  cl_event *first = calloc((size_t)cfg->runs, sizeof *first);
   double *us = calloc((size_t)cfg->runs, sizeof *us);
-  if (!ev || !us) {
+  if (!ev || !first || !us) {
     rc = -1;
     goto done;
   }
   for (int i = 0; i < cfg->warmup && rc == 0; i++) {
     cl_event w = NULL;
+    e->span_first = NULL;
     rc = fn(e, arg, &w);
     if (w) clReleaseEvent(w);
+    if (e->span_first) clReleaseEvent(e->span_first);
+    e->span_first = NULL;
   }
   for (; n < cfg->runs && rc == 0; n++) {
     const cl_uchar zero = 0;
@@ -85,7 +95,11 @@ static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg,
       rc = bench_cl_fail(err, "clEnqueueFillBuffer (cache flush)", __LINE__);
       break;
     }
-    if ((rc = fn(e, arg, &ev[n])) != 0) break;
+    e->span_first = NULL;
+    rc = fn(e, arg, &ev[n]);
+    first[n] = e->span_first; /* a marker before a multi-kernel operator, or NULL */
+    e->span_first = NULL;
+    if (rc != 0) break;
   }
   cl_int err = clFinish(e->clq);
   if (rc == 0 && err != CL_SUCCESS) rc = bench_cl_fail(err, "clFinish", __LINE__);
@@ -94,7 +108,8 @@ static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg,
     if (!ev[i]) {
       fprintf(stderr, "dsacl-bench: operator returned no event\n");
       rc = -1;
-    } else if ((err = clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+    } else if ((err = clGetEventProfilingInfo(first[i] ? first[i] : ev[i],
+                                              CL_PROFILING_COMMAND_START, sizeof t0, &t0,
                                               NULL)) != CL_SUCCESS ||
                (err = clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                               NULL)) != CL_SUCCESS) {
@@ -108,9 +123,12 @@ static int time_it(bench_env *e, const bench_cfg *cfg, enqueue_fn fn, void *arg,
     out->median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
   }
 done:
-  for (int i = 0; i < cfg->runs && ev; i++)
+  for (int i = 0; i < cfg->runs && ev && first; i++) {
     if (ev[i]) clReleaseEvent(ev[i]);
+    if (first[i]) clReleaseEvent(first[i]);
+  }
   free(ev);
+  free(first);
   free(us);
   return rc;
 }

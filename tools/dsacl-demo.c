@@ -1,0 +1,913 @@
+/* dsacl-demo: one DeepSeek-V4-Flash decode step of the sparse-attention path
+ * on synthetic data, every stage on the device through the public API, every
+ * stage checked against the C reference of tests/ref, every stage timed with
+ * OpenCL profiling events.
+ *
+ *   dsacl-demo [--device N|NAME] [--json] [--quick] [--seqs B] [--context L]
+ *              [--heads H] [--topk K] [--window W] [--seed S]
+ *
+ * The batch: B sequences, sequence b holds L_b = max(1, L - 3b) tokens (the
+ * first exactly L; the others a little shorter, so that rows differ in their
+ * lengths and masks), and this step decodes its last token, at position
+ * p_b = L_b - 1 (next_n = 1). Paging: SWA cache 64 tokens per block,
+ * compressed (C4) MLA cache and indexer K cache 64 compressed rows per block,
+ * all three with the padded page strides vLLM uses; physical blocks are handed
+ * out in a random order. The two compressed caches share one block table (one
+ * storage block of 64 compressed rows = 256 tokens, as in vLLM).
+ *
+ * Stages (docs/DECODE.md walks through the same calls):
+ *   1a  SWA MLA cache: dsa_mla_cache_insert of the past tokens 0 .. L_b - 2
+ *   1b  C4 MLA cache:  dsa_mla_cache_insert of floor(L_b / 4) compressed rows
+ *   1c  indexer K cache (FP8): dsa_indexer_k_insert of the same rows
+ *   2   dsa_indexer_q_quant: indexer Q RoPE + FP8 quant (64 heads x 128)
+ *   3   dsa_paged_mqa_logits, 2-D context lengths floor(L_b / 4)
+ *   4   dsa_topk_decode, k = topk
+ *   5   dsa_global_topk_indices: local compressed rows -> C4 cache slots
+ *   6   dsa_swa_indices: the window's SWA slots and lengths
+ *   7   dsa_mla_qnorm_rope_kv_insert: q RMSNorm + RoPE, kv RoPE + insert of
+ *       the new token into the SWA cache
+ *   8a  dsa_sparse_mla_decode (fused) with attention sink
+ *   8b  dsa_sparse_mla_decode_two_stage (same inputs)
+ * Checks: the exact stages (1, 2, 4-7) compare bytes with the reference run on
+ * the same inputs (inputs that came out of an earlier device stage are read
+ * back from the device); logits: max |d| / max |ref| <= 1e-5 over finite
+ * entries and the -inf mask identical; attention: SPEC.md's tolerance against
+ * the fp64 reference (elementwise |d| <= 1e-2 max(1, |ref|), relative L2 <=
+ * 4e-3, lse within 1e-4), and fused vs two-stage with the same bounds. No
+ * stage may raise a fault bit (dsa_queue_faults).
+ *
+ * Output: a table (stage, device us, check) and a last line `PASS` (exit 0)
+ * or `FAIL: <stage>` (exit 1); with --json one JSON document instead. Exit 77
+ * when there is no OpenCL device at all (meson's "skipped").
+ *
+ * Device times are START of a marker enqueued just before the stage .. END of
+ * the stage's completion event (an operator may run several kernels). */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dsacl/dsacl.h>
+
+#include "ref.h"
+#include "ref_index_helpers.h"
+#include "ref_indexer_logits.h"
+#include "ref_indexer_quant.h"
+#include "ref_mla_qnorm.h"
+#include "ref_sparse_mla.h"
+#include "ref_topk.h"
+
+/* ---- model constants (DeepSeek-V4-Flash, SPEC-reference §1) ------------------ */
+
+enum {
+  MLA_DIM = 512,
+  IDX_HEADS = 64,
+  IDX_DIM = 128,
+  ROPE_DIM = 64,
+  RATIO = 4,
+  SWA_BS = 64,  /* SWA cache: tokens per block */
+  CMP_BS = 64,  /* C4 MLA cache and indexer cache: compressed rows per block */
+  NEXT_N = 1
+};
+/* Page strides as vLLM pads them (SPEC-reference §1): 64 * 584 -> 37440,
+ * 64 * 132 -> 8640. */
+#define MLA_STRIDE 37440
+#define IDX_STRIDE 8640
+#define ROPE_THETA 10000.0
+
+/* ---- output ---------------------------------------------------------------------- */
+
+#define MAX_STAGES 16
+typedef struct stage {
+  const char *id, *name;
+  double us; /* device time; < 0: not timed */
+  int ok;
+  char detail[200];
+} stage;
+
+static stage stages[MAX_STAGES];
+static int nstages;
+static int json;
+static char device_name[512] = "?";
+static char sizes_line[300];
+
+static stage *stage_new(const char *id, const char *name) {
+  stage *s = &stages[nstages++];
+  s->id = id, s->name = name, s->us = -1, s->ok = 1, s->detail[0] = '\0';
+  return s;
+}
+
+static void stage_note(stage *s, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void stage_note(stage *s, int ok, const char *fmt, ...) {
+  size_t n = strlen(s->detail);
+  if (n && n + 2 < sizeof s->detail) strcat(s->detail, "; "), n += 2;
+  va_list ap;
+  va_start(ap, fmt);
+  if (n < sizeof s->detail) vsnprintf(s->detail + n, sizeof s->detail - n, fmt, ap);
+  va_end(ap);
+  if (!ok) s->ok = 0;
+}
+
+static void json_str(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+typedef struct config {
+  int64_t seqs, context, heads, topk, window;
+  uint64_t seed;
+  int quick;
+} config;
+
+static double host_s0;
+static double now_s(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Prints everything and returns the exit code. */
+static int finish(const config *cfg, double warmup_s, const char *fatal_stage) {
+  const char *failed = fatal_stage;
+  double step_us = 0;
+  for (int i = 0; i < nstages; i++) {
+    if (!stages[i].ok && !failed) failed = stages[i].id;
+    if (stages[i].us > 0 && stages[i].id[0] >= '2' && strcmp(stages[i].id, "8b"))
+      step_us += stages[i].us;
+  }
+  double host_s = now_s() - host_s0;
+  if (json) {
+    printf("{\n  \"tool\": \"dsacl-demo\",\n  \"version\": ");
+    json_str(dsa_version_string());
+    printf(",\n  \"device\": ");
+    json_str(device_name);
+    printf(",\n  \"sizes\": {\"seqs\": %lld, \"context\": %lld, \"heads\": %lld, "
+           "\"indexer_heads\": %d, \"indexer_dim\": %d, \"topk\": %lld, \"window\": %lld, "
+           "\"compress_ratio\": %d, \"swa_block_size\": %d, \"c4_block_size\": %d, "
+           "\"indexer_block_size\": %d, \"next_n\": %d, \"seed\": %llu, \"quick\": %s},\n",
+           (long long)cfg->seqs, (long long)cfg->context, (long long)cfg->heads, IDX_HEADS,
+           IDX_DIM, (long long)cfg->topk, (long long)cfg->window, RATIO, SWA_BS, CMP_BS, CMP_BS,
+           NEXT_N, (unsigned long long)cfg->seed, cfg->quick ? "true" : "false");
+    printf("  \"warmup_s\": %.3f,\n  \"stages\": [\n", warmup_s);
+    for (int i = 0; i < nstages; i++) {
+      printf("    {\"stage\": ");
+      json_str(stages[i].id);
+      printf(", \"name\": ");
+      json_str(stages[i].name);
+      if (stages[i].us >= 0)
+        printf(", \"device_us\": %.1f", stages[i].us);
+      else
+        printf(", \"device_us\": null");
+      printf(", \"check\": \"%s\", \"detail\": ", stages[i].ok ? "ok" : "FAIL");
+      json_str(stages[i].detail);
+      printf("}%s\n", i + 1 < nstages ? "," : "");
+    }
+    printf("  ],\n  \"decode_step_device_us\": %.1f,\n  \"host_s\": %.2f,\n  \"result\": ",
+           step_us, host_s);
+    if (failed) {
+      char r[80];
+      snprintf(r, sizeof r, "FAIL: %s", failed);
+      json_str(r);
+    } else {
+      json_str("PASS");
+    }
+    printf("\n}\n");
+  } else {
+    printf("%-40s %12s  %s\n", "stage", "device us", "check");
+    for (int i = 0; i < nstages; i++) {
+      char name[64], us[32];
+      snprintf(name, sizeof name, "%-3s %s", stages[i].id, stages[i].name);
+      if (stages[i].us >= 0)
+        snprintf(us, sizeof us, "%.1f", stages[i].us);
+      else
+        snprintf(us, sizeof us, "-");
+      printf("%-40s %12s  %s  %s\n", name, us, stages[i].ok ? "ok  " : "FAIL", stages[i].detail);
+    }
+    printf("decode step (stages 2-8a, fused attention): %.1f us device time\n", step_us);
+    printf("host time %.2f s (programs ready in %.2f s)\n", host_s, warmup_s);
+    if (failed)
+      printf("FAIL: %s\n", failed);
+    else
+      printf("PASS\n");
+  }
+  fflush(stdout);
+  return failed ? 1 : 0;
+}
+
+/* ---- setup helpers: a setup failure ends the demo as "FAIL: setup" ---------------- */
+
+static config cfg;
+static double warmup_s;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "dsacl-demo: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  exit(finish(&cfg, warmup_s, "setup"));
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die("out of host memory (%zu bytes)", n);
+  return p;
+}
+static void *xcalloc(size_t n) {
+  void *p = calloc(n ? n : 1, 1);
+  if (!p) die("out of host memory (%zu bytes)", n);
+  return p;
+}
+
+static dsa_context *ctx;
+static dsa_queue *queue;
+static cl_context clctx;
+static cl_command_queue clq;
+
+static cl_mem buf_new(size_t size, const void *init) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(clctx, CL_MEM_READ_WRITE, size ? size : 16, NULL, &err);
+  if (!m) die("clCreateBuffer(%zu bytes): OpenCL error %d", size, (int)err);
+  if (init && size) {
+    err = clEnqueueWriteBuffer(clq, m, CL_TRUE, 0, size, init, 0, NULL, NULL);
+    if (err != CL_SUCCESS) die("clEnqueueWriteBuffer: OpenCL error %d", (int)err);
+  } else if (size) {
+    const uint8_t zero = 0;
+    err = clEnqueueFillBuffer(clq, m, &zero, 1, 0, size, 0, NULL, NULL);
+    if (err != CL_SUCCESS) die("clEnqueueFillBuffer: OpenCL error %d", (int)err);
+  }
+  return m;
+}
+
+static void buf_read(cl_mem m, size_t size, void *dst) {
+  if (!size) return;
+  cl_int err = clEnqueueReadBuffer(clq, m, CL_TRUE, 0, size, dst, 0, NULL, NULL);
+  if (err != CL_SUCCESS) die("clEnqueueReadBuffer: OpenCL error %d", (int)err);
+}
+
+/* ---- deterministic synthetic data --------------------------------------------------- */
+
+static uint64_t rng_state;
+static uint64_t rnd64(void) {
+  uint64_t x = rng_state ? rng_state : 0x9E3779B97F4A7C15ull;
+  x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+  rng_state = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+static double uniform(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
+/* Roughly normal, unit variance (sum of four uniforms). */
+static double gauss(void) {
+  return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772;
+}
+static uint16_t *random_bf16(size_t n, double amp) {
+  uint16_t *x = xmalloc(n * 2);
+  for (size_t i = 0; i < n; i++) x[i] = ref_bf16_from_float((float)(gauss() * amp));
+  return x;
+}
+/* A random permutation of [0, n). */
+static int32_t *permutation(int64_t n) {
+  int32_t *p = xmalloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) p[i] = (int32_t)i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rnd64() % (uint64_t)(i + 1));
+    int32_t t = p[i];
+    p[i] = p[j], p[j] = t;
+  }
+  return p;
+}
+
+/* ---- timing ------------------------------------------------------------------------- */
+
+static cl_event t_begin;
+
+static void time_begin(void) {
+  cl_int err = clEnqueueMarkerWithWaitList(clq, 0, NULL, &t_begin);
+  if (err != CL_SUCCESS) die("clEnqueueMarkerWithWaitList: OpenCL error %d", (int)err);
+}
+
+/* Waits for done, stores START(marker)..END(done) in s->us, releases both. */
+static void time_end(stage *s, cl_event done) {
+  cl_ulong t0 = 0, t1 = 0;
+  cl_int err = clWaitForEvents(1, &done);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(t_begin, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  if (err == CL_SUCCESS && t1 >= t0)
+    s->us = (double)(t1 - t0) * 1e-3;
+  else
+    stage_note(s, 1, "no profiling time (OpenCL error %d)", (int)err);
+  clReleaseEvent(t_begin);
+  clReleaseEvent(done);
+  t_begin = NULL;
+}
+
+/* An operator call: on an error the stage fails and the demo ends. */
+static void op_call(stage *s, dsa_status st, const char *what) {
+  if (st == DSA_OK) return;
+  fprintf(stderr, "dsacl-demo: %s -> %s: %s\n", what, dsa_status_name(st), dsa_last_error());
+  stage_note(s, 0, "%s: %s", what, dsa_status_name(st));
+  exit(finish(&cfg, warmup_s, NULL));
+}
+#define OP(s, call) op_call((s), (call), #call)
+
+static void check_faults(stage *s) {
+  uint32_t bits = 0;
+  dsa_status st = dsa_queue_faults(queue, &bits);
+  if (st != DSA_OK)
+    stage_note(s, 0, "dsa_queue_faults: %s", dsa_status_name(st));
+  else if (bits)
+    stage_note(s, 0, "fault bits 0x%x", (unsigned)bits);
+}
+
+/* ---- checks --------------------------------------------------------------------------- */
+
+static void check_bytes(stage *s, const char *what, const void *got, const void *want,
+                        size_t n) {
+  const uint8_t *a = got, *b = want;
+  size_t diff = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i] && !diff++) first = i;
+  if (diff)
+    stage_note(s, 0, "%s: %zu of %zu bytes differ, first at %zu (0x%02x, want 0x%02x)", what,
+               diff, n, first, a[first], b[first]);
+  else if (n >= (1u << 20))
+    stage_note(s, 1, "%s: %.1f MiB equal", what, (double)n / (1u << 20));
+  else
+    stage_note(s, 1, "%s: %zu bytes equal", what, n);
+}
+
+/* bf16 [rows, 512] against double; lse (may be NULL) against double. */
+static void check_attention(stage *s, const char *what, const uint16_t *got, const double *want,
+                            int64_t rows, const float *lse_got, const double *lse_want) {
+  double worst = 0, d2 = 0, r2 = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows * MLA_DIM; i++) {
+    double g = ref_bf16_to_float(got[i]), w = want[i];
+    double d = fabs(g - w), lim = 1e-2 * fmax(1.0, fabs(w));
+    if (!(d <= lim)) bad++;
+    if (d / lim > worst || isnan(d)) worst = isnan(d) ? INFINITY : d / lim;
+    d2 += (g - w) * (g - w), r2 += w * w;
+  }
+  double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+  int ok = bad == 0 && rel <= 4e-3;
+  double lse_worst = 0;
+  int64_t lse_bad = 0;
+  if (lse_got)
+    for (int64_t r = 0; r < rows; r++) {
+      double g = lse_got[r], w = lse_want[r];
+      int fine = isinf(w) ? (isinf(g) && (g < 0) == (w < 0)) : fabs(g - w) <= 1e-4;
+      if (!fine) lse_bad++;
+      if (isfinite(w) && fabs(g - w) > lse_worst) lse_worst = fabs(g - w);
+    }
+  ok = ok && lse_bad == 0;
+  if (lse_got)
+    stage_note(s, ok, "%s: max |d|/tol %.3f, rel L2 %.2e, lse max |d| %.1e%s", what, worst, rel,
+               lse_worst, bad || lse_bad ? " (beyond tolerance)" : "");
+  else
+    stage_note(s, ok, "%s: max |d|/tol %.3f, rel L2 %.2e%s", what, worst, rel,
+               bad ? " (beyond tolerance)" : "");
+}
+
+/* ---- the demo ---------------------------------------------------------------------------- */
+
+static int all_digits(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (!isdigit((unsigned char)*s)) return 0;
+  return 1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: dsacl-demo [--device N|NAME] [--json] [--quick] [--seqs B] [--context L]\n"
+          "                  [--heads H] [--topk K] [--window W] [--seed S]\n"
+          "One DeepSeek-V4-Flash decode step of the sparse-attention path on synthetic\n"
+          "data, each stage on the device, checked against the C reference and timed.\n"
+          "defaults: --seqs 16 --context 4096 --heads 64 --topk 512 --window 128\n"
+          "--quick:  --seqs 4 --context 1024 --heads 16 --topk 128 --window 128\n"
+          "(explicit flags override either set). Sequence b holds max(1, L - 3b) tokens.\n"
+          "Exit: 0 PASS, 1 FAIL, 77 no OpenCL device.\n");
+}
+
+static int64_t parse_int(const char *flag, const char *v, int64_t lo, int64_t hi) {
+  char *end;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || *end || x < lo || x > hi) {
+    fprintf(stderr, "dsacl-demo: %s needs an integer in [%lld, %lld]\n", flag, (long long)lo,
+            (long long)hi);
+    exit(2);
+  }
+  return x;
+}
+
+int main(int argc, char **argv) {
+  host_s0 = now_s();
+  const char *device = NULL;
+  int64_t seqs = -1, context = -1, heads = -1, topk = -1, window = -1;
+  cfg.seed = 20250501;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) {
+      json = 1;
+    } else if (!strcmp(a, "--quick")) {
+      cfg.quick = 1;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--device") && v) {
+      device = v, i++;
+    } else if (!strcmp(a, "--seqs")) {
+      seqs = parse_int(a, v, 1, 4096), i++;
+    } else if (!strcmp(a, "--context")) {
+      context = parse_int(a, v, 1, 1 << 20), i++;
+    } else if (!strcmp(a, "--heads")) {
+      heads = parse_int(a, v, 1, 256), i++;
+    } else if (!strcmp(a, "--topk")) {
+      topk = parse_int(a, v, 1, DSA_TOPK_MAX_K), i++;
+    } else if (!strcmp(a, "--window")) {
+      window = parse_int(a, v, 1, 1 << 16), i++;
+    } else if (!strcmp(a, "--seed")) {
+      cfg.seed = (uint64_t)parse_int(a, v, 0, INT64_MAX), i++;
+    } else {
+      fprintf(stderr, "dsacl-demo: unknown or incomplete argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  cfg.seqs = seqs > 0 ? seqs : cfg.quick ? 4 : 16;
+  cfg.context = context > 0 ? context : cfg.quick ? 1024 : 4096;
+  cfg.heads = heads > 0 ? heads : cfg.quick ? 16 : 64;
+  cfg.topk = topk > 0 ? topk : cfg.quick ? 128 : 512;
+  cfg.window = window > 0 ? window : 128;
+  rng_state = cfg.seed * 0x9E3779B97F4A7C15ull + 1;
+
+  const int64_t B = cfg.seqs, L = cfg.context, H = cfg.heads, K = cfg.topk, W = cfg.window;
+  const int64_t T = B * NEXT_N;
+
+  /* ---- device --------------------------------------------------------------------- */
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  if (device && all_digits(device))
+    o.device_index = atoi(device);
+  else if (device)
+    o.device_name = device;
+  dsa_status st = dsa_context_create(&ctx, &o);
+  if (st == DSA_ERR_NO_DEVICE) {
+    fprintf(stderr, "dsacl-demo: no OpenCL device: %s\n", dsa_last_error());
+    finish(&cfg, 0, "device");
+    return 77;
+  }
+  if (st != DSA_OK) die("dsa_context_create: %s: %s", dsa_status_name(st), dsa_last_error());
+  if ((st = dsa_queue_create(&queue, ctx, DSA_QUEUE_PROFILING)) != DSA_OK)
+    die("dsa_queue_create: %s: %s", dsa_status_name(st), dsa_last_error());
+  snprintf(device_name, sizeof device_name, "%s", dsa_context_device_name(ctx));
+  clctx = dsa_context_cl_context(ctx);
+  clq = dsa_queue_cl(queue);
+  double t_w = now_s();
+  if ((st = dsa_context_warmup(ctx)) != DSA_OK)
+    die("dsa_context_warmup: %s: %s", dsa_status_name(st), dsa_last_error());
+  warmup_s = now_s() - t_w;
+
+  /* ---- the batch and its paging ------------------------------------------------------ */
+  int32_t *seq_len = xmalloc((size_t)B * 4), *n_cmp = xmalloc((size_t)B * 4);
+  int64_t *pos = xmalloc((size_t)T * 8);
+  int32_t *tok_req = xmalloc((size_t)T * 4);
+  int64_t n_past = 0, n_rows = 0, max_cmp = 0;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t lb = L - 3 * b;
+    seq_len[b] = (int32_t)(lb < 1 ? 1 : lb);
+    n_cmp[b] = seq_len[b] / RATIO; /* compressed rows the decode token sees */
+    pos[b] = seq_len[b] - 1, tok_req[b] = (int32_t)b;
+    n_past += seq_len[b] - 1, n_rows += n_cmp[b];
+    if (n_cmp[b] > max_cmp) max_cmp = n_cmp[b];
+  }
+  const int64_t Ws = (L + SWA_BS - 1) / SWA_BS;           /* SWA block-table width */
+  const int64_t Wc = (L / RATIO + CMP_BS - 1) / CMP_BS;   /* compressed width */
+  const int64_t Wc1 = Wc ? Wc : 1;
+  const int64_t mml = Wc1 * CMP_BS;                       /* logits columns */
+  /* Physical blocks: what the batch needs plus B spare ones, in a random order. */
+  int64_t swa_need = 0, cmp_need = 0;
+  for (int64_t b = 0; b < B; b++)
+    swa_need += (seq_len[b] + SWA_BS - 1) / SWA_BS, cmp_need += (n_cmp[b] + CMP_BS - 1) / CMP_BS;
+  const int64_t swa_nb = swa_need + B, cmp_nb = cmp_need + B;
+  int32_t *swa_bt = xmalloc((size_t)(B * Ws) * 4), *cmp_bt = xmalloc((size_t)(B * Wc1) * 4);
+  {
+    int32_t *perm = permutation(swa_nb);
+    int64_t next = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t j = 0; j < Ws; j++)
+        swa_bt[b * Ws + j] = j * SWA_BS < seq_len[b] ? perm[next++] : -1;
+    free(perm);
+    perm = permutation(cmp_nb);
+    next = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t j = 0; j < Wc1; j++)
+        cmp_bt[b * Wc1 + j] = j * CMP_BS < n_cmp[b] ? perm[next++] : -1;
+    free(perm);
+  }
+  snprintf(sizes_line, sizeof sizes_line,
+           "%lld seqs x %lld..%lld tokens (decode positions L_b - 1), H = %lld MLA heads, "
+           "indexer %d x %d, topk %lld, window %lld, ratio %d, blocks %d/%d/%d, next_n %d",
+           (long long)B, (long long)seq_len[B - 1], (long long)seq_len[0], (long long)H,
+           IDX_HEADS, IDX_DIM, (long long)K, (long long)W, RATIO, SWA_BS, CMP_BS, CMP_BS, NEXT_N);
+  if (!json) {
+    printf("dsacl-demo %s: one DeepSeek-V4-Flash decode step, sparse-attention path\n",
+           dsa_version_string());
+    printf("device: %s\n", device_name);
+    printf("sizes:  %s\n\n", sizes_line);
+    fflush(stdout);
+  }
+
+  const size_t swa_bytes = (size_t)swa_nb * MLA_STRIDE, c4_bytes = (size_t)cmp_nb * MLA_STRIDE;
+  const size_t ik_bytes = (size_t)cmp_nb * IDX_STRIDE;
+  cl_mem swa_mem = buf_new(swa_bytes, NULL), c4_mem = buf_new(c4_bytes, NULL);
+  cl_mem ik_mem = buf_new(ik_bytes, NULL);
+  dsa_paged_cache swa_cache = {swa_mem, 0, swa_nb, SWA_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache c4_cache = {c4_mem, 0, cmp_nb, CMP_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache ik_cache = {ik_mem, 0, cmp_nb, CMP_BS, IDX_STRIDE, DSA_CACHE_INDEXER_FP8};
+  /* Host images the reference writes into (the device buffers start zeroed). */
+  uint8_t *swa_img = xcalloc(swa_bytes), *c4_img = xcalloc(c4_bytes), *ik_img = xcalloc(ik_bytes);
+  ref_mla_cache swa_ref = {swa_img, swa_nb, SWA_BS, MLA_STRIDE};
+  ref_mla_cache c4_ref = {c4_img, cmp_nb, CMP_BS, MLA_STRIDE};
+  ref_idx_cache ik_ref = {ik_img, cmp_nb, CMP_BS, IDX_STRIDE, 0};
+  size_t big = swa_bytes > c4_bytes ? swa_bytes : c4_bytes;
+  if (ik_bytes > big) big = ik_bytes;
+  uint8_t *back = xmalloc(big); /* device read-backs */
+
+  cl_event done = NULL;
+  dsa_events ev = {0, NULL, &done};
+
+  /* ---- 1a: SWA cache, past tokens -------------------------------------------------------- */
+  {
+    stage *s = stage_new("1a", "SWA cache insert (past tokens)");
+    uint16_t *kv = random_bf16((size_t)(n_past ? n_past : 1) * MLA_DIM, 1.0);
+    int64_t *slots = xmalloc((size_t)(n_past ? n_past : 1) * 8), n = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t p = 0; p + 1 < seq_len[b]; p++)
+        slots[n++] = (int64_t)swa_bt[b * Ws + p / SWA_BS] * SWA_BS + p % SWA_BS;
+    cl_mem kv_m = buf_new((size_t)n_past * MLA_DIM * 2, kv), sl_m = buf_new((size_t)n_past * 8, slots);
+    dsa_tensor kt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){n_past, MLA_DIM});
+    dsa_tensor stt = dsa_tensor_make(sl_m, 0, DSA_I64, 1, (int64_t[]){n_past});
+    time_begin();
+    OP(s, dsa_mla_cache_insert(queue, &kt, &stt, &swa_cache, &ev));
+    time_end(s, done);
+    check_faults(s);
+    unsigned f = ref_mla_insert(&swa_ref, kv, MLA_DIM, slots, n_past);
+    buf_read(swa_mem, swa_bytes, back);
+    stage_note(s, 1, "%lld tokens", (long long)n_past);
+    check_bytes(s, "cache", back, swa_img, swa_bytes);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    clReleaseMemObject(kv_m), clReleaseMemObject(sl_m);
+    free(kv), free(slots);
+  }
+
+  /* ---- 1b / 1c: C4 MLA cache and indexer K cache, compressed rows --------------------------- */
+  int64_t *cslots = xmalloc((size_t)(n_rows ? n_rows : 1) * 8);
+  {
+    int64_t n = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t c = 0; c < n_cmp[b]; c++)
+        cslots[n++] = (int64_t)cmp_bt[b * Wc1 + c / CMP_BS] * CMP_BS + c % CMP_BS;
+  }
+  cl_mem cs_m = buf_new((size_t)n_rows * 8, cslots);
+  dsa_tensor cst = dsa_tensor_make(cs_m, 0, DSA_I64, 1, (int64_t[]){n_rows});
+  {
+    stage *s = stage_new("1b", "C4 MLA cache insert (compressed)");
+    uint16_t *kv = random_bf16((size_t)(n_rows ? n_rows : 1) * MLA_DIM, 1.0);
+    cl_mem kv_m = buf_new((size_t)n_rows * MLA_DIM * 2, kv);
+    dsa_tensor kt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){n_rows, MLA_DIM});
+    time_begin();
+    OP(s, dsa_mla_cache_insert(queue, &kt, &cst, &c4_cache, &ev));
+    time_end(s, done);
+    check_faults(s);
+    unsigned f = ref_mla_insert(&c4_ref, kv, MLA_DIM, cslots, n_rows);
+    buf_read(c4_mem, c4_bytes, back);
+    stage_note(s, 1, "%lld rows", (long long)n_rows);
+    check_bytes(s, "cache", back, c4_img, c4_bytes);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    clReleaseMemObject(kv_m);
+    free(kv);
+  }
+  {
+    stage *s = stage_new("1c", "indexer K cache insert (FP8)");
+    uint16_t *k = random_bf16((size_t)(n_rows ? n_rows : 1) * IDX_DIM, 1.0);
+    cl_mem k_m = buf_new((size_t)n_rows * IDX_DIM * 2, k);
+    dsa_tensor kt = dsa_tensor_make(k_m, 0, DSA_BF16, 2, (int64_t[]){n_rows, IDX_DIM});
+    time_begin();
+    OP(s, dsa_indexer_k_insert(queue, &kt, &cst, &ik_cache, DSA_E2M1_RNE, &ev));
+    time_end(s, done);
+    check_faults(s);
+    unsigned f = ref_indexer_k_insert(&ik_ref, k, IDX_DIM, cslots, n_rows, REF_E2M1_RNE);
+    buf_read(ik_mem, ik_bytes, back);
+    stage_note(s, 1, "%lld rows", (long long)n_rows);
+    check_bytes(s, "cache", back, ik_img, ik_bytes);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    clReleaseMemObject(k_m);
+    free(k);
+  }
+  clReleaseMemObject(cs_m);
+  free(cslots);
+
+  /* ---- per-step metadata on the device ------------------------------------------------------ */
+  /* cos/sin table (GPT-J RoPE over 64 dims, theta 10000): row p = cos(p f_i), sin(p f_i). */
+  const int64_t P = L;
+  float *cos_sin = xmalloc((size_t)P * ROPE_DIM * 4);
+  for (int64_t p = 0; p < P; p++)
+    for (int i = 0; i < ROPE_DIM / 2; i++) {
+      double a = (double)p * pow(ROPE_THETA, -2.0 * i / ROPE_DIM);
+      cos_sin[p * ROPE_DIM + i] = (float)cos(a);
+      cos_sin[p * ROPE_DIM + ROPE_DIM / 2 + i] = (float)sin(a);
+    }
+  cl_mem cos_m = buf_new((size_t)P * ROPE_DIM * 4, cos_sin);
+  cl_mem pos_m = buf_new((size_t)T * 8, pos), t2r_m = buf_new((size_t)T * 4, tok_req);
+  cl_mem swa_bt_m = buf_new((size_t)(B * Ws) * 4, swa_bt);
+  cl_mem cmp_bt_m = buf_new((size_t)(B * Wc1) * 4, cmp_bt);
+  cl_mem ctx_m = buf_new((size_t)B * 4, n_cmp);
+  dsa_tensor cos_t = dsa_tensor_make(cos_m, 0, DSA_F32, 2, (int64_t[]){P, ROPE_DIM});
+  dsa_tensor pos_t = dsa_tensor_make(pos_m, 0, DSA_I64, 1, (int64_t[]){T});
+  dsa_tensor t2r_t = dsa_tensor_make(t2r_m, 0, DSA_I32, 1, (int64_t[]){T});
+  dsa_tensor swa_bt_t = dsa_tensor_make(swa_bt_m, 0, DSA_I32, 2, (int64_t[]){B, Ws});
+  dsa_tensor cmp_bt_t = dsa_tensor_make(cmp_bt_m, 0, DSA_I32, 2, (int64_t[]){B, Wc1});
+  dsa_tensor ctx_t = dsa_tensor_make(ctx_m, 0, DSA_I32, 2, (int64_t[]){B, NEXT_N});
+  ref_table swa_rt = {swa_bt, B, Ws, Ws}, cmp_rt = {cmp_bt, B, Wc1, Wc1};
+
+  /* ---- 2: indexer Q RoPE + FP8 quant ------------------------------------------------------- */
+  const size_t iq_n = (size_t)(T * IDX_HEADS * IDX_DIM);
+  cl_mem iq_out_m = buf_new(iq_n, NULL), iw_out_m = buf_new((size_t)(T * IDX_HEADS) * 4, NULL);
+  uint8_t *iq_dev = xmalloc(iq_n);
+  float *iw_dev = xmalloc((size_t)(T * IDX_HEADS) * 4);
+  {
+    stage *s = stage_new("2", "indexer Q RoPE + FP8 quant");
+    uint16_t *iq = random_bf16(iq_n, 1.0), *iw = random_bf16((size_t)(T * IDX_HEADS), 1.0);
+    cl_mem iq_m = buf_new(iq_n * 2, iq), iw_m = buf_new((size_t)(T * IDX_HEADS) * 2, iw);
+    dsa_tensor qt = dsa_tensor_make(iq_m, 0, DSA_BF16, 3, (int64_t[]){T, IDX_HEADS, IDX_DIM});
+    dsa_tensor wt = dsa_tensor_make(iw_m, 0, DSA_BF16, 2, (int64_t[]){T, IDX_HEADS});
+    dsa_tensor oq = dsa_tensor_make(iq_out_m, 0, DSA_E4M3, 3, (int64_t[]){T, IDX_HEADS, IDX_DIM});
+    dsa_tensor ow = dsa_tensor_make(iw_out_m, 0, DSA_F32, 2, (int64_t[]){T, IDX_HEADS});
+    dsa_indexer_q_params prm;
+    dsa_indexer_q_params_default(&prm);
+    time_begin();
+    OP(s, dsa_indexer_q_quant(queue, &pos_t, &qt, &cos_t, &wt, &prm, &oq, NULL, &ow, &ev));
+    time_end(s, done);
+    check_faults(s);
+    uint8_t *want_q = xmalloc(iq_n);
+    float *want_w = xmalloc((size_t)(T * IDX_HEADS) * 4);
+    ref_indexer_q_args a = {T, IDX_HEADS, IDX_DIM, ROPE_DIM, P, pos, 0, 1,
+                            iq, IDX_HEADS * IDX_DIM, IDX_DIM, cos_sin, 0, ROPE_DIM,
+                            iw, 1, IDX_HEADS, 1, prm.softmax_scale, prm.head_scale, 0, 0,
+                            want_q, IDX_HEADS * IDX_DIM, IDX_DIM, NULL, 0, 0,
+                            want_w, IDX_HEADS, 1};
+    unsigned f = ref_indexer_q(&a);
+    buf_read(iq_out_m, iq_n, iq_dev);
+    buf_read(iw_out_m, (size_t)(T * IDX_HEADS) * 4, iw_dev);
+    check_bytes(s, "q e4m3", iq_dev, want_q, iq_n);
+    check_bytes(s, "weights", iw_dev, want_w, (size_t)(T * IDX_HEADS) * 4);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    clReleaseMemObject(iq_m), clReleaseMemObject(iw_m);
+    free(iq), free(iw), free(want_q), free(want_w);
+  }
+
+  /* ---- 3: paged MQA logits ------------------------------------------------------------------- */
+  const size_t lg_n = (size_t)(T * mml);
+  cl_mem lg_m = buf_new(lg_n * 4, NULL);
+  float *lg_dev = xmalloc(lg_n * 4);
+  dsa_tensor lg_t = dsa_tensor_make(lg_m, 0, DSA_F32, 2, (int64_t[]){T, mml});
+  {
+    stage *s = stage_new("3", "paged MQA logits (FP8)");
+    dsa_tensor qt =
+        dsa_tensor_make(iq_out_m, 0, DSA_E4M3, 4, (int64_t[]){B, NEXT_N, IDX_HEADS, IDX_DIM});
+    dsa_tensor wt = dsa_tensor_make(iw_out_m, 0, DSA_F32, 2, (int64_t[]){T, IDX_HEADS});
+    dsa_mqa_logits_params prm;
+    dsa_mqa_logits_params_default(&prm); /* clean: -inf past each row's length */
+    time_begin();
+    OP(s, dsa_paged_mqa_logits(queue, &qt, &ik_cache, &wt, &ctx_t, &cmp_bt_t, &lg_t, &prm, &ev));
+    time_end(s, done);
+    check_faults(s);
+    double *want = xmalloc(lg_n * sizeof *want);
+    ref_il_cache rc = {ik_img, cmp_nb, CMP_BS, IDX_STRIDE};
+    unsigned f = ref_paged_mqa_logits(0, B, NEXT_N, IDX_HEADS, iq_dev, NULL, &rc, iw_dev, n_cmp,
+                                      2, cmp_bt, Wc1, mml, 1, want);
+    buf_read(lg_m, lg_n * 4, lg_dev);
+    double maxref = 0, maxd = 0;
+    size_t mask_bad = 0, n_inf = 0;
+    for (size_t i = 0; i < lg_n; i++) {
+      double w = want[i], g = lg_dev[i];
+      if (isinf(w)) {
+        n_inf++;
+        if (!(isinf(g) && g < 0)) mask_bad++;
+      } else if (!isfinite(g)) {
+        mask_bad++;
+      } else {
+        if (fabs(w) > maxref) maxref = fabs(w);
+        if (fabs(g - w) > maxd) maxd = fabs(g - w);
+      }
+    }
+    double rel = maxref > 0 ? maxd / maxref : maxd;
+    stage_note(s, mask_bad == 0, "-inf mask %s (%zu of %zu)", mask_bad ? "DIFFERS" : "identical",
+               n_inf, lg_n);
+    stage_note(s, rel <= 1e-5, "max |d|/max |ref| %.1e%s", rel, rel <= 1e-5 ? "" : " > 1e-5");
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    free(want);
+  }
+
+  /* ---- 4: top-k ---------------------------------------------------------------------------------- */
+  cl_mem tk_m = buf_new((size_t)(T * K) * 4, NULL);
+  int32_t *tk_dev = xmalloc((size_t)(T * K) * 4);
+  {
+    stage *s = stage_new("4", "top-k decode");
+    dsa_tensor tk_t = dsa_tensor_make(tk_m, 0, DSA_I32, 2, (int64_t[]){T, K});
+    dsa_topk_params prm;
+    dsa_topk_params_default(&prm);
+    prm.k = (int32_t)K;
+    time_begin();
+    OP(s, dsa_topk_decode(queue, &lg_t, &ctx_t, &tk_t, &prm, &ev));
+    time_end(s, done);
+    check_faults(s);
+    int32_t *want = xmalloc((size_t)(T * K) * 4);
+    unsigned f = ref_topk_decode(lg_dev, T, mml, mml, n_cmp, 2, NEXT_N, (int32_t)K, want, K, 1);
+    buf_read(tk_m, (size_t)(T * K) * 4, tk_dev);
+    check_bytes(s, "indices", tk_dev, want, (size_t)(T * K) * 4);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    free(want);
+  }
+
+  /* ---- 5: global slots ---------------------------------------------------------------------------- */
+  cl_mem gi_m = buf_new((size_t)(T * K) * 4, NULL), gl_m = buf_new((size_t)T * 4, NULL);
+  int32_t *gi_dev = xmalloc((size_t)(T * K) * 4), *gl_dev = xmalloc((size_t)T * 4);
+  dsa_tensor gi_t = dsa_tensor_make(gi_m, 0, DSA_I32, 2, (int64_t[]){T, K});
+  dsa_tensor gl_t = dsa_tensor_make(gl_m, 0, DSA_I32, 1, (int64_t[]){T});
+  {
+    stage *s = stage_new("5", "top-k -> global C4 slots");
+    dsa_tensor tk_t = dsa_tensor_make(tk_m, 0, DSA_I32, 2, (int64_t[]){T, K});
+    dsa_global_topk_params prm;
+    dsa_global_topk_params_default(&prm);
+    prm.block_size = CMP_BS;
+    time_begin();
+    OP(s, dsa_global_topk_indices(queue, &tk_t, &t2r_t, &cmp_bt_t, NULL, &gi_t, &gl_t, &prm, &ev));
+    time_end(s, done);
+    check_faults(s);
+    int32_t *want = xmalloc((size_t)(T * K) * 4), *want_l = xmalloc((size_t)T * 4);
+    unsigned f = ref_global_topk(tk_dev, K, K, tok_req, cmp_rt, NULL, CMP_BS, want, K, want_l, T);
+    buf_read(gi_m, (size_t)(T * K) * 4, gi_dev);
+    buf_read(gl_m, (size_t)T * 4, gl_dev);
+    check_bytes(s, "slots", gi_dev, want, (size_t)(T * K) * 4);
+    check_bytes(s, "lens", gl_dev, want_l, (size_t)T * 4);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    free(want), free(want_l);
+  }
+
+  /* ---- 6: SWA indices ------------------------------------------------------------------------------- */
+  cl_mem si_m = buf_new((size_t)(T * W) * 4, NULL), sl_m = buf_new((size_t)T * 4, NULL);
+  int32_t *si_dev = xmalloc((size_t)(T * W) * 4), *sl_dev = xmalloc((size_t)T * 4);
+  dsa_tensor si_t = dsa_tensor_make(si_m, 0, DSA_I32, 2, (int64_t[]){T, W});
+  dsa_tensor sl_t = dsa_tensor_make(sl_m, 0, DSA_I32, 1, (int64_t[]){T});
+  {
+    stage *s = stage_new("6", "SWA indices + lengths");
+    dsa_swa_indices_params prm;
+    dsa_swa_indices_params_default(&prm);
+    prm.window = (int32_t)W, prm.block_size = SWA_BS;
+    time_begin();
+    OP(s, dsa_swa_indices(queue, &pos_t, &t2r_t, NULL, &swa_bt_t, &si_t, &sl_t, &prm, &ev));
+    time_end(s, done);
+    check_faults(s);
+    int32_t *want = xmalloc((size_t)(T * W) * 4), *want_l = xmalloc((size_t)T * 4);
+    unsigned f = ref_swa_indices(pos, tok_req, NULL, swa_rt, (int32_t)W, SWA_BS, want, W, W,
+                                 want_l, T);
+    buf_read(si_m, (size_t)(T * W) * 4, si_dev);
+    buf_read(sl_m, (size_t)T * 4, sl_dev);
+    check_bytes(s, "slots", si_dev, want, (size_t)(T * W) * 4);
+    check_bytes(s, "lens", sl_dev, want_l, (size_t)T * 4);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    free(want), free(want_l);
+  }
+
+  /* ---- 7: q RMSNorm + RoPE, kv RoPE + insert of the new token ---------------------------------------- */
+  const size_t q_n = (size_t)(T * H * MLA_DIM);
+  cl_mem qo_m = buf_new(q_n * 2, NULL);
+  uint16_t *q_dev = xmalloc(q_n * 2);
+  {
+    stage *s = stage_new("7", "q RMSNorm+RoPE, kv RoPE+insert");
+    uint16_t *qin = random_bf16(q_n, 1.0), *kv = random_bf16((size_t)T * MLA_DIM, 1.0);
+    int64_t *slots = xmalloc((size_t)T * 8);
+    for (int64_t t = 0; t < T; t++)
+      slots[t] = (int64_t)swa_bt[t * Ws + pos[t] / SWA_BS] * SWA_BS + pos[t] % SWA_BS;
+    cl_mem qi_m = buf_new(q_n * 2, qin), kv_m = buf_new((size_t)T * MLA_DIM * 2, kv);
+    cl_mem slm = buf_new((size_t)T * 8, slots);
+    dsa_tensor qi = dsa_tensor_make(qi_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
+    dsa_tensor qo = dsa_tensor_make(qo_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
+    dsa_tensor kvt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){T, MLA_DIM});
+    dsa_tensor slt = dsa_tensor_make(slm, 0, DSA_I64, 1, (int64_t[]){T});
+    dsa_mla_qnorm_params prm;
+    dsa_mla_qnorm_params_default(&prm);
+    time_begin();
+    OP(s, dsa_mla_qnorm_rope_kv_insert(queue, &qi, &qo, &kvt, &pos_t, &cos_t, &slt, &swa_cache,
+                                       &prm, &ev));
+    time_end(s, done);
+    check_faults(s);
+    uint16_t *want = xmalloc(q_n * 2);
+    unsigned f = ref_mla_qnorm_rope_kv_insert(&swa_ref, qin, H * MLA_DIM, MLA_DIM, want,
+                                              H * MLA_DIM, MLA_DIM, H, kv, MLA_DIM, pos, cos_sin,
+                                              ROPE_DIM, P, slots, prm.eps, T);
+    buf_read(qo_m, q_n * 2, q_dev);
+    buf_read(swa_mem, swa_bytes, back);
+    check_bytes(s, "q", q_dev, want, q_n * 2);
+    check_bytes(s, "SWA cache", back, swa_img, swa_bytes);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    clReleaseMemObject(qi_m), clReleaseMemObject(kv_m), clReleaseMemObject(slm);
+    free(qin), free(kv), free(slots), free(want);
+  }
+
+  /* ---- 8: sparse MLA decode with attention sink: fused, then two-stage --------------------------------- */
+  {
+    float *sink = xmalloc((size_t)H * 4);
+    for (int64_t h = 0; h < H; h++) sink[h] = (float)(gauss() * 2.0);
+    cl_mem sink_m = buf_new((size_t)H * 4, sink);
+    cl_mem out_m = buf_new(q_n * 2, NULL), lse_m = buf_new((size_t)(T * H) * 4, NULL);
+    dsa_tensor qt = dsa_tensor_make(qo_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
+    dsa_tensor sink_t = dsa_tensor_make(sink_m, 0, DSA_F32, 1, (int64_t[]){H});
+    dsa_tensor out_t = dsa_tensor_make(out_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
+    dsa_tensor lse_t = dsa_tensor_make(lse_m, 0, DSA_F32, 2, (int64_t[]){T, H});
+    dsa_mla_index_set main_set = {&swa_cache, &si_t, &sl_t};
+    dsa_mla_index_set extra_set = {&c4_cache, &gi_t, &gl_t};
+    dsa_sparse_attn_params prm;
+    dsa_sparse_attn_params_default(&prm);
+
+    /* The fp64 reference over the device's (already checked) inputs. */
+    double *want = xmalloc(q_n * sizeof *want), *want_lse = xmalloc((size_t)(T * H) * 8);
+    ref_mla_set rm = {&swa_ref, si_dev, W, W, 1, sl_dev};
+    ref_mla_set rx = {&c4_ref, gi_dev, K, K, 1, gl_dev};
+    unsigned f = ref_sparse_mla_decode(q_dev, T, H, H * MLA_DIM, MLA_DIM, &rm, &rx, sink,
+                                       prm.softmax_scale, want, want_lse);
+    uint16_t *fused = xmalloc(q_n * 2), *two = xmalloc(q_n * 2);
+    float *lse = xmalloc((size_t)(T * H) * 4);
+
+    stage *s = stage_new("8a", "sparse MLA decode, fused (+sink)");
+    time_begin();
+    OP(s, dsa_sparse_mla_decode(queue, &qt, &main_set, &extra_set, &sink_t, &prm, &out_t, &lse_t,
+                                &ev));
+    time_end(s, done);
+    check_faults(s);
+    buf_read(out_m, q_n * 2, fused);
+    buf_read(lse_m, (size_t)(T * H) * 4, lse);
+    stage_note(s, 1, "K = %lld + %lld", (long long)W, (long long)K);
+    check_attention(s, "vs fp64", fused, want, T * H, lse, want_lse);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+
+    s = stage_new("8b", "sparse MLA decode, two-stage (+sink)");
+    const size_t ws_size = dsa_sparse_mla_decode_workspace_size(T, W, K);
+    cl_mem ws_m = buf_new(ws_size, NULL);
+    /* Poison the outputs so that the two-stage result cannot be the fused one. */
+    const uint8_t junk = 0xFF;
+    clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, q_n * 2, 0, NULL, NULL);
+    clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, (size_t)(T * H) * 4, 0, NULL, NULL);
+    clFinish(clq);
+    time_begin();
+    OP(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
+                                          &out_t, &lse_t, ws_m, 0, &ev));
+    time_end(s, done);
+    check_faults(s);
+    buf_read(out_m, q_n * 2, two);
+    buf_read(lse_m, (size_t)(T * H) * 4, lse);
+    stage_note(s, 1, "workspace %.1f MiB", (double)ws_size / (1u << 20));
+    check_attention(s, "vs fp64", two, want, T * H, lse, want_lse);
+    double *fz = xmalloc(q_n * sizeof *fz);
+    for (size_t i = 0; i < q_n; i++) fz[i] = ref_bf16_to_float(fused[i]);
+    check_attention(s, "vs fused", two, fz, T * H, NULL, NULL);
+    free(fz);
+    clReleaseMemObject(ws_m), clReleaseMemObject(sink_m), clReleaseMemObject(out_m);
+    clReleaseMemObject(lse_m);
+    free(sink), free(want), free(want_lse), free(fused), free(two), free(lse);
+  }
+
+  int rc = finish(&cfg, warmup_s, NULL);
+
+  clReleaseMemObject(si_m), clReleaseMemObject(sl_m), clReleaseMemObject(gi_m);
+  clReleaseMemObject(gl_m), clReleaseMemObject(tk_m), clReleaseMemObject(lg_m);
+  clReleaseMemObject(qo_m), clReleaseMemObject(iq_out_m), clReleaseMemObject(iw_out_m);
+  clReleaseMemObject(cos_m), clReleaseMemObject(pos_m), clReleaseMemObject(t2r_m);
+  clReleaseMemObject(swa_bt_m), clReleaseMemObject(cmp_bt_m), clReleaseMemObject(ctx_m);
+  clReleaseMemObject(swa_mem), clReleaseMemObject(c4_mem), clReleaseMemObject(ik_mem);
+  free(si_dev), free(sl_dev), free(gi_dev), free(gl_dev), free(tk_dev), free(lg_dev);
+  free(q_dev), free(iq_dev), free(iw_dev), free(cos_sin), free(back);
+  free(swa_img), free(c4_img), free(ik_img), free(swa_bt), free(cmp_bt);
+  free(seq_len), free(n_cmp), free(pos), free(tok_req);
+  dsa_queue_destroy(&queue);
+  dsa_context_destroy(&ctx);
+  return rc;
+}
