@@ -23,6 +23,10 @@
  * still -inf contributes nothing, so empty rows and fully masked first tiles
  * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
  *
+ * NVIDIA: the *_mma variants at the end of the file (tensor cores, inline
+ * PTX, under DSA_HAS_NV_PTX) replace both attention kernels unless the
+ * context is forced portable.
+ *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
  * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
  * bf16 workspace row t*Ktot + j, and the combined index list (t*Ktot + j, or
@@ -410,3 +414,327 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), 1);
   dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), 1);
 }
+
+/* ---- NVIDIA tensor-core path (DSA_HAS_NV_PTX) ---------------------------
+ * sparse_attn_bf16_mma, sparse_mla_decode_fused_mma: same arguments, grid
+ * (SM_WI, ceil(H/16), T) (the launcher reads SM_WI back from the kernel's
+ * reqd_work_group_size), one work-group per (token, 16 heads), SM_NW warps.
+ * Per tile of SM_NT = 16 entries of the virtual list:
+ *   load  item unit (pair p = idx/32, lane l = idx%32) dequantizes entries
+ *         2p, 2p+1, dims [16 l, +16) to bf16 (NaN -> 0, masked -> 0) and
+ *         writes them twice: kd[entry][dim pair] (QK's B operand, pitch 260
+ *         words) and kv[entry pair][dim] (PV's B operand, pitch 520 words);
+ *   QK    warp w: S_w[16 heads x 16 entries] over its dims [w DPW, +DPW) with
+ *         mma.m16n8k16 bf16 (q fragments in registers), partials to local;
+ *   soft  items tid < 128 (head tid/8, entries 2(tid%8), +1): sum of the
+ *         partials, scale, mask, online softmax in fp32 (running max and sum
+ *         in those items' registers, shuffles over the 8 items of a head);
+ *         P split into bf16 hi + lo parts in local memory, alpha per head;
+ *   PV    warp w: O[16 heads x dims [w DPW, +DPW)] = O * alpha + P_hi . V +
+ *         P_lo . V, fp32 accumulators in mma C fragments (P in one bf16
+ *         gave 10 tolerance failures in test_sparse_mla, all gone with hi + lo).
+ * The output is staged in local memory as bf16 and written in 16-byte rows.
+ * Fragment layouts (PTX ISA, mma.m16n8k16 .bf16), g = lane / 4, t = lane % 4:
+ *   A: (g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)
+ *   B: (k 2t..2t+1, n g), (k 2t+8.., n g); C: (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1). */
+#if DSA_HAS_NV_PTX && (!defined(DSA_NV_SM) || DSA_NV_SM >= 80)
+#ifndef SM_NW
+#define SM_NW 8
+#endif
+#define SM_WI (32 * SM_NW)
+#define SM_NT 16
+#define SM_DPW (MLA_DIM / SM_NW)
+#define SM_KS (SM_DPW / 16)
+#define SM_NTL (SM_DPW / 8)
+#define SM_KDP 260 /* words per kd row: 256 dim pairs + 4 (bank spread) */
+#define SM_KVP 520 /* words per kv row: 512 dims + 8 */
+#define SM_PP 16   /* floats per partial row */
+#define SM_UNITS (256 / SM_WI)
+
+DSA_INLINE void sm_mma(float *c, const uint a0, const uint a1, const uint a2, const uint a3,
+                       const uint b0, const uint b1) {
+  float d0, d1, d2, d3;
+  __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%11,%12,%13};"
+      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
+}
+
+DSA_INLINE float sm_shfl_xor(float v, int m) {
+  float r;
+  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
+  return r;
+}
+
+/* A bf16 pair with NaN halves zeroed. */
+DSA_INLINE uint sm_nonan(uint x) {
+  uint m = 0u;
+  if ((x & 0x7FFFu) > 0x7F80u) m |= 0xFFFFu;
+  if (((x >> 16) & 0x7FFFu) > 0x7F80u) m |= 0xFFFF0000u;
+  return x & ~m;
+}
+
+DSA_INLINE uint sm_q2(__global const uchar *p) { return as_uint(vload4(0, p)); }
+
+DSA_INLINE void mma_body(
+    const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
+    ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
+    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
+    int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
+    int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
+    __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+    __global volatile uint *faults, __local uint *kd, __local uint *kv, __local float *part,
+    __local uint *pw, __local float *al, __local int *vm, __local float *fin) {
+  const uint tid = get_local_id(0), warp = tid >> 5, ln = tid & 31u, gq = ln >> 2, tq = ln & 3u;
+  const int g = get_group_id(1);
+  const ulong t = get_group_id(2);
+
+  int bad = 0;
+  const int len_a = set_len(lens_a, la_off, la_st, has_len_a, sa->width, t, &bad);
+  const int len_b = fused ? set_len(lens_b, lb_off, lb_st, has_len_b, sb->width, t, &bad) : 0;
+  if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  const int len = len_a + len_b;
+  const int ntiles = (len + SM_NT - 1) / SM_NT;
+
+  /* Query fragments of heads gq and gq + 8 over this warp's dims. */
+  uint qa[SM_KS][4];
+  {
+    const int h0 = g * HG + (int)gq, h1 = h0 + 8;
+    const int ok0 = h0 < n_heads, ok1 = h1 < n_heads;
+    __global const uchar *q0 = qp + q_off + t * q_ts + (ulong)(ok0 ? h0 : 0) * q_hs;
+    __global const uchar *q1 = qp + q_off + t * q_ts + (ulong)(ok1 ? h1 : 0) * q_hs;
+#pragma unroll
+    for (int ks = 0; ks < SM_KS; ks++) {
+      const uint d = (warp * SM_DPW + (uint)ks * 16u + 2u * tq) * 2u;
+      qa[ks][0] = ok0 ? sm_q2(q0 + d) : 0u;
+      qa[ks][1] = ok1 ? sm_q2(q1 + d) : 0u;
+      qa[ks][2] = ok0 ? sm_q2(q0 + d + 16) : 0u;
+      qa[ks][3] = ok1 ? sm_q2(q1 + d + 16) : 0u;
+    }
+  }
+
+  float m_run = -INFINITY, l_run = 0.0f;
+  float acc[SM_NTL][4];
+#pragma unroll
+  for (int j = 0; j < SM_NTL; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  dsa_raw raw[SM_UNITS][2];
+#pragma unroll
+  for (int u = 0; u < SM_UNITS; u++) {
+    const uint idx = tid + SM_WI * (uint)u, p = idx >> 5, l = idx & 31u;
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+      raw[u][e] = fetch_entry(sa, sb, len_a, len, t, (int)(2u * p) + e, l, fused, faults);
+  }
+  for (int it = 0; it < ntiles; it++) {
+#pragma unroll
+    for (int u = 0; u < SM_UNITS; u++) {
+      const uint idx = tid + SM_WI * (uint)u, p = idx >> 5, l = idx & 31u;
+      uint w0[8], w1[8];
+      lane_bf16(&raw[u][0], l, fused, w0);
+      lane_bf16(&raw[u][1], l, fused, w1);
+      const int v0 = raw[u][0].valid, v1 = raw[u][1].valid;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        w0[i] = v0 ? sm_nonan(w0[i]) : 0u;
+        w1[i] = v1 ? sm_nonan(w1[i]) : 0u;
+      }
+      __local uint4 *d0 = (__local uint4 *)(kd + (2u * p) * SM_KDP + l * 8u);
+      __local uint4 *d1 = (__local uint4 *)(kd + (2u * p + 1u) * SM_KDP + l * 8u);
+      d0[0] = (uint4)(w0[0], w0[1], w0[2], w0[3]);
+      d0[1] = (uint4)(w0[4], w0[5], w0[6], w0[7]);
+      d1[0] = (uint4)(w1[0], w1[1], w1[2], w1[3]);
+      d1[1] = (uint4)(w1[4], w1[5], w1[6], w1[7]);
+      __local uint4 *dv = (__local uint4 *)(kv + p * SM_KVP + l * 16u);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint a = w0[2 * i], b = w1[2 * i], c = w0[2 * i + 1], d = w1[2 * i + 1];
+        dv[i] = (uint4)((a & 0xFFFFu) | (b << 16), (a >> 16) | (b & 0xFFFF0000u),
+                        (c & 0xFFFFu) | (d << 16), (c >> 16) | (d & 0xFFFF0000u));
+      }
+      if (l == 0u) vm[2u * p] = v0, vm[2u * p + 1u] = v1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (it + 1 < ntiles) {
+#pragma unroll
+      for (int u = 0; u < SM_UNITS; u++) {
+        const uint idx = tid + SM_WI * (uint)u, p = idx >> 5, l = idx & 31u;
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          raw[u][e] = fetch_entry(sa, sb, len_a, len, t, (it + 1) * SM_NT + (int)(2u * p) + e, l,
+                                  fused, faults);
+      }
+    }
+
+    /* QK: this warp's partial logits. */
+    {
+      float c[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+        __local const uint *kr = kd + ((uint)nt * 8u + gq) * SM_KDP + warp * (SM_DPW / 2) + tq;
+#pragma unroll
+        for (int ks = 0; ks < SM_KS; ks++)
+          sm_mma(c[nt], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kr[ks * 8], kr[ks * 8 + 4]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        __local float *pr = part + (warp * HG + gq) * SM_PP + (uint)nt * 8u + 2u * tq;
+        *(__local float2 *)pr = (float2)(c[nt][0], c[nt][1]);
+        *(__local float2 *)(pr + 8 * SM_PP) = (float2)(c[nt][2], c[nt][3]);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    if (tid < 128u) { /* whole warps: the shuffles see full warps */
+      const uint h = tid >> 3, q2 = tid & 7u;
+      float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (int w = 0; w < SM_NW; w++) {
+        const float2 v = *(__local const float2 *)(part + ((uint)w * HG + h) * SM_PP + 2u * q2);
+        s0 += v.x, s1 += v.y;
+      }
+      s0 = vm[2u * q2] ? s0 * scale : -INFINITY;
+      s1 = vm[2u * q2 + 1u] ? s1 * scale : -INFINITY;
+      float mt = fmax(s0, s1);
+      mt = fmax(mt, sm_shfl_xor(mt, 1));
+      mt = fmax(mt, sm_shfl_xor(mt, 2));
+      mt = fmax(mt, sm_shfl_xor(mt, 4));
+      const float m_new = fmax(m_run, mt);
+      const bool live = m_new != -INFINITY;
+      const float p0 = live ? exp(s0 - m_new) : 0.0f, p1 = live ? exp(s1 - m_new) : 0.0f;
+      const float alpha = live ? exp(m_run - m_new) : 1.0f;
+      float ls = p0 + p1;
+      ls += sm_shfl_xor(ls, 1);
+      ls += sm_shfl_xor(ls, 2);
+      ls += sm_shfl_xor(ls, 4);
+      l_run = l_run * alpha + ls;
+      m_run = m_new;
+      /* P = hi + lo, both bf16: the product with V keeps ~16 mantissa bits. */
+      const uint hi0 = dsa_f32_to_bf16(p0), hi1 = dsa_f32_to_bf16(p1);
+      pw[h * 8u + q2] = hi0 | (hi1 << 16);
+      pw[HG * 8 + h * 8u + q2] = (uint)dsa_f32_to_bf16(p0 - as_float(hi0 << 16)) |
+                                 ((uint)dsa_f32_to_bf16(p1 - as_float(hi1 << 16)) << 16);
+      if (q2 == 0u) al[h] = alpha;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* PV over this warp's dims. */
+    {
+      const uint a0 = pw[gq * 8u + tq], a1 = pw[(gq + 8u) * 8u + tq];
+      const uint a2 = pw[gq * 8u + tq + 4u], a3 = pw[(gq + 8u) * 8u + tq + 4u];
+      __local const uint *pl = pw + HG * 8;
+      const uint e0 = pl[gq * 8u + tq], e1 = pl[(gq + 8u) * 8u + tq];
+      const uint e2 = pl[gq * 8u + tq + 4u], e3 = pl[(gq + 8u) * 8u + tq + 4u];
+      const float al0 = al[gq], al1 = al[gq + 8u];
+      __local const uint *vr = kv + tq * SM_KVP + warp * SM_DPW + gq;
+#pragma unroll
+      for (int j = 0; j < SM_NTL; j++) {
+        acc[j][0] *= al0, acc[j][1] *= al0, acc[j][2] *= al1, acc[j][3] *= al1;
+        const uint b0 = vr[j * 8], b1 = vr[4 * SM_KVP + j * 8];
+        sm_mma(acc[j], a0, a1, a2, a3, b0, b1);
+        sm_mma(acc[j], e0, e1, e2, e3, b0, b1);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
+  if (tid < 128u && (tid & 7u) == 0u) {
+    const uint h = tid >> 3;
+    const int head = g * HG + (int)h;
+    float inv = 0.0f, lv = -INFINITY;
+    if (m_run != -INFINITY && head < n_heads) {
+      float den = l_run;
+      if (has_sink) {
+        const float sk = *(__global const float *)(sink + sink_off + (ulong)head * sink_st);
+        den += exp(sk - m_run);
+      }
+      inv = 1.0f / den;
+      lv = m_run + log(l_run);
+    }
+    fin[h] = inv;
+    if (has_lse && head < n_heads)
+      *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {
+    const float f0 = fin[gq], f1 = fin[gq + 8u];
+#pragma unroll
+    for (int j = 0; j < SM_NTL; j++) {
+      const uint wd = (warp * SM_DPW + (uint)j * 8u + 2u * tq) >> 1;
+      kd[gq * SM_KDP + wd] =
+          (uint)dsa_f32_to_bf16(acc[j][0] * f0) | ((uint)dsa_f32_to_bf16(acc[j][1] * f0) << 16);
+      kd[(gq + 8u) * SM_KDP + wd] =
+          (uint)dsa_f32_to_bf16(acc[j][2] * f1) | ((uint)dsa_f32_to_bf16(acc[j][3] * f1) << 16);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int o16 = ((o_off | o_ts | o_hs) & 15u) == 0u;
+  for (uint idx = tid; idx < HG * 64u; idx += SM_WI) {
+    const uint h = idx >> 6, c = idx & 63u;
+    const int head = g * HG + (int)h;
+    if (head < n_heads)
+      dsa_store16(out + o_off + t * o_ts + (ulong)head * o_hs + c * 16u,
+                  *(__local const uint4 *)(kd + h * SM_KDP + c * 4u), o16);
+  }
+}
+
+#define SM_LOCALS                                                 \
+  __local uint4 kd4[SM_NT * SM_KDP / 4];                          \
+  __local uint4 kv4[SM_NT / 2 * SM_KVP / 4];                      \
+  __local float part[SM_NW * HG * SM_PP] __attribute__((aligned(16))); \
+  __local uint pw[2 * HG * 8];                                        \
+  __local float al[HG];                                           \
+  __local float fin[HG];                                          \
+  __local int vm[SM_NT]
+
+__kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_attn_bf16_mma(
+    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
+    __global const uchar *kv, ulong kv_off, ulong kv_rs, long n_rows, int kv_al,
+    __global const uchar *idx, ulong idx_off, ulong idx_ts, ulong idx_cs, int width,
+    __global const uchar *lens, ulong l_off, ulong l_st, int has_lens,
+    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
+    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
+    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+  SM_LOCALS;
+  dsa_iset sa;
+  sa.idx = idx, sa.idx_off = idx_off, sa.idx_ts = idx_ts, sa.idx_cs = idx_cs, sa.width = width;
+  sa.cache = kv, sa.c_off = kv_off, sa.c_bstride = kv_rs, sa.capacity = n_rows;
+  sa.block_size = 1, sa.c_aligned = kv_al;
+  (void)q_al, (void)o_al;
+  mma_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
+           n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,
+           lse_off, lse_ts, lse_hs, has_lse, faults, (__local uint *)kd4, (__local uint *)kv4,
+           part, pw, al, vm, fin);
+}
+
+__kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_mla_decode_fused_mma(
+    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
+    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
+    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
+    __global const uchar *la, ulong la_off, ulong la_st,
+    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
+    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
+    __global const uchar *lb, ulong lb_off, ulong lb_st,
+    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
+    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
+    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+  SM_LOCALS;
+  dsa_iset sa, sb;
+  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
+  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
+  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
+  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
+  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
+  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  (void)q_al, (void)o_al;
+  mma_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
+           q_hs, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,
+           lse_off, lse_ts, lse_hs, has_lse, faults, (__local uint *)kd4, (__local uint *)kv4,
+           part, pw, al, vm, fin);
+}
+#endif

@@ -183,9 +183,31 @@ static sargs s_args(dsa_queue *q, const dsa_mla_index_set *s) {
       DSA_KARG(a.c_al), DSA_KARG(a.i), DSA_KARG(a.i_off), DSA_KARG(a.i_ts), DSA_KARG(a.i_cs), \
       DSA_KARG(a.k), DSA_KARG(a.l), DSA_KARG(a.l_off), DSA_KARG(a.l_st)
 
-static void attn_grid(int64_t t, int64_t h, size_t global[3], size_t local[3]) {
-  global[0] = WG, global[1] = (size_t)((h + HG - 1) / HG), global[2] = (size_t)t;
-  local[0] = WG, local[1] = 1, local[2] = 1;
+static void attn_grid(int64_t t, int64_t h, size_t wg, size_t global[3], size_t local[3]) {
+  global[0] = wg, global[1] = (size_t)((h + HG - 1) / HG), global[2] = (size_t)t;
+  local[0] = wg, local[1] = 1, local[2] = 1;
+}
+
+/* The attention kernel for this queue: the NVIDIA tensor-core variant
+ * (cl/sparse_mla.cl, built under DSA_HAS_NV_PTX) unless the context is forced
+ * portable, else the portable one. *wg: its work-group size (the mma kernels
+ * declare theirs with reqd_work_group_size). */
+static dsa_status attn_kernel(dsa_queue *q, const char *portable, const char *mma,
+                              cl_kernel *k, const char **name, size_t *wg) {
+  if (q->ctx->caps.nv_inline_ptx && !q->ctx->force_portable) {
+    size_t cw[3] = {0, 0, 0};
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, mma, k));
+    if (clGetKernelWorkGroupInfo(*k, q->ctx->dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                 sizeof cw, cw, NULL) == CL_SUCCESS &&
+        cw[0] > 0) {
+      *name = mma;
+      *wg = cw[0];
+      return DSA_OK;
+    }
+  }
+  *name = portable;
+  *wg = WG;
+  return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, portable, k);
 }
 
 /* The bf16 attention launch over prepared arguments (shared with the
@@ -196,7 +218,9 @@ static dsa_status launch_bf16(dsa_queue *q, const qargs *qa, cl_mem kv, u64 kv_o
                               cl_int has_lens, const oargs *oa, int64_t t,
                               const dsa_events *ev) {
   cl_kernel kern;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_attn_bf16", &kern));
+  const char *kname;
+  size_t wg;
+  DSA_CHECK(attn_kernel(q, "sparse_attn_bf16", "sparse_attn_bf16_mma", &kern, &kname, &wg));
   qargs qv = *qa;
   oargs ov = *oa;
   const dsa_karg args[] = {QARGS(qv),        DSA_KARG(kv),    DSA_KARG(kv_off), DSA_KARG(kv_rs),
@@ -205,8 +229,8 @@ static dsa_status launch_bf16(dsa_queue *q, const qargs *qa, cl_mem kv, u64 kv_o
                            DSA_KARG(l_off),  DSA_KARG(l_st),  DSA_KARG(has_lens), OARGS(ov),
                            DSA_KARG(q->faults)};
   size_t global[3], local[3];
-  attn_grid(t, qa->h, global, local);
-  return dsa__launch(q, kern, "sparse_attn_bf16", (int)(sizeof args / sizeof args[0]), args, 3,
+  attn_grid(t, qa->h, wg, global, local);
+  return dsa__launch(q, kern, kname, (int)(sizeof args / sizeof args[0]), args, 3,
                      global, local, ev);
 }
 
@@ -273,14 +297,17 @@ dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
   if (t == 0) return dsa__launch_nothing(q, ev);
 
   cl_kernel kern;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_mla_decode_fused", &kern));
+  const char *kname;
+  size_t wg;
+  DSA_CHECK(attn_kernel(q, "sparse_mla_decode_fused", "sparse_mla_decode_fused_mma", &kern,
+                        &kname, &wg));
   qargs qa = q_args(query);
   oargs oa = o_args(q, attn_sink, p, out, lse);
   sargs sa = s_args(q, main_set), sb = s_args(q, extra_set);
   const dsa_karg args[] = {QARGS(qa), SARGS(sa), SARGS(sb), OARGS(oa), DSA_KARG(q->faults)};
   size_t global[3], local[3];
-  attn_grid(t, qa.h, global, local);
-  return dsa__launch(q, kern, "sparse_mla_decode_fused", (int)(sizeof args / sizeof args[0]),
+  attn_grid(t, qa.h, wg, global, local);
+  return dsa__launch(q, kern, kname, (int)(sizeof args / sizeof args[0]),
                      args, 3, global, local, ev);
 }
 
@@ -349,8 +376,10 @@ dsa_status dsa_sparse_mla_decode_two_stage(
   /* The attention kernel is looked up before anything is enqueued, so a
    * failure cannot leave a half-done operation behind. */
   cl_kernel attn;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_attn_bf16", &attn));
-  (void)attn;
+  const char *aname;
+  size_t awg;
+  DSA_CHECK(attn_kernel(q, "sparse_attn_bf16", "sparse_attn_bf16_mma", &attn, &aname, &awg));
+  (void)attn, (void)aname, (void)awg;
   sargs sa = s_args(q, main_set), sb = s_args(q, extra_set);
   cl_mem ws = workspace;
   u64 r_off = rows_off, i_off = ws_idx, l_off = ws_len;

@@ -660,7 +660,9 @@ static void test_integration(void) {
   unsigned char junk[4096];
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(i * 131 + 7);
 
-  for (int e = 0; e < s1.n; e++) {
+  /* Two entries suffice: every program takes the same path, and each rebuild
+   * costs seconds on PoCL. */
+  for (int e = 0; e < s1.n && e < 2; e++) {
     char key[128], path[PATHN];
     key_from_name(key, s1.name[e]);
     dsa__diskcache_path(&dc, key, path, sizeof path);
