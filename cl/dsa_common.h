@@ -69,6 +69,14 @@ DSA_INLINE uint dsa_bf16_to_e4m3_pow2(uint h, int e) {
   return dsa_f32_to_e4m3(as_float((h & 0xFFFFu) << 16) * as_float((uint)(127 - e) << 23));
 }
 
+/* Four bf16 (two per word, low half first) times 2^-e -> their four e4m3
+ * bytes, little-endian in one word: the unit of the quantizers' stores. */
+DSA_INLINE uint dsa_bf16x4_to_e4m3_pow2(uint lo, uint hi, int e) {
+  return dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
+         (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
+         (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
+}
+
 /* Exact value; the NaN codes 0x7F/0xFF give NaN. */
 DSA_INLINE float dsa_e4m3_to_f32(uint b) {
   uint s = (b & 0x80u) << 24;
@@ -133,6 +141,11 @@ DSA_INLINE int dsa_e4m3_scale_exp(uint amax_bits) {
 DSA_INLINE uint dsa_bf16_abs_key(ushort h) {
   uint a = ((uint)h << 16) & 0x7FFFFFFFu;
   return a > 0x7F800000u ? 0u : a;
+}
+
+/* The larger key of the two bf16 in a word (loads give them in pairs). */
+DSA_INLINE uint dsa_bf16x2_abs_key(uint w) {
+  return max(dsa_bf16_abs_key((ushort)w), dsa_bf16_abs_key((ushort)(w >> 16)));
 }
 
 /* ---- vector access ---------------------------------------------------------

@@ -141,6 +141,26 @@ DSA_INLINE uint dsa_bf16_to_e2m1_t(uint h, const dsa_e2m1_thr *t, int mode) {
   return code | (mode == DSA_E2M1_LEGACY ? (code ? sign : 0u) : sign);
 }
 
+/* One 32-element block: bf16 values (two per word, low half first) times
+ * 2^-e -> 16 bytes of nibbles, element 2i in the low nibble of byte i. The
+ * thresholds are built once for the block, not per value. */
+DSA_INLINE uint4 dsa_bf16x32_to_e2m1(const uint *wd, int e, int mode) {
+  const dsa_e2m1_thr thr = dsa_e2m1_thresholds(e, mode);
+  uint ob[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    uint v = 0u;
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+      const uint x = wd[4 * j + b];
+      v |= (dsa_bf16_to_e2m1_t(x & 0xFFFFu, &thr, mode) |
+            (dsa_bf16_to_e2m1_t(x >> 16, &thr, mode) << 4)) << (8 * b);
+    }
+    ob[j] = v;
+  }
+  return (uint4)(ob[0], ob[1], ob[2], ob[3]);
+}
+
 /* ---- RoPE (§2.6) ------------------------------------------------------------ */
 
 /* GPT-J pair (e, o) rotated by (c, s) exactly as vLLM's NVIDIA code does:

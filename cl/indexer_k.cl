@@ -45,7 +45,7 @@ __kernel __attribute__((reqd_work_group_size(4, IK_ROWS, 1))) void indexer_k_ins
     }
 #pragma unroll
     for (int j = 0; j < 16; j++)
-      m = max(m, max(dsa_bf16_abs_key((ushort)wd[j]), dsa_bf16_abs_key((ushort)(wd[j] >> 16))));
+      m = max(m, dsa_bf16x2_abs_key(wd[j]));
   }
   const long blk = valid ? slot / block_size : 0;
   const long t = valid ? slot - blk * block_size : 0;
@@ -61,12 +61,7 @@ __kernel __attribute__((reqd_work_group_size(4, IK_ROWS, 1))) void indexer_k_ins
     const int e = dsa_e4m3_scale_exp(max(m, IK_FP8_FLOOR_BITS));
     uint ob[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const uint a = wd[2 * j], b = wd[2 * j + 1];
-      ob[j] = dsa_bf16_to_e4m3_pow2(a & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(a >> 16, e) << 8) |
-              (dsa_bf16_to_e4m3_pow2(b & 0xFFFFu, e) << 16) |
-              (dsa_bf16_to_e4m3_pow2(b >> 16, e) << 24);
-    }
+    for (int j = 0; j < 8; j++) ob[j] = dsa_bf16x4_to_e4m3_pow2(wd[2 * j], wd[2 * j + 1], e);
     __global uchar *dst = base + (ulong)t * 128u + lane * 32u;
     dsa_store16(dst, (uint4)(ob[0], ob[1], ob[2], ob[3]), c_al);
     dsa_store16(dst + 16, (uint4)(ob[4], ob[5], ob[6], ob[7]), c_al);
@@ -77,20 +72,7 @@ __kernel __attribute__((reqd_work_group_size(4, IK_ROWS, 1))) void indexer_k_ins
   }
 
   const int e = dsa_mxfp4_scale_exp(m, mode);
-  const dsa_e2m1_thr thr = dsa_e2m1_thresholds(e, mode);
-  uint ob[4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    uint v = 0u;
-#pragma unroll
-    for (int b = 0; b < 4; b++) {
-      const uint x = wd[4 * j + b];
-      v |= (dsa_bf16_to_e2m1_t(x & 0xFFFFu, &thr, mode) |
-            (dsa_bf16_to_e2m1_t(x >> 16, &thr, mode) << 4)) << (8 * b);
-    }
-    ob[j] = v;
-  }
-  dsa_store16(base + (ulong)t * 64u + lane * 16u, (uint4)(ob[0], ob[1], ob[2], ob[3]), c_al);
+  dsa_store16(base + (ulong)t * 64u + lane * 16u, dsa_bf16x32_to_e2m1(wd, e, mode), c_al);
   base[(ulong)block_size * 64u + (ulong)t * 4u + lane] = (uchar)(e + 127);
 }
 

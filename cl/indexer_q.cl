@@ -170,7 +170,7 @@ __kernel void indexer_q_quant(
       mv = 0u;
 #pragma unroll
       for (int j = 0; j < 16; j++)
-        mv = max(mv, max(dsa_bf16_abs_key((ushort)wd[j]), dsa_bf16_abs_key((ushort)(wd[j] >> 16))) >> 16);
+        mv = max(mv, dsa_bf16x2_abs_key(wd[j]) >> 16);
     }
     m = mv << 16;
   }
@@ -201,21 +201,8 @@ __kernel void indexer_q_quant(
   }
 
   const int e = dsa_mxfp4_scale_exp(m, mode);
-  const dsa_e2m1_thr thr = dsa_e2m1_thresholds(e, mode);
-  uint ob[4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    uint v = 0u;
-#pragma unroll
-    for (int b = 0; b < 4; b++) {
-      const uint x = wd[4 * j + b];
-      v |= (dsa_bf16_to_e2m1_t(x & 0xFFFFu, &thr, mode) |
-            (dsa_bf16_to_e2m1_t(x >> 16, &thr, mode) << 4)) << (8 * b);
-    }
-    ob[j] = v;
-  }
   dsa_store16(oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 16u,
-              (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_al);
+              dsa_bf16x32_to_e2m1(wd, e, mode), oq_al);
   os[os_off + (ulong)t * os_ts + (ulong)h * os_hs + blk] = (uchar)(e + 127);
   if (blk == 0u) {
     const float w = iq_load_f(win + w_off + (ulong)t * w_ts + (ulong)h * w_hs, w_bf16, 0u);

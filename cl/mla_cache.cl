@@ -12,19 +12,13 @@
  * enough to hide their dependent loads (index, then data). Every access is
  * 16 bytes when the caller's bases allow it (see dsa_load16).
  */
-#include "dsa_common.h"
+#include "dsa_mla.h"
 
 #define MLA_DIM 512
-#define MLA_NOPE 448
-#define MLA_DATA_BYTES 576
 #define MLA_TOKEN_BYTES 584
 
 #define LANES 32
 #define ROWS 8
-#define NOPE_LANES 28 /* 448 / 16 */
-
-/* bf16(1e-4): the quantizer's amax floor, held in bf16 as vLLM does. */
-#define MLA_AMAX_FLOOR_BITS 0x38D20000u
 
 DSA_INLINE ulong mla_block_base(ulong cache_off, long blk, ulong block_stride) {
   return cache_off + (ulong)blk * block_stride;
@@ -66,37 +60,15 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
   uint m = 0u;
   #pragma unroll
   for (int j = 0; j < 8; j++) /* little-endian: dim 2j in the low half */
-    m = max(m, max(dsa_bf16_abs_key((ushort)w[j]), dsa_bf16_abs_key((ushort)(w[j] >> 16))));
+    m = max(m, dsa_bf16x2_abs_key(w[j]));
   amax_part[lr][lane] = m;
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  if (valid && lane < NOPE_LANES) {
-    const uint g = lane & ~3u; /* first lane of this NoPE block */
-    m = max(max(amax_part[lr][g], amax_part[lr][g + 1]),
-            max(amax_part[lr][g + 2], amax_part[lr][g + 3]));
-    const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
-    uint o[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const uint lo = w[2 * j], hi = w[2 * j + 1];
-      o[j] = dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
-             (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
-             (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
-    }
-    dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), cache_aligned);
-    if ((lane & 3u) == 0u) scale_bytes[lr][lane >> 2] = (uchar)clamp(e + 127, 0, 255);
-  }
+  if (valid && lane < NOPE_LANES)
+    mla_quant_nope_lane(amax_part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!valid) return;
-  if (lane == NOPE_LANES) {
-    /* One 8-byte store of the seven scales and the zero pad byte. */
-    uint2 sb = (uint2)(0u);
-    #pragma unroll
-    for (int j = 0; j < 4; j++) sb.x |= (uint)scale_bytes[lr][j] << (8 * j);
-    #pragma unroll
-    for (int j = 0; j < 3; j++) sb.y |= (uint)scale_bytes[lr][4 + j] << (8 * j);
-    dsa_store8(scales, sb, cache_aligned);
-  }
+  if (lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
   if (lane >= NOPE_LANES) { /* RoPE dims travel verbatim as bf16 */
     __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
     dsa_store16(dst, raw0, cache_aligned);

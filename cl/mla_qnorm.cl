@@ -20,16 +20,10 @@
  *   KV: the same rotation on the bf16 values, then §8.1 on the row.
  */
 #pragma OPENCL FP_CONTRACT OFF
-#include "dsa_common.h"
-
-#define MLA_NOPE 448
-#define MLA_DATA_BYTES 576
+#include "dsa_mla.h"
 
 #define LANES 32
 #define ROWS 8
-#define NOPE_LANES 28
-
-#define MLA_AMAX_FLOOR_BITS 0x38D20000u /* bf16(1e-4) */
 
 /* (2y + 1)^2 * X > 2^73, exactly (128-bit product): the midpoint above
  * y * 2^-24 lies above 1 / sqrt(X * 2^-23). */
@@ -161,7 +155,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
     if (lane < NOPE_LANES) {
 #pragma unroll
       for (int j = 0; j < 8; j++)
-        m = max(m, max(dsa_bf16_abs_key((ushort)w[j]), dsa_bf16_abs_key((ushort)(w[j] >> 16))));
+        m = max(m, dsa_bf16x2_abs_key(w[j]));
     }
     part[lr][lane] = m;
   } else {
@@ -194,32 +188,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
   const long tb = kv_valid ? slot - blk * block_size : 0;
   const ulong base = cache_off + (ulong)blk * block_stride;
   __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
-  if (kv_valid && lane < NOPE_LANES) {
-    const uint g = lane & ~3u;
-    uint m = max(max(part[lr][g], part[lr][g + 1]), max(part[lr][g + 2], part[lr][g + 3]));
-    const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
-    uint o[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const uint lo = w[2 * j], hi = w[2 * j + 1];
-      o[j] = dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
-             (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
-             (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
-    }
-    dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), cache_aligned);
-    if ((lane & 3u) == 0u) scale_bytes[lr][lane >> 2] = (uchar)clamp(e + 127, 0, 255);
-  }
+  if (kv_valid && lane < NOPE_LANES)
+    mla_quant_nope_lane(part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!kv_valid) return;
-  if (lane == NOPE_LANES) {
-    uint2 sb = (uint2)(0u);
-#pragma unroll
-    for (int j = 0; j < 4; j++) sb.x |= (uint)scale_bytes[lr][j] << (8 * j);
-#pragma unroll
-    for (int j = 0; j < 3; j++) sb.y |= (uint)scale_bytes[lr][4 + j] << (8 * j);
-    dsa_store8(cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u, sb,
-               cache_aligned);
-  }
+  if (lane == NOPE_LANES)
+    mla_store_scales(scale_bytes[lr],
+                     cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u,
+                     cache_aligned);
   if (lane >= NOPE_LANES) {
     qn_rotate(v, c, s);
     __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;

@@ -96,3 +96,109 @@ void gbuf_release(guarded_buf *b) {
   if (b->mem) clReleaseMemObject(b->mem);
   b->mem = NULL;
 }
+
+int dsa_test_names(const char *msg, const char *w1, const char *w2) {
+  const char *ws[2] = {w1, w2};
+  if (!msg) return !w1 && !w2;
+  for (int i = 0; i < 2; i++) {
+    if (!ws[i]) continue;
+    size_t n = strlen(ws[i]);
+    int found = 0;
+    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
+      char before = p == msg ? ' ' : p[-1], after = p[n];
+      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
+              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
+    }
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+void dsa_test_expect_complete(cl_event e, const char *what) {
+  CHECK(e != NULL, "%s: no event returned", what);
+  if (!e) return;
+  CHECK(clWaitForEvents(1, &e) == CL_SUCCESS, "%s: wait failed", what);
+  cl_int st = -1;
+  clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+  CHECK(st == CL_COMPLETE, "%s: event status %d", what, (int)st);
+  clReleaseEvent(e);
+}
+
+static void *xalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) cl_die("malloc", CL_OUT_OF_HOST_MEMORY);
+  return p;
+}
+
+void dsa_test_run_bad(dsa_queue *q, const dsa_bad_args *sp) {
+  const char *op = sp->op;
+  int nouts = sp->nouts;
+  uint8_t **before = xalloc(sizeof *before * (size_t)nouts);
+  uint8_t **after = xalloc(sizeof *after * (size_t)nouts);
+  for (int i = 0; i < nouts; i++) {
+    before[i] = xalloc(sp->outs[i]->size), after[i] = xalloc(sp->outs[i]->size);
+    gbuf_read(q, sp->outs[i], before[i]);
+  }
+  void *x = xalloc(sp->size);
+  int ncases = 0;
+  for (int pass = sp->common ? 0 : 1; pass < 2; pass++) {
+    int (*brk)(void *, int, const char **, const char **) = pass ? sp->brk : sp->common;
+    int base_no = pass && sp->common ? 100 : 0;
+    for (int c = 0;; c++) {
+      memcpy(x, sp->base, sp->size);
+      if (sp->reset) sp->reset(x);
+      const char *w1 = NULL, *w2 = NULL;
+      int more = brk(x, c, &w1, &w2);
+      if (more == 0) break;
+      if (more < 0) continue;
+      int cn = base_no + c;
+      cl_event done = (cl_event)(uintptr_t)1;
+      dsa_status s = sp->call(x, &done);
+      const char *msg = dsa_last_error();
+      CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, cn,
+            dsa_status_name(s), msg);
+      CHECK(dsa_test_names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s",
+            op, cn, msg, w1 ? w1 : "(null)", w2 ? " and " : "", w2 ? w2 : "");
+      CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, cn);
+      if (done != (cl_event)(uintptr_t)1 && done) clReleaseEvent(done);
+      clFinish(dsa_queue_cl(q));
+      for (int i = 0; i < nouts; i++) {
+        const guarded_buf *b = sp->outs[i];
+        gbuf_read(q, b, after[i]);
+        if (memcmp(before[i], after[i], b->size)) {
+          CHECK(0, "%s bad case %d: output %d changed", op, cn, i);
+          clEnqueueWriteBuffer(dsa_queue_cl(q), b->mem, CL_TRUE, b->off, b->size, before[i], 0,
+                               NULL, NULL);
+        }
+      }
+      ncases++;
+    }
+  }
+  CHECK(ncases >= sp->min_cases, "%s: only %d bad-argument cases", op, ncases);
+  /* The unbroken call works and does change the output: the cases above
+   * proved something. */
+  memcpy(x, sp->base, sp->size);
+  if (sp->reset) sp->reset(x);
+  cl_event done = NULL;
+  CHECK_OK((sp->valid ? sp->valid : sp->call)(x, &done));
+  if (sp->no_event) {
+    CHECK(done == NULL, "%s: valid call without events returned one", op);
+    if (done) clReleaseEvent(done);
+  } else {
+    CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "%s: valid call event", op);
+    if (done) clReleaseEvent(done);
+  }
+  clFinish(dsa_queue_cl(q));
+  int changed = 0, all = 1;
+  for (int i = 0; i < nouts; i++) {
+    gbuf_read(q, sp->outs[i], after[i]);
+    int ch = memcmp(before[i], after[i], sp->outs[i]->size) != 0;
+    changed |= ch, all &= ch;
+    free(before[i]), free(after[i]);
+  }
+  if (sp->all_change)
+    CHECK(all, "%s: the valid call left an output unchanged", op);
+  else
+    CHECK(changed, "%s: the valid call left the output unchanged", op);
+  free(x), free(before), free(after);
+}

@@ -66,4 +66,49 @@ void gbuf_read(dsa_queue *q, const guarded_buf *b, void *dst);
 int gbuf_guards_ok(dsa_queue *q, const guarded_buf *b);
 void gbuf_release(guarded_buf *b);
 
+/* 1 when msg names each of w1, w2 (NULL = no word) as a whole word: not
+ * preceded by a lower-case letter or '_', not followed by a lower-case
+ * letter, digit or '_'. */
+int dsa_test_names(const char *msg, const char *w1, const char *w2);
+
+/* e must be a returned event that completes: waits for it, checks its
+ * status and releases it. */
+void dsa_test_expect_complete(cl_event e, const char *what);
+
+/* The bad-argument harness. Starting from a valid call's arguments (an
+ * opaque struct `base` of `size` bytes), every case breaks a fresh copy in
+ * one way; each broken call must return DSA_ERR_INVALID_ARGUMENT, with
+ * dsa_last_error() naming the argument (w1 and w2 when set), return no event
+ * and enqueue nothing (every guarded_buf in outs, holding a pattern the valid
+ * call overwrites, is unchanged after each case). Then the valid call must
+ * succeed and change the outputs (any of them, or every one with
+ * all_change). */
+typedef struct dsa_bad_args {
+  const char *op;   /* operator name for the messages */
+  const void *base; /* the valid call's arguments */
+  size_t size;      /* sizeof *base */
+  /* Optional: run on each fresh copy before breaking it, e.g. to point its
+   * pointer members at its own fields (a copy still holds base's values). */
+  void (*reset)(void *x);
+  /* Case breakers, run in turn: `common` (optional; cases numbered from 0),
+   * then `brk` (numbered from 100 when there is a `common`). Each breaks x
+   * by case number c and sets *w1 (and optionally *w2) to the words the
+   * error message must hold; returns 1, 0 past its last case, or -1 to skip
+   * case c (not run, not counted). */
+  int (*common)(void *x, int c, const char **w1, const char **w2);
+  int (*brk)(void *x, int c, const char **w1, const char **w2);
+  /* Calls the operator with x, its events' `done` set to done (may be NULL). */
+  dsa_status (*call)(void *x, cl_event *done);
+  /* Optional: the valid call, when it differs from call (e.g. NULL params);
+   * defaults to call. */
+  dsa_status (*valid)(void *x, cl_event *done);
+  const guarded_buf *const *outs; /* the outputs to compare */
+  int nouts;
+  int min_cases;    /* fewer cases run is a failure */
+  int all_change;   /* the valid call must change every output, not just one */
+  int no_event;     /* the valid call returns no event (valid passes no events) */
+} dsa_bad_args;
+
+void dsa_test_run_bad(dsa_queue *q, const dsa_bad_args *spec);
+
 #endif

@@ -247,16 +247,6 @@ static void test_golden(const char *root) {
 
 /* ---- bad arguments ---------------------------------------------------------------------- */
 
-static int names(const char *msg, const char *w) {
-  size_t n = strlen(w);
-  for (const char *p = strstr(msg, w); p; p = strstr(p + 1, w)) {
-    char b = p == msg ? ' ' : p[-1], a = p[n];
-    if (!(b == '_' || (b >= 'a' && b <= 'z')) && !(a == '_' || (a >= 'a' && a <= 'z') || (a >= '0' && a <= '9')))
-      return 1;
-  }
-  return 0;
-}
-
 typedef struct kargs {
   dsa_queue *q;
   dsa_tensor a, b, c, d; /* insert: k, slots; gather: block_table, cu, k_out, k_scale */
@@ -267,7 +257,9 @@ typedef struct kargs {
   dsa_events ev;
 } kargs;
 
-static int break_common(kargs *x, int c, const char **w) {
+static int break_common(void *vx, int c, const char **w, const char **w2) {
+  kargs *x = vx;
+  (void)w2;
   switch (c) {
     case 0: x->q = NULL, *w = "q"; return 1;
     case 1: x->ev.num_wait = 2, x->ev.wait = NULL, *w = "ev"; return 1;
@@ -281,7 +273,9 @@ static int break_common(kargs *x, int c, const char **w) {
   }
 }
 
-static int break_insert(kargs *x, int c, const char **w) {
+static int break_insert(void *vx, int c, const char **w, const char **w2) {
+  kargs *x = vx;
+  (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w = "k"; return 1;
     case 1: x->a.dtype = DSA_F32, *w = "k"; return 1;
@@ -299,7 +293,9 @@ static int break_insert(kargs *x, int c, const char **w) {
   }
 }
 
-static int break_gather(kargs *x, int c, const char **w) {
+static int break_gather(void *vx, int c, const char **w, const char **w2) {
+  kargs *x = vx;
+  (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w = "block_table"; return 1;
     case 1: x->a.dtype = DSA_I64, *w = "block_table"; return 1;
@@ -319,50 +315,32 @@ static int break_gather(kargs *x, int c, const char **w) {
   }
 }
 
-typedef dsa_status (*call_fn)(kargs *x);
-static dsa_status call_insert(kargs *x) {
+static dsa_status call_insert(void *vx, cl_event *done) {
+  kargs *x = vx;
+  x->ev.done = done;
   return dsa_indexer_k_insert(x->q, x->pa, x->pb, x->pcache, (dsa_e2m1_mode)x->mode, &x->ev);
 }
-static dsa_status call_gather(kargs *x) {
+static dsa_status call_gather(void *vx, cl_event *done) {
+  kargs *x = vx;
+  x->ev.done = done;
   return dsa_indexer_k_gather(x->q, x->pcache, x->pa, x->pb, x->pc, x->pd, &x->ev);
 }
 
-static void run_bad(const char *op, const kargs *base, call_fn call,
-                    int (*brk)(kargs *, int, const char **), const guarded_buf *out) {
-  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
-  gbuf_read(q, out, before);
-  int n = 0;
-  for (int pass = 0; pass < 2; pass++)
-    for (int c = 0;; c++) {
-      kargs x = *base;
-      x.pa = &x.a, x.pb = &x.b, x.pc = &x.c, x.pd = &x.d, x.pcache = &x.cache;
-      const char *w = NULL;
-      if (!(pass ? brk(&x, c, &w) : break_common(&x, c, &w))) break;
-      cl_event done = (cl_event)(uintptr_t)1;
-      x.ev.done = &done;
-      dsa_status s = call(&x);
-      CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad %d/%d: %s (%s)", op, pass, c, dsa_status_name(s),
-            dsa_last_error());
-      CHECK(names(dsa_last_error(), w), "%s bad %d/%d: '%s' does not name %s", op, pass, c,
-            dsa_last_error(), w);
-      CHECK(done == (cl_event)(uintptr_t)1, "%s bad %d/%d: event returned", op, pass, c);
-      n++;
-    }
-  clFinish(dsa_queue_cl(q));
-  gbuf_read(q, out, after);
-  CHECK(!memcmp(before, after, out->size), "%s: a rejected call changed the output", op);
-  CHECK(n >= 18, "%s: only %d bad cases", op, n);
-  kargs x = *base;
-  cl_event done = NULL;
-  x.ev.done = &done;
-  x.pa = &x.a, x.pb = &x.b, x.pc = &x.c, x.pd = &x.d, x.pcache = &x.cache;
-  CHECK_OK(call(&x));
-  CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "%s: valid call event", op);
-  if (done) clReleaseEvent(done);
-  gbuf_read(q, out, after);
-  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+static void kargs_point(void *vx) {
+  kargs *x = vx;
+  x->pa = &x->a, x->pb = &x->b, x->pc = &x->c, x->pd = &x->d, x->pcache = &x->cache;
+}
+
+/* Every broken variant of the valid call `base` fails cleanly (see
+ * dsa_test_run_bad); the cache, queue and event cases come first. */
+static void run_bad(const char *op, const kargs *base, dsa_status (*call)(void *, cl_event *),
+                    int (*brk)(void *, int, const char **, const char **),
+                    const guarded_buf *out) {
+  dsa_bad_args spec = {.op = op, .base = base, .size = sizeof *base, .reset = kargs_point,
+                       .common = break_common, .brk = brk, .call = call,
+                       .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 18};
+  dsa_test_run_bad(q, &spec);
   read_faults();
-  free(before), free(after);
 }
 
 static void test_bad_args(void) {

@@ -511,23 +511,6 @@ static void test_paged(void) {
 
 /* ---- argument validation ------------------------------------------------------ */
 
-/* msg names the word (delimited by non-identifier characters). */
-static int names(const char *msg, const char *w1, const char *w2) {
-  const char *ws[2] = {w1, w2};
-  for (int i = 0; i < 2; i++) {
-    if (!ws[i]) continue;
-    size_t n = strlen(ws[i]);
-    int found = 0;
-    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
-      char before = p == msg ? ' ' : p[-1], after = p[n];
-      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
-              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
-    }
-    if (!found) return 0;
-  }
-  return 1;
-}
-
 /* A valid call's arguments; each case breaks one thing. t[] per operator:
  *   ragged: 0 query, 1 query_scale, 2 k, 3 k_scale, 4 weights, 5 ks, 6 ke, 7 logits
  *   paged:  0 query, 1 query_scale, 2 weights, 3 context_lens, 4 block_tables, 7 logits */
@@ -544,14 +527,17 @@ typedef struct args {
   int fp4;
 } args;
 
-static void args_point(args *x) {
+static void args_point(void *vx) {
+  args *x = vx;
   for (int i = 0; i < 8; i++) x->pt[i] = &x->t[i];
-  x->pcache = &x->cache;
+  x->pcache = x->pcache ? &x->cache : NULL; /* NULL in the ragged form */
   x->pp = &x->p;
   x->pev = &x->ev;
 }
 
-static dsa_status call_ragged(args *x) {
+static dsa_status call_ragged(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   if (x->fp4)
     return dsa_mqa_logits_mxfp4(x->q, x->pt[0], x->pt[1], x->pt[2], x->pt[3], x->pt[4], x->pt[5],
                                 x->pt[6], x->pt[7], x->pp, x->pev);
@@ -559,7 +545,9 @@ static dsa_status call_ragged(args *x) {
                         x->pt[7], x->pp, x->pev);
 }
 
-static dsa_status call_paged(args *x) {
+static dsa_status call_paged(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   if (x->fp4)
     return dsa_paged_mqa_logits_mxfp4(x->q, x->pt[0], x->pt[1], x->pcache, x->pt[2], x->pt[3],
                                       x->pt[4], x->pt[7], x->pp, x->pev);
@@ -568,7 +556,8 @@ static dsa_status call_paged(args *x) {
 }
 
 /* Shared cases: queue, events, params, query, logits. */
-static int break_common(args *x, int c, const char **w1, const char **w2) {
+static int break_common(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->q = NULL, *w1 = "q"; return 1;
     case 1: x->ev.num_wait = 2, x->ev.wait = NULL, *w1 = "ev"; return 1;
@@ -600,7 +589,8 @@ static int break_common(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-static int break_ragged(args *x, int c, const char **w1, const char **w2) {
+static int break_ragged(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->t[0].shape[2] = x->fp4 ? 24 : 48, *w1 = "query"; return 1; /* D % 32 */
@@ -623,7 +613,8 @@ static int break_ragged(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-static int break_paged(args *x, int c, const char **w1, const char **w2) {
+static int break_paged(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->t[0].shape[3] /= 2, *w1 = "query"; return 1; /* D != 128 */
     case 1: x->t[0].shape[1] = 0, *w1 = "query", *w2 = "next_n"; return 1;
@@ -650,56 +641,16 @@ static int break_paged(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-typedef dsa_status (*call_fn)(args *x);
-typedef int (*break_fn)(args *x, int c, const char **w1, const char **w2);
-
-/* Every broken variant fails with DSA_ERR_INVALID_ARGUMENT naming the
- * argument, enqueues nothing (the output is unchanged) and returns no event. */
-static void run_bad(const char *op, const args *base, call_fn call, break_fn brk,
+/* Every broken variant of the valid call `base` fails cleanly (see
+ * dsa_test_run_bad); the cases shared by all operators come first. */
+static void run_bad(const char *op, const args *base, dsa_status (*call)(void *, cl_event *),
+                    int (*brk)(void *, int, const char **, const char **),
                     const guarded_buf *out) {
-  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
-  gbuf_read(q, out, before);
-  int ncases = 0;
-  for (int c = 0;; c++) {
-    args x = *base;
-    args_point(&x);
-    if (!base->pcache) x.pcache = NULL;
-    const char *w1 = NULL, *w2 = NULL;
-    int more = c < 100 ? break_common(&x, c, &w1, &w2) : brk(&x, c - 100, &w1, &w2);
-    if (!more) {
-      if (c < 100) {
-        c = 99;
-        continue;
-      }
-      break;
-    }
-    cl_event done = (cl_event)(uintptr_t)1;
-    x.ev.done = &done;
-    dsa_status s = call(&x);
-    const char *msg = dsa_last_error();
-    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, c,
-          dsa_status_name(s), msg);
-    CHECK(names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s", op, c, msg,
-          w1, w2 ? " and " : "", w2 ? w2 : "");
-    CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, c);
-    clFinish(dsa_queue_cl(q));
-    gbuf_read(q, out, after);
-    if (memcmp(before, after, out->size)) {
-      CHECK(0, "%s bad case %d: output changed", op, c);
-      clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0,
-                           NULL, NULL);
-    }
-    ncases++;
-  }
-  CHECK(ncases >= 30, "%s: only %d bad-argument cases", op, ncases);
-  args x = *base;
-  args_point(&x);
-  if (!base->pcache) x.pcache = NULL;
-  CHECK_OK(call(&x));
-  gbuf_read(q, out, after);
-  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+  dsa_bad_args spec = {.op = op, .base = base, .size = sizeof *base, .reset = args_point,
+                       .common = break_common, .brk = brk, .call = call,
+                       .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 30};
+  dsa_test_run_bad(q, &spec);
   read_faults();
-  free(before), free(after);
 }
 
 static void test_bad_args(void) {
@@ -776,16 +727,6 @@ static void test_bad_args(void) {
 
 /* ---- empty inputs, NULL params, events ------------------------------------------ */
 
-static void expect_complete(cl_event e, const char *what) {
-  CHECK(e != NULL, "%s: no event returned", what);
-  if (!e) return;
-  CHECK(clWaitForEvents(1, &e) == CL_SUCCESS, "%s: wait failed", what);
-  cl_int st = -1;
-  clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-  CHECK(st == CL_COMPLETE, "%s: event status %d", what, (int)st);
-  clReleaseEvent(e);
-}
-
 static void test_empty_and_events(void) {
   guarded_buf any = gbuf_create(ctx, q, 4096, NULL);
   cl_event done = NULL;
@@ -797,7 +738,7 @@ static void test_empty_and_events(void) {
   dsa_tensor r0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor o0 = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 5});
   CHECK_OK(dsa_mqa_logits(q, &q0, &k0, &s0, &w0, &r0, &r0, &o0, NULL, &ev));
-  expect_complete(done, "mqa_logits M=0");
+  dsa_test_expect_complete(done, "mqa_logits M=0");
 
   /* B = 0 paged, with a zero-block cache. */
   dsa_paged_cache pc = {NULL, 0, 0, 64, 64 * 132, DSA_CACHE_INDEXER_FP8};
@@ -807,7 +748,7 @@ static void test_empty_and_events(void) {
   dsa_tensor po = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 256});
   done = NULL;
   CHECK_OK(dsa_paged_mqa_logits(q, &pq, &pc, &pw, &r0, &pb, &po, NULL, &ev));
-  expect_complete(done, "paged_mqa_logits B=0");
+  dsa_test_expect_complete(done, "paged_mqa_logits B=0");
 
   /* A real call with a wait list and an event back; a zero-block cache with
    * all lengths 0 reads nothing and writes -inf. */
@@ -829,7 +770,7 @@ static void test_empty_and_events(void) {
   CHECK_OK(dsa_paged_mqa_logits(q, &qt, &pc, &wt, &ct, &btt, &o.t, NULL, &ev1));
   dsa_events ev2 = {1, &first, &second};
   CHECK_OK(dsa_paged_mqa_logits(q, &qt, &pc, &wt, &ct, &btt, &o.t, NULL, &ev2));
-  expect_complete(second, "paged with a wait list");
+  dsa_test_expect_complete(second, "paged with a wait list");
   if (first) clReleaseEvent(first);
   double ref[2 * 70];
   for (int i = 0; i < 140; i++) ref[i] = -INFINITY;

@@ -373,18 +373,9 @@ typedef struct qargs {
   dsa_events ev;
 } qargs;
 
-/* msg names w (delimited by non-identifier characters). */
-static int names(const char *msg, const char *w) {
-  size_t n = strlen(w);
-  for (const char *p = strstr(msg, w); p; p = strstr(p + 1, w)) {
-    char b = p == msg ? ' ' : p[-1], a = p[n];
-    if (!(b == '_' || (b >= 'a' && b <= 'z')) && !(a == '_' || (a >= 'a' && a <= 'z') || (a >= '0' && a <= '9')))
-      return 1;
-  }
-  return 0;
-}
-
-static int break_q(qargs *x, int c, const char **w) {
+static int break_q(void *vx, int c, const char **w, const char **w2) {
+  qargs *x = vx;
+  (void)w2;
   switch (c) {
     case 0: x->q = NULL, *w = "q"; return 1;
     case 1: x->ev.num_wait = 1, x->ev.wait = NULL, *w = "ev"; return 1;
@@ -426,6 +417,27 @@ static int break_q(qargs *x, int c, const char **w) {
   }
 }
 
+static void qargs_point(void *vx) {
+  qargs *x = vx;
+  x->ppos = &x->pos, x->pqin = &x->qin, x->pcs = &x->cs, x->pw = &x->w, x->poq = &x->oq,
+  x->pos_ = NULL, x->pow = &x->ow, x->pprm = &x->prm;
+}
+
+static dsa_status call_q(void *vx, cl_event *done) {
+  qargs *x = vx;
+  x->ev.done = done;
+  return dsa_indexer_q_quant(x->q, x->ppos, x->pqin, x->pcs, x->pw, x->pprm, x->poq, x->pos_,
+                             x->pow, &x->ev);
+}
+
+/* The valid call, with p = NULL (defaults). */
+static dsa_status valid_q(void *vx, cl_event *done) {
+  qargs *x = vx;
+  x->ev.done = done;
+  return dsa_indexer_q_quant(x->q, &x->pos, &x->qin, &x->cs, &x->w, NULL, &x->oq, NULL, &x->ow,
+                             &x->ev);
+}
+
 static void test_bad_args(void) {
   const int64_t T = 3, H = 4, D = 128;
   guarded_buf qb = gbuf_create(ctx, q, T * H * D * 2, NULL), pb = gbuf_create(ctx, q, T * 8, (int64_t[]){0, 1, 2}),
@@ -443,37 +455,14 @@ static void test_bad_args(void) {
   base.os = dsa_tensor_make(osb.mem, osb.off, DSA_UE8M0, 3, (int64_t[]){T, H, 4});
   base.ow = dsa_tensor_make(owb.mem, owb.off, DSA_F32, 2, (int64_t[]){T, H});
   dsa_indexer_q_params_default(&base.prm);
-  uint8_t before[T * H * D], after[T * H * D];
-  gbuf_read(q, &oqb, before);
-  int n = 0;
-  for (int c = 0;; c++) {
-    qargs x = base;
-    x.ppos = &x.pos, x.pqin = &x.qin, x.pcs = &x.cs, x.pw = &x.w, x.poq = &x.oq, x.pos_ = NULL,
-    x.pow = &x.ow, x.pprm = &x.prm;
-    const char *w = NULL;
-    if (!break_q(&x, c, &w)) break;
-    cl_event done = (cl_event)(uintptr_t)1;
-    x.ev.done = &done;
-    dsa_status s = dsa_indexer_q_quant(x.q, x.ppos, x.pqin, x.pcs, x.pw, x.pprm, x.poq, x.pos_,
-                                       x.pow, &x.ev);
-    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "bad case %d: %s (%s)", c, dsa_status_name(s), dsa_last_error());
-    CHECK(names(dsa_last_error(), w), "bad case %d: '%s' does not name %s", c, dsa_last_error(), w);
-    CHECK(done == (cl_event)(uintptr_t)1, "bad case %d: event returned", c);
-    n++;
-  }
-  clFinish(dsa_queue_cl(q));
-  gbuf_read(q, &oqb, after);
-  CHECK(!memcmp(before, after, sizeof before), "a rejected call wrote out_q");
-  CHECK(n >= 30, "only %d bad cases", n);
-  /* The unbroken call works; p = NULL means defaults; an event comes back. */
+  /* The unbroken call works (p = NULL means defaults) and returns an event. */
+  dsa_bad_args spec = {.op = "indexer_q_quant", .base = &base, .size = sizeof base,
+                       .reset = qargs_point, .brk = break_q, .call = call_q, .valid = valid_q,
+                       .outs = (const guarded_buf *const[]){&oqb, &owb}, .nouts = 2,
+                       .min_cases = 30, .all_change = 1};
+  dsa_test_run_bad(q, &spec);
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_indexer_q_quant(q, &base.pos, &base.qin, &base.cs, &base.w, NULL, &base.oq, NULL,
-                               &base.ow, &ev));
-  CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "valid call: event");
-  if (done) clReleaseEvent(done);
-  gbuf_read(q, &oqb, after);
-  CHECK(memcmp(before, after, sizeof before) != 0, "valid call left out_q unchanged");
   /* T = 0 still gives a completed event. */
   dsa_tensor z[7] = {base.pos, base.qin, base.cs, base.w, base.oq, base.os, base.ow};
   z[0].shape[0] = z[1].shape[0] = z[3].shape[0] = z[4].shape[0] = z[6].shape[0] = 0;

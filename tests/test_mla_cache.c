@@ -398,23 +398,6 @@ static void test_gather_paged(void) {
 
 /* ---- argument validation ---------------------------------------------------------- */
 
-/* msg names each of the words (delimited by non-identifier characters). */
-static int names(const char *msg, const char *w1, const char *w2) {
-  const char *ws[2] = {w1, w2};
-  for (int i = 0; i < 2; i++) {
-    if (!ws[i]) continue;
-    size_t n = strlen(ws[i]);
-    int found = 0;
-    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
-      char before = p == msg ? ' ' : p[-1], after = p[n];
-      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
-              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
-    }
-    if (!found) return 0;
-  }
-  return 1;
-}
-
 /* A valid call's arguments, which each case breaks in one way. */
 typedef struct args {
   dsa_queue *q;
@@ -427,7 +410,8 @@ typedef struct args {
   dsa_events *pev;
 } args;
 
-static void args_point(args *x) {
+static void args_point(void *vx) {
+  args *x = vx;
   x->pa = &x->a, x->pb = &x->b, x->pc = &x->c, x->pd = &x->d;
   x->pcache = &x->cache;
   x->pev = &x->ev;
@@ -435,7 +419,8 @@ static void args_point(args *x) {
 
 /* Breaks x by case number; returns 0 past the last case. The cases shared by
  * all operators: cache fields, queue, events. */
-static int break_common(args *x, int c, const char **w1, const char **w2) {
+static int break_common(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->pcache = NULL, *w1 = "cache"; return 1;
     case 1: x->cache.mem = NULL, *w1 = "cache"; return 1;
@@ -453,67 +438,27 @@ static int break_common(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-typedef dsa_status (*call_fn)(args *x);
-typedef int (*break_fn)(args *x, int c, const char **w1, const char **w2);
-
-/* Runs every broken variant of the valid call `base`; each must fail with
- * DSA_ERR_INVALID_ARGUMENT, name the argument, enqueue nothing (the output,
- * holding a pattern the valid call would overwrite, is unchanged) and leave
- * no event behind. */
-static void run_bad(const char *op, const args *base, call_fn call, break_fn brk,
+/* Every broken variant of the valid call `base` fails cleanly (see
+ * dsa_test_run_bad); the cases shared by all operators come first. */
+static void run_bad(const char *op, const args *base, dsa_status (*call)(void *, cl_event *),
+                    int (*brk)(void *, int, const char **, const char **),
                     const guarded_buf *out) {
-  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
-  gbuf_read(q, out, before);
-  int ncases = 0;
-  for (int c = 0;; c++) {
-    args x = *base;
-    args_point(&x);
-    const char *w1 = NULL, *w2 = NULL;
-    int more = c < 100 ? break_common(&x, c, &w1, &w2) : brk(&x, c - 100, &w1, &w2);
-    if (!more) {
-      if (c < 100) {
-        c = 99;
-        continue;
-      }
-      break;
-    }
-    cl_event done = (cl_event)(uintptr_t)1;
-    x.ev.done = &done;
-    dsa_status s = call(&x);
-    const char *msg = dsa_last_error();
-    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, c,
-          dsa_status_name(s), msg);
-    CHECK(names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s", op, c, msg,
-          w1, w2 ? " and " : "", w2 ? w2 : "");
-    CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, c);
-    clFinish(dsa_queue_cl(q));
-    gbuf_read(q, out, after);
-    if (memcmp(before, after, out->size)) {
-      CHECK(0, "%s bad case %d: output changed", op, c);
-      clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0,
-                           NULL, NULL);
-    }
-    if (done != (cl_event)(uintptr_t)1 && done) clReleaseEvent(done);
-    ncases++;
-  }
-  CHECK(ncases >= 20, "%s: only %d bad-argument cases", op, ncases);
-  /* The unbroken call works and does change the output: the cases above
-   * proved something. */
-  args x = *base;
-  args_point(&x);
-  CHECK_OK(call(&x));
-  gbuf_read(q, out, after);
-  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+  dsa_bad_args spec = {.op = op, .base = base, .size = sizeof *base, .reset = args_point,
+                       .common = break_common, .brk = brk, .call = call,
+                       .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 20};
+  dsa_test_run_bad(q, &spec);
   read_faults();
-  free(before), free(after);
 }
 
 /* insert: a = k, b = slot_mapping */
-static dsa_status call_insert(args *x) {
+static dsa_status call_insert(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_mla_cache_insert(x->q, x->pa, x->pb, x->pcache, x->pev);
 }
 
-static int break_insert(args *x, int c, const char **w1, const char **w2) {
+static int break_insert(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w1 = "k"; return 1;
@@ -539,11 +484,14 @@ static int break_insert(args *x, int c, const char **w1, const char **w2) {
 }
 
 /* gather_slots: a = indices, b = out */
-static dsa_status call_slots(args *x) {
+static dsa_status call_slots(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_mla_gather_slots(x->q, x->pcache, x->pa, x->pb, x->pev);
 }
 
-static int break_slots(args *x, int c, const char **w1, const char **w2) {
+static int break_slots(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w1 = "indices"; return 1;
@@ -567,11 +515,14 @@ static int break_slots(args *x, int c, const char **w1, const char **w2) {
 }
 
 /* gather_paged: a = seq_lens, b = gather_lens, c = block_table, d = out */
-static dsa_status call_paged(args *x) {
+static dsa_status call_paged(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_mla_gather_paged(x->q, x->pcache, x->pa, x->pb, x->pc, x->offset, x->pd, x->pev);
 }
 
-static int break_paged(args *x, int c, const char **w1, const char **w2) {
+static int break_paged(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->pa = NULL, *w1 = "seq_lens"; return 1;
     case 1: x->a.dtype = DSA_I64, *w1 = "seq_lens"; return 1;
@@ -648,16 +599,6 @@ static void test_bad_args(void) {
 
 /* ---- empty inputs and events ------------------------------------------------------ */
 
-static void expect_complete(cl_event e, const char *what) {
-  CHECK(e != NULL, "%s: no event returned", what);
-  if (!e) return;
-  CHECK(clWaitForEvents(1, &e) == CL_SUCCESS, "%s: wait failed", what);
-  cl_int st = -1;
-  clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-  CHECK(st == CL_COMPLETE, "%s: event status %d", what, (int)st);
-  clReleaseEvent(e);
-}
-
 static void test_empty_and_events(void) {
   test_cache c = cache_make(2, 2, 2 * 584, 0, 1);
   guarded_buf any = gbuf_create(ctx, q, 4096, NULL);
@@ -667,20 +608,20 @@ static void test_empty_and_events(void) {
   dsa_tensor k0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   dsa_tensor s0 = dsa_tensor_make(any.mem, any.off, DSA_I64, 1, (int64_t[]){0});
   CHECK_OK(dsa_mla_cache_insert(q, &k0, &s0, &c.dc, &ev));
-  expect_complete(done, "insert N=0");
+  dsa_test_expect_complete(done, "insert N=0");
 
   dsa_tensor i0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor o0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   done = NULL;
   CHECK_OK(dsa_mla_gather_slots(q, &c.dc, &i0, &o0, &ev));
-  expect_complete(done, "gather_slots S=0");
+  dsa_test_expect_complete(done, "gather_slots S=0");
 
   dsa_tensor r0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor b0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 2, (int64_t[]){0, 4});
   dsa_tensor p0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 3, (int64_t[]){0, 8, 512});
   done = NULL;
   CHECK_OK(dsa_mla_gather_paged(q, &c.dc, &r0, NULL, &b0, 0, &p0, &ev));
-  expect_complete(done, "gather_paged R=0");
+  dsa_test_expect_complete(done, "gather_paged R=0");
 
   /* A real call that waits on the previous one's event and returns its own. */
   int64_t slot = 3;
@@ -694,7 +635,7 @@ static void test_empty_and_events(void) {
   CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, &ev1));
   dsa_events ev2 = {1, &first, &second};
   CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, &ev2));
-  expect_complete(second, "insert with a wait list");
+  dsa_test_expect_complete(second, "insert with a wait list");
   if (first) clReleaseEvent(first);
   ref_mla_insert(&c.ref, k, 512, &slot, 1);
   uint8_t *got = xmalloc(c.size);

@@ -482,22 +482,6 @@ static void test_events(void) {
 
 /* ---- argument validation ---------------------------------------------------------------- */
 
-static int names(const char *msg, const char *w1, const char *w2) {
-  const char *ws[2] = {w1, w2};
-  for (int i = 0; i < 2; i++) {
-    if (!ws[i]) continue;
-    size_t n = strlen(ws[i]);
-    int found = 0;
-    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
-      char before = p == msg ? ' ' : p[-1], after = p[n];
-      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
-              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
-    }
-    if (!found) return 0;
-  }
-  return 1;
-}
-
 typedef struct args {
   dsa_queue *q;
   dsa_tensor query, kv, idx, lens, sink, out, lse, idx2, lens2;
@@ -514,7 +498,8 @@ typedef struct args {
   dsa_mla_index_set *pmain, *pextra;
 } args;
 
-static void args_point(args *x) {
+static void args_point(void *vx) {
+  args *x = vx;
   x->pquery = &x->query, x->pkv = &x->kv, x->pidx = &x->idx, x->plens = &x->lens;
   x->psink = &x->sink, x->pout = &x->out, x->plse = &x->lse, x->pp = &x->p, x->pev = &x->ev;
   x->main_set = (dsa_mla_index_set){&x->cache, &x->idx, &x->lens};
@@ -522,11 +507,9 @@ static void args_point(args *x) {
   x->pmain = &x->main_set, x->pextra = &x->extra_set;
 }
 
-typedef dsa_status (*call_fn)(args *x);
-typedef int (*break_fn)(args *x, int c, const char **w1, const char **w2);
-
 /* Cases shared by the three operators. */
-static int break_common(args *x, int c, const char **w1, const char **w2) {
+static int break_common(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->q = NULL, *w1 = "q"; return 1;
@@ -552,60 +535,33 @@ static int break_common(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-static void run_bad(const char *op, const args *base, call_fn call, break_fn brk,
+/* Every broken variant of the valid call `base` fails cleanly (see
+ * dsa_test_run_bad); the cases shared by all operators come first. */
+static void run_bad(const char *op, const args *base, dsa_status (*call)(void *, cl_event *),
+                    int (*brk)(void *, int, const char **, const char **),
                     const guarded_buf *out) {
-  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
   /* A fresh pattern: an earlier operator's valid call may have written what
    * this one writes. */
-  memset(before, 0xEE, out->size);
-  clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0, NULL,
+  uint8_t *pattern = xmalloc(out->size);
+  memset(pattern, 0xEE, out->size);
+  clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, pattern, 0, NULL,
                        NULL);
-  int ncases = 0;
-  for (int c = 0;; c++) {
-    args x = *base;
-    args_point(&x);
-    const char *w1 = NULL, *w2 = NULL;
-    int more = c < 100 ? break_common(&x, c, &w1, &w2) : brk(&x, c - 100, &w1, &w2);
-    if (!more) {
-      if (c < 100) {
-        c = 99;
-        continue;
-      }
-      break;
-    }
-    cl_event done = (cl_event)(uintptr_t)1;
-    x.ev.done = &done;
-    dsa_status s = call(&x);
-    const char *msg = dsa_last_error();
-    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, c,
-          dsa_status_name(s), msg);
-    CHECK(names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s", op, c, msg,
-          w1, w2 ? " and " : "", w2 ? w2 : "");
-    CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, c);
-    clFinish(dsa_queue_cl(q));
-    gbuf_read(q, out, after);
-    if (memcmp(before, after, out->size)) {
-      CHECK(0, "%s bad case %d: output changed", op, c);
-      clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0,
-                           NULL, NULL);
-    }
-    ncases++;
-  }
-  CHECK(ncases >= 25, "%s: only %d bad-argument cases", op, ncases);
-  args x = *base;
-  args_point(&x);
-  CHECK_OK(call(&x));
-  gbuf_read(q, out, after);
-  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+  free(pattern);
+  dsa_bad_args spec = {.op = op, .base = base, .size = sizeof *base, .reset = args_point,
+                       .common = break_common, .brk = brk, .call = call,
+                       .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 25};
+  dsa_test_run_bad(q, &spec);
   read_faults();
-  free(before), free(after);
 }
 
-static dsa_status call_attn(args *x) {
+static dsa_status call_attn(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_sparse_attn_bf16(x->q, x->pquery, x->pkv, x->pidx, x->plens, x->psink, x->pp,
                               x->pout, x->plse, x->pev);
 }
-static int break_attn(args *x, int c, const char **w1, const char **w2) {
+static int break_attn(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->pkv = NULL, *w1 = "kv"; return 1;
@@ -623,15 +579,20 @@ static int break_attn(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-static dsa_status call_fused(args *x) {
+static dsa_status call_fused(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_sparse_mla_decode(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pp, x->pout,
                                x->plse, x->pev);
 }
-static dsa_status call_two(args *x) {
+static dsa_status call_two(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_sparse_mla_decode_two_stage(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pp,
                                          x->pout, x->plse, x->ws, x->ws_off, x->pev);
 }
-static int break_decode(args *x, int c, const char **w1, const char **w2) {
+static int break_decode(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->main_set.cache = NULL, *w1 = "main_set", *w2 = "cache"; return 1;
     case 1: x->cache.format = DSA_CACHE_INDEXER_FP8, *w1 = "main_set", *w2 = "cache"; return 1;
@@ -648,7 +609,8 @@ static int break_decode(args *x, int c, const char **w1, const char **w2) {
     default: return 0;
   }
 }
-static int break_two(args *x, int c, const char **w1, const char **w2) {
+static int break_two(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->ws = NULL, *w1 = "workspace"; return 1;
     case 1: x->ws_off = 16, *w1 = "workspace_offset"; return 1;

@@ -382,23 +382,6 @@ static void test_events(void) {
 
 /* ---- argument validation ------------------------------------------------------------- */
 
-/* msg names each of the words (delimited by non-identifier characters). */
-static int names(const char *msg, const char *w1, const char *w2) {
-  const char *ws[2] = {w1, w2};
-  for (int i = 0; i < 2; i++) {
-    if (!ws[i]) continue;
-    size_t n = strlen(ws[i]);
-    int found = 0;
-    for (const char *p = strstr(msg, ws[i]); p && !found; p = strstr(p + 1, ws[i])) {
-      char before = p == msg ? ' ' : p[-1], after = p[n];
-      found = !(before == '_' || (before >= 'a' && before <= 'z')) &&
-              !(after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
-    }
-    if (!found) return 0;
-  }
-  return 1;
-}
-
 typedef struct args {
   dsa_queue *q;
   dsa_tensor l, a, b, o; /* logits, starts|lengths, ends, indices */
@@ -409,13 +392,15 @@ typedef struct args {
   dsa_events *pev;
 } args;
 
-static void args_point(args *x) {
+static void args_point(void *vx) {
+  args *x = vx;
   x->pl = &x->l, x->pa = &x->a, x->pb = &x->b, x->po = &x->o;
   x->pp = &x->p, x->pev = &x->ev;
 }
 
 /* Cases shared by both forms: queue, events, logits, indices, params. */
-static int break_common(args *x, int c, const char **w1, const char **w2) {
+static int break_common(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   switch (c) {
     case 0: x->q = NULL, *w1 = "q"; return 1;
     case 1: x->ev.num_wait = 2, x->ev.wait = NULL, *w1 = "ev"; return 1;
@@ -446,60 +431,26 @@ static int break_common(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-typedef dsa_status (*call_fn)(args *x);
-typedef int (*break_fn)(args *x, int c, const char **w1, const char **w2);
-
-static void run_bad(const char *op, const args *base, call_fn call, break_fn brk,
+/* Every broken variant of the valid call `base` fails cleanly (see
+ * dsa_test_run_bad); the cases shared by all operators come first. */
+static void run_bad(const char *op, const args *base, dsa_status (*call)(void *, cl_event *),
+                    int (*brk)(void *, int, const char **, const char **),
                     const guarded_buf *out) {
-  uint8_t *before = xmalloc(out->size), *after = xmalloc(out->size);
-  gbuf_read(q, out, before);
-  int ncases = 0;
-  for (int c = 0;; c++) {
-    args x = *base;
-    args_point(&x);
-    const char *w1 = NULL, *w2 = NULL;
-    int more = c < 100 ? break_common(&x, c, &w1, &w2) : brk(&x, c - 100, &w1, &w2);
-    if (!more) {
-      if (c < 100) {
-        c = 99;
-        continue;
-      }
-      break;
-    }
-    cl_event done = (cl_event)(uintptr_t)1;
-    x.ev.done = &done;
-    dsa_status s = call(&x);
-    const char *msg = dsa_last_error();
-    CHECK(s == DSA_ERR_INVALID_ARGUMENT, "%s bad case %d: status %s (%s)", op, c,
-          dsa_status_name(s), msg);
-    CHECK(names(msg, w1, w2), "%s bad case %d: message '%s' does not name %s%s%s", op, c, msg,
-          w1, w2 ? " and " : "", w2 ? w2 : "");
-    CHECK(done == (cl_event)(uintptr_t)1, "%s bad case %d: an event was returned", op, c);
-    clFinish(dsa_queue_cl(q));
-    gbuf_read(q, out, after);
-    if (memcmp(before, after, out->size)) {
-      CHECK(0, "%s bad case %d: output changed", op, c);
-      clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, before, 0,
-                           NULL, NULL);
-    }
-    if (done != (cl_event)(uintptr_t)1 && done) clReleaseEvent(done);
-    ncases++;
-  }
-  CHECK(ncases >= 30, "%s: only %d bad-argument cases", op, ncases);
-  args x = *base;
-  args_point(&x);
-  CHECK_OK(call(&x));
-  gbuf_read(q, out, after);
-  CHECK(memcmp(before, after, out->size) != 0, "%s: valid call left the output unchanged", op);
+  dsa_bad_args spec = {.op = op, .base = base, .size = sizeof *base, .reset = args_point,
+                       .common = break_common, .brk = brk, .call = call,
+                       .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 30};
+  dsa_test_run_bad(q, &spec);
   CHECK(read_faults() == 0, "%s: valid call set faults", op);
-  free(before), free(after);
 }
 
-static dsa_status call_prefill(args *x) {
+static dsa_status call_prefill(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_topk_prefill(x->q, x->pl, x->pa, x->pb, x->po, x->pp, x->pev);
 }
 
-static int break_prefill(args *x, int c, const char **w1, const char **w2) {
+static int break_prefill(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w1 = "row_starts"; return 1;
@@ -519,12 +470,15 @@ static int break_prefill(args *x, int c, const char **w1, const char **w2) {
   }
 }
 
-static dsa_status call_decode(args *x) {
+static dsa_status call_decode(void *vx, cl_event *done) {
+  args *x = vx;
+  x->ev.done = done;
   return dsa_topk_decode(x->q, x->pl, x->pa, x->po, x->pp, x->pev);
 }
 
 /* base: lengths [B, next_n] 2-D (a), with b a valid 1-D [B] view. */
-static int break_decode(args *x, int c, const char **w1, const char **w2) {
+static int break_decode(void *vx, int c, const char **w1, const char **w2) {
+  args *x = vx;
   (void)w2;
   switch (c) {
     case 0: x->pa = NULL, *w1 = "lengths"; return 1;

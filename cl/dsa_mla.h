@@ -1,0 +1,48 @@
+/* The fp8_ds_mla token layout (SPEC-reference §3.1) and its quantization
+ * (§8.1), shared by the two kernels that write it: mla_cache_insert and the
+ * KV rows of mla_qnorm. Both lay a row out the same way: 32 lanes, lane l
+ * owning dims [16l, 16l+16), lanes 0..27 the seven 64-dim NoPE blocks (four
+ * lanes each), lanes 28..31 the RoPE dims. */
+#ifndef DSA_MLA_H
+#define DSA_MLA_H
+
+#include "dsa_common.h"
+
+#define MLA_NOPE 448
+#define MLA_DATA_BYTES 576
+#define NOPE_LANES 28 /* 448 / 16 */
+
+/* bf16(1e-4): the quantizer's amax floor, held in bf16 as vLLM does. */
+#define MLA_AMAX_FLOOR_BITS 0x38D20000u
+
+/* NoPE lane `lane` of a token: the block's amax from the four lane maxima in
+ * amax[] (the row's per-lane |x| keys, see dsa_bf16_abs_key), the lane's 16
+ * bf16 dims w[] (two per word) as e4m3 at data + 16 * lane, and, from the
+ * block's first lane, its ue8m0 byte in scale_bytes[lane / 4]. The scales
+ * go through local memory so that one lane can write all eight at once
+ * (mla_store_scales, after a barrier). */
+DSA_INLINE void mla_quant_nope_lane(__local const uint *amax, const uint *w, uint lane,
+                                    __global uchar *data, int aligned,
+                                    __local uchar *scale_bytes) {
+  const uint g = lane & ~3u; /* first lane of this NoPE block */
+  const uint m = max(max(amax[g], amax[g + 1]), max(amax[g + 2], amax[g + 3]));
+  const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
+  uint o[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) o[j] = dsa_bf16x4_to_e4m3_pow2(w[2 * j], w[2 * j + 1], e);
+  dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), aligned);
+  if ((lane & 3u) == 0u) scale_bytes[lane >> 2] = (uchar)clamp(e + 127, 0, 255);
+}
+
+/* One 8-byte store of the seven scales and the zero pad byte. */
+DSA_INLINE void mla_store_scales(__local const uchar *scale_bytes, __global uchar *dst,
+                                 int aligned) {
+  uint2 sb = (uint2)(0u);
+#pragma unroll
+  for (int j = 0; j < 4; j++) sb.x |= (uint)scale_bytes[j] << (8 * j);
+#pragma unroll
+  for (int j = 0; j < 3; j++) sb.y |= (uint)scale_bytes[4 + j] << (8 * j);
+  dsa_store8(dst, sb, aligned);
+}
+
+#endif
