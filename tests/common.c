@@ -1,5 +1,7 @@
 /* Test harness (see common.h). Setup failures end the test program: there is
  * nothing meaningful to check without a device or a buffer. */
+#include <stdarg.h>
+
 #include "common.h"
 
 int dsa_test_passed, dsa_test_failed;
@@ -201,4 +203,39 @@ void dsa_test_run_bad(dsa_queue *q, const dsa_bad_args *sp) {
   else
     CHECK(changed, "%s: the valid call left the output unchanged", op);
   free(x), free(before), free(after);
+}
+
+void *dsa_test_xmalloc(size_t n) {
+  void *p = calloc(n ? n : 1, 1);
+  if (!p) {
+    fprintf(stderr, "out of memory (%zu bytes)\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+void dsa_test_fill_random(uint64_t *state, void *p, size_t n) {
+  uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(state) >> 56);
+}
+
+uint32_t dsa_test_read_faults(dsa_queue *q) {
+  uint32_t bits = 0xFFFFFFFFu;
+  CHECK_OK(dsa_queue_faults(q, &bits));
+  return bits;
+}
+
+void dsa_test_first_diff(const void *g, const void *w, size_t n, const char *what,
+                         const char *fmt, ...) {
+  const uint8_t *got = g, *want = w;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != want[i] && !bad++) first = i;
+  char c[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c, sizeof c, fmt, ap);
+  va_end(ap);
+  CHECK(bad == 0, "%s [%s]: %zu bytes differ, first at byte %zu: got 0x%02X want 0x%02X", what,
+        c, bad, first, bad ? got[first] : 0, bad ? want[first] : 0);
 }

@@ -47,6 +47,17 @@ void dsa_test_close(dsa_context **c, dsa_queue **q);
 uint64_t dsa_test_rand(uint64_t *state);
 double dsa_test_uniform(uint64_t *state); /* [0, 1) */
 
+/* Allocation that never returns NULL (exits the test on failure); zeroed. */
+void *dsa_test_xmalloc(size_t n);
+/* n random bytes from the test's RNG. */
+void dsa_test_fill_random(uint64_t *state, void *p, size_t n);
+/* Reads (and clears) the queue's fault word, checking the call succeeds. */
+uint32_t dsa_test_read_faults(dsa_queue *q);
+/* CHECKs that two byte images are equal; on failure names the first
+ * differing byte, with `what` and a printf-style context. */
+void dsa_test_first_diff(const void *got, const void *want, size_t n, const char *what,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* A device buffer with guard bands: `size` payload bytes between two
  * GUARD-byte bands of a known pattern. The tensor offset of the payload is
  * guarded_buf.off. */

@@ -18,20 +18,6 @@ static dsa_queue *q;
 static uint64_t rng = 0x1DE7A11ull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
-static void *xmalloc(size_t n) {
-  void *p = calloc(n ? n : 1, 1);
-  if (!p) exit(1);
-  return p;
-}
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 /* ---- device buffers: a pool released at the end of each case ------------------ */
 
@@ -61,7 +47,7 @@ static dsa_tensor t2(const guarded_buf *b, dsa_dtype dt, int64_t rows, int64_t c
 }
 /* Reads b and compares it with want (n bytes). */
 static void compare(const guarded_buf *b, const void *want, size_t n, const char *what) {
-  uint8_t *got = xmalloc(n);
+  uint8_t *got = dsa_test_xmalloc(n);
   gbuf_read(q, b, got);
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++)
@@ -74,8 +60,8 @@ static void compare(const guarded_buf *b, const void *want, size_t n, const char
 /* Random block table [r, w] (row stride rs); entries -1 with probability
  * neg/16. */
 static int32_t *make_table(int64_t r, int64_t w, int64_t rs, int neg, int64_t maxblk) {
-  int32_t *t = xmalloc((size_t)(r * rs + 1) * 4);
-  fill_random(t, (size_t)(r * rs + 1) * 4);
+  int32_t *t = dsa_test_xmalloc((size_t)(r * rs + 1) * 4);
+  dsa_test_fill_random(&rng, t, (size_t)(r * rs + 1) * 4);
   for (int64_t i = 0; i < r; i++)
     for (int64_t j = 0; j < w; j++) t[i * rs + j] = rnd(16) < neg ? -1 : (int32_t)rnd(maxblk);
   return t;
@@ -84,7 +70,7 @@ static int32_t *make_table(int64_t r, int64_t w, int64_t rs, int neg, int64_t ma
 /* ---- §10.1 ------------------------------------------------------------------------ */
 
 static void run_slot_mapping(int64_t r, int32_t ratio, int32_t bs, int bad) {
-  int32_t *qsl = xmalloc((size_t)(r + 1) * 4), *seq = xmalloc((size_t)(r + 1) * 4);
+  int32_t *qsl = dsa_test_xmalloc((size_t)(r + 1) * 4), *seq = dsa_test_xmalloc((size_t)(r + 1) * 4);
   qsl[0] = 0;
   int64_t maxc = 1;
   for (int64_t i = 0; i < r; i++) {
@@ -98,8 +84,8 @@ static void run_slot_mapping(int64_t r, int32_t ratio, int32_t bs, int bad) {
   int64_t t = qsl[r] + rnd(3), w = (maxc + bs - 1) / bs - (bad ? rnd(2) : 0), brs = w + rnd(3);
   if (w < 0) w = 0;
   int32_t *bt = make_table(r, w, brs, bad ? 2 : 0, 5000);
-  int64_t *out = xmalloc((size_t)t * 8 + 8), *want = xmalloc((size_t)t * 8 + 8);
-  fill_random(out, (size_t)t * 8);
+  int64_t *out = dsa_test_xmalloc((size_t)t * 8 + 8), *want = dsa_test_xmalloc((size_t)t * 8 + 8);
+  dsa_test_fill_random(&rng, out, (size_t)t * 8);
   guarded_buf *qb = dev(qsl, (size_t)(r + 1) * 4), *sb = dev(seq, (size_t)r * 4),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, (size_t)t * 8);
   dsa_tensor qt = t1(qb, DSA_I32, r + 1), st = t1(sb, DSA_I32, r),
@@ -108,7 +94,7 @@ static void run_slot_mapping(int64_t r, int32_t ratio, int32_t bs, int bad) {
   dsa_compressed_slot_params_default(&p);
   p.compress_ratio = ratio, p.block_size = bs;
   CHECK_OK(dsa_compressed_slot_mapping(q, &qt, &st, &btt, &ot, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_compressed_slot_mapping(qsl, seq, (ref_table){bt, r, w, brs}, ratio, bs, want, t);
   compare(ob, want, (size_t)t * 8, "compressed_slot_mapping");
   CHECK(f == wf, "compressed_slot_mapping faults 0x%x want 0x%x", f, wf);
@@ -138,9 +124,9 @@ static void test_slot_mapping_example(void) {
 static void run_swa(int64_t t, int32_t window, int32_t bs, int bad, int use_valid) {
   int64_t r = 1 + rnd(5), w = 1 + rnd(12), brs = w + rnd(2);
   int32_t *bt = make_table(r, w, brs, bad ? 2 : 0, 1 << 20);
-  int64_t *pos = xmalloc((size_t)t * 8 + 8);
-  int32_t *t2r = xmalloc((size_t)t * 4 + 4);
-  uint8_t *valid = xmalloc((size_t)t + 1);
+  int64_t *pos = dsa_test_xmalloc((size_t)t * 8 + 8);
+  int32_t *t2r = dsa_test_xmalloc((size_t)t * 4 + 4);
+  uint8_t *valid = dsa_test_xmalloc((size_t)t + 1);
   for (int64_t i = 0; i < t; i++) {
     int64_t k = rnd(6);
     pos[i] = k == 0 ? 0 : k == 1 ? rnd(window) : rnd(w * bs);
@@ -152,9 +138,9 @@ static void run_swa(int64_t t, int32_t window, int32_t bs, int bad, int use_vali
   }
   int64_t width = window + rnd(3), ors = width + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
-  int32_t *out = xmalloc(ob_bytes), *want = xmalloc(ob_bytes), *lens = xmalloc((size_t)t * 4 + 4),
-          *wlens = xmalloc((size_t)t * 4 + 4);
-  fill_random(out, ob_bytes), fill_random(lens, (size_t)t * 4);
+  int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
+          *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
+  dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes);
   guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
@@ -166,7 +152,7 @@ static void run_swa(int64_t t, int32_t window, int32_t bs, int bad, int use_vali
   dsa_swa_indices_params_default(&p);
   p.window = window, p.block_size = bs;
   CHECK_OK(dsa_swa_indices(q, &pt, &rt, use_valid ? &vt : NULL, &btt, &ot, &lt, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_swa_indices(pos, t2r, use_valid ? valid : NULL, (ref_table){bt, r, w, brs},
                                 window, bs, want, width, ors, wlens, t);
   compare(ob, want, ob_bytes, "swa_indices");
@@ -182,9 +168,9 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
   int64_t r = 1 + rnd(5), w = 1 + rnd(10), brs = w + rnd(2);
   int32_t *bt = make_table(r, w, brs, bad ? 2 : 0, 1 << 24);
   int64_t krs = k + rnd(3);
-  int32_t *tk = xmalloc((size_t)(t * krs) * 4 + 4), *t2r = xmalloc((size_t)t * 4 + 4);
-  uint8_t *valid = xmalloc((size_t)t + 1);
-  fill_random(tk, (size_t)(t * krs) * 4);
+  int32_t *tk = dsa_test_xmalloc((size_t)(t * krs) * 4 + 4), *t2r = dsa_test_xmalloc((size_t)t * 4 + 4);
+  uint8_t *valid = dsa_test_xmalloc((size_t)t + 1);
+  dsa_test_fill_random(&rng, tk, (size_t)(t * krs) * 4);
   for (int64_t i = 0; i < t; i++) {
     int64_t n = rnd(k + 1);
     for (int64_t j = 0; j < k; j++) {
@@ -200,11 +186,11 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
   const int in_place = variant == 1, with_lens = variant != 2, with_valid = variant != 3;
   int64_t ors = in_place ? krs : k + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
-  int32_t *out = xmalloc(ob_bytes), *want = xmalloc(ob_bytes), *lens = xmalloc((size_t)t * 4 + 4),
-          *wlens = xmalloc((size_t)t * 4 + 4);
+  int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
+          *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
   if (in_place) memcpy(out, tk, ob_bytes);
-  else fill_random(out, ob_bytes);
-  fill_random(lens, (size_t)t * 4);
+  else dsa_test_fill_random(&rng, out, ob_bytes);
+  dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes), memcpy(wlens, lens, (size_t)t * 4);
   guarded_buf *kb = dev(tk, (size_t)(t * krs) * 4 + 4), *rb = dev(t2r, (size_t)t * 4),
               *vb = dev(valid, (size_t)t), *bb = dev(bt, (size_t)(r * brs + 1) * 4),
@@ -217,7 +203,7 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
   p.block_size = bs;
   CHECK_OK(dsa_global_topk_indices(q, &kt, &rt, &btt, with_valid ? &vt : NULL, &ot,
                                    with_lens ? &lt : NULL, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_global_topk(tk, k, krs, t2r, (ref_table){bt, r, w, brs},
                                 with_valid ? valid : NULL, bs, want, ors,
                                 with_lens ? wlens : NULL, t);
@@ -232,9 +218,9 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
   int64_t r = 1 + rnd(4), w = (k + bs - 1) / bs + rnd(2) - (bad ? rnd(2) : 0), brs = w + 1;
   if (w < 1) w = 1, brs = 2;
   int32_t *bt = make_table(r, w, brs, bad ? 2 : 0, 1 << 20);
-  int64_t *pos = xmalloc((size_t)t * 8 + 8);
-  int32_t *t2r = xmalloc((size_t)t * 4 + 4);
-  uint8_t *valid = xmalloc((size_t)t + 1);
+  int64_t *pos = dsa_test_xmalloc((size_t)t * 8 + 8);
+  int32_t *t2r = dsa_test_xmalloc((size_t)t * 4 + 4);
+  uint8_t *valid = dsa_test_xmalloc((size_t)t + 1);
   for (int64_t i = 0; i < t; i++) {
     pos[i] = rnd(3) == 0 ? rnd(ratio * 2) : rnd((k + 3) * ratio);
     if (bad && rnd(8) == 0) pos[i] = -1 - rnd(3);
@@ -244,9 +230,9 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
   }
   int64_t ors = k + rnd(2);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
-  int32_t *out = xmalloc(ob_bytes), *want = xmalloc(ob_bytes), *lens = xmalloc((size_t)t * 4 + 4),
-          *wlens = xmalloc((size_t)t * 4 + 4);
-  fill_random(out, ob_bytes), fill_random(lens, (size_t)t * 4);
+  int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
+          *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
+  dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes), memcpy(wlens, lens, (size_t)t * 4);
   guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
@@ -259,7 +245,7 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
   p.compress_ratio = ratio, p.block_size = bs;
   CHECK_OK(dsa_c128_topk_indices(q, &pt, global ? &rt : NULL, global ? &btt : NULL, &vt, &ot, &lt,
                                  &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   ref_table rtb = {global ? bt : NULL, r, w, brs};
   unsigned wf = ref_c128_topk(pos, t2r, rtb, valid, ratio, bs, want, k, ors, wlens, t);
   compare(ob, want, ob_bytes, "c128_topk");
@@ -272,8 +258,8 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
 /* ---- §10.4 ------------------------------------------------------------------------ */
 
 static void run_combine(int64_t r, int32_t window, int32_t ratio, int32_t topk, int bad) {
-  int32_t *qsl = xmalloc((size_t)(r + 1) * 4), *seq = xmalloc((size_t)r * 4 + 4),
-          *gl = xmalloc((size_t)r * 4 + 4);
+  int32_t *qsl = dsa_test_xmalloc((size_t)(r + 1) * 4), *seq = dsa_test_xmalloc((size_t)r * 4 + 4),
+          *gl = dsa_test_xmalloc((size_t)r * 4 + 4);
   qsl[0] = rnd(2) ? 0 : (int32_t)rnd(1000); /* rebased by the operator */
   for (int64_t i = 0; i < r; i++) {
     int64_t ql = rnd(5) == 0 ? 0 : 1 + rnd(12), prefix = rnd(3) == 0 ? rnd(4) : rnd(3000);
@@ -287,13 +273,13 @@ static void run_combine(int64_t r, int32_t window, int32_t ratio, int32_t topk, 
   int64_t n = 1 + rnd(2048), m = n + window + rnd(64);
   if (bad && rnd(2)) m = (int64_t)1 << 30;
   int64_t kw = topk + rnd(3);
-  int32_t *tk = xmalloc((size_t)(t * kw) * 4 + 4);
+  int32_t *tk = dsa_test_xmalloc((size_t)(t * kw) * 4 + 4);
   for (int64_t i = 0; i < t * kw; i++) tk[i] = rnd(30) == 0 ? -1 : (int32_t)rnd(n);
   int64_t width = (topk + window + 127) / 128 * 128 + rnd(2), ors = width + rnd(2);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
-  int32_t *out = xmalloc(ob_bytes), *want = xmalloc(ob_bytes), *lens = xmalloc((size_t)t * 4 + 4),
-          *wlens = xmalloc((size_t)t * 4 + 4);
-  fill_random(out, ob_bytes);
+  int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
+          *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
+  dsa_test_fill_random(&rng, out, ob_bytes);
   memcpy(want, out, ob_bytes);
   guarded_buf *kb = dev(tk, (size_t)(t * kw) * 4 + 4), *qb = dev(qsl, (size_t)(r + 1) * 4),
               *sb = dev(seq, (size_t)r * 4), *gb = dev(gl, (size_t)r * 4), *ob = dev(out, ob_bytes),
@@ -305,7 +291,7 @@ static void run_combine(int64_t r, int32_t window, int32_t ratio, int32_t topk, 
   dsa_combine_topk_swa_params_default(&p);
   p.window = window, p.compress_ratio = ratio, p.topk = topk, p.M = m, p.N = n;
   CHECK_OK(dsa_combine_topk_swa(q, topk || rnd(2) ? &kt : NULL, &qt, &st, &gt, &ot, &lt, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_combine_topk_swa(tk, kw, qsl, seq, gl, r, window, ratio, topk, m, n, want,
                                      width, ors, wlens, t);
   compare(ob, want, ob_bytes, "combine_topk_swa");
@@ -321,7 +307,7 @@ static void run_mixed(int64_t rd, int64_t rp, int32_t window, int32_t topk, int6
                       int bad) {
   const int64_t r = rd + rp;
   const int32_t sbs = rnd(2) ? 64 : 2, cbs = rnd(2) ? 64 : 2, ratio = rnd(2) ? 4 : 128;
-  int32_t *qsl = xmalloc((size_t)(r + 1) * 4), *seq = xmalloc((size_t)r * 4 + 4);
+  int32_t *qsl = dsa_test_xmalloc((size_t)(r + 1) * 4), *seq = dsa_test_xmalloc((size_t)r * 4 + 4);
   int64_t maxseq = 1;
   for (int64_t i = 0; i < r; i++) {
     int64_t ql = i < rd ? 1 : 1 + rnd(9);
@@ -331,7 +317,7 @@ static void run_mixed(int64_t rd, int64_t rp, int32_t window, int32_t topk, int6
     if (seq[i] > maxseq) maxseq = seq[i];
   }
   const int64_t td = rd, t = qsl[r], tp = t - td;
-  int32_t *t2r = xmalloc((size_t)t * 4 + 4);
+  int32_t *t2r = dsa_test_xmalloc((size_t)t * 4 + 4);
   for (int64_t i = 0; i < r; i++)
     for (int64_t j = qsl[i]; j < qsl[i + 1]; j++) t2r[j] = (int32_t)i;
   for (int64_t j = td; bad && j < t; j++)
@@ -339,23 +325,23 @@ static void run_mixed(int64_t rd, int64_t rp, int32_t window, int32_t topk, int6
   int64_t ws = (maxseq + sbs - 1) / sbs - (bad ? rnd(2) : 0), wc = (maxseq / ratio + cbs) / cbs;
   if (ws < 1) ws = 1;
   int32_t *sbt = make_table(r, ws, ws, bad ? 1 : 0, 5000), *cbt = make_table(r, wc, wc + 1, 0, 5000);
-  int32_t *dswa = xmalloc((size_t)(td * window) * 4 + 4);
-  fill_random(dswa, (size_t)(td * window) * 4);
+  int32_t *dswa = dsa_test_xmalloc((size_t)(td * window) * 4 + 4);
+  dsa_test_fill_random(&rng, dswa, (size_t)(td * window) * 4);
   int64_t dk = kd ? kd : 1;
-  int32_t *dci = xmalloc((size_t)(td * dk) * 4 + 4), *dl = xmalloc((size_t)td * 4 + 4);
-  uint8_t *dv = xmalloc((size_t)td + 1);
+  int32_t *dci = dsa_test_xmalloc((size_t)(td * dk) * 4 + 4), *dl = dsa_test_xmalloc((size_t)td * 4 + 4);
+  uint8_t *dv = dsa_test_xmalloc((size_t)td + 1);
   for (int64_t i = 0; i < td * dk; i++)
     dci[i] = rnd(4) == 0 ? -1 : local ? (int32_t)rnd(wc * cbs) : (int32_t)rnd(1 << 20);
   for (int64_t i = 0; i < td; i++) dl[i] = (int32_t)rnd(dk + 1), dv[i] = (uint8_t)(rnd(4) != 0);
   int64_t kp = topk ? topk - rnd(2) : 1 + rnd(3);
-  int32_t *pti = xmalloc((size_t)(tp * kp) * 4 + 4);
+  int32_t *pti = dsa_test_xmalloc((size_t)(tp * kp) * 4 + 4);
   for (int64_t i = 0; i < tp * kp; i++) pti[i] = rnd(8) == 0 ? -1 : (int32_t)rnd(wc * cbs);
   int64_t pw = ((kd > topk ? kd : topk) + 3) / 4 * 4 + rnd(2), width = window + pw,
           ors = width + rnd(2);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
-  int32_t *out = xmalloc(ob_bytes), *want = xmalloc(ob_bytes), *lens = xmalloc((size_t)t * 4 + 4),
-          *wlens = xmalloc((size_t)t * 4 + 4);
-  fill_random(out, ob_bytes);
+  int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
+          *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
+  dsa_test_fill_random(&rng, out, ob_bytes);
   memcpy(want, out, ob_bytes);
   const int with_lens = !local && rnd(2), sep_cbt = rnd(3) != 0;
   guarded_buf *b_dswa = dev(dswa, (size_t)(td * window) * 4), *b_dci = dev(dci, (size_t)(td * dk) * 4),
@@ -379,7 +365,7 @@ static void run_mixed(int64_t rd, int64_t rp, int32_t window, int32_t topk, int6
   p.window = window, p.compress_ratio = ratio, p.topk = topk, p.swa_block_size = sbs;
   p.compressed_block_size = cbs, p.decode_compressed_local = local;
   CHECK_OK(dsa_mixed_sparse_indices(q, &in, &ot, &lt, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   ref_mixed rm = {dswa, window, kd ? dci : NULL, kd, dk, with_lens ? dl : NULL, dv, pti, kp, kp,
                   qsl, seq, r, t2r, (ref_table){sbt, r, ws, ws},
                   sep_cbt ? (ref_table){cbt, r, wc, wc + 1} : (ref_table){sbt, r, ws, ws},
@@ -588,7 +574,7 @@ static void run_bad(const bop *op, const bcall *base, guarded_buf *const *outs, 
                        .brk = brk_all, .call = call_op, .outs = o, .nouts = nouts,
                        .min_cases = 10};
   dsa_test_run_bad(q, &spec);
-  read_faults();
+  dsa_test_read_faults(q);
 }
 
 static void test_bad_args(void) {

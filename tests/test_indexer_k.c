@@ -17,39 +17,9 @@ static dsa_queue *q;
 static uint64_t rng = 0xC0FFEE12345ull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
-static void *xmalloc(size_t n) {
-  void *p = calloc(n ? n : 1, 1);
-  if (!p) exit(1);
-  return p;
-}
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 static uint16_t bf16(double x) { return ref_bf16_from_float((float)x); }
 static double gauss(void) {
   return (dsa_test_uniform(&rng) + dsa_test_uniform(&rng) + dsa_test_uniform(&rng) - 1.5) * 2;
-}
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
-static void first_diff(const void *g, const void *w, size_t n, const char *what, const char *fmt,
-                       ...) __attribute__((format(printf, 5, 6)));
-static void first_diff(const void *g, const void *w, size_t n, const char *what, const char *fmt,
-                       ...) {
-  const uint8_t *got = g, *want = w;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i] && !bad++) first = i;
-  char c[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c, sizeof c, fmt, ap);
-  va_end(ap);
-  CHECK(bad == 0, "%s [%s]: %zu bytes differ, first at %zu: got 0x%02X want 0x%02X", what, c, bad,
-        first, bad ? got[first] : 0, bad ? want[first] : 0);
 }
 
 static void make_row(uint16_t *r, int edge) {
@@ -92,8 +62,8 @@ static tcache cache_make(int mx, int64_t nb, int32_t bs, int stride_kind, size_t
                  : stride_kind == 2 ? (bs * 132 + 575) / 576 * 576 : page + 64 + rnd(100);
   t.coff = coff;
   t.size = coff + (size_t)(nb * stride);
-  t.img = xmalloc(t.size);
-  fill_random(t.img, t.size);
+  t.img = dsa_test_xmalloc(t.size);
+  dsa_test_fill_random(&rng, t.img, t.size);
   t.ref = (ref_idx_cache){t.img + coff, nb, bs, stride, mx};
   t.gb = gbuf_create(ctx, q, t.size, t.img);
   t.dc = (dsa_paged_cache){t.gb.mem, t.gb.off + coff, nb, bs, stride,
@@ -111,7 +81,7 @@ static void run_insert(int mx, int mode, int64_t n, int64_t nb, int32_t bs, int 
                        int64_t kst, int bad, int edge) {
   tcache c = cache_make(mx, nb, bs, sk, coff);
   int64_t cap = nb * bs;
-  int64_t *perm = xmalloc((size_t)(cap + 1) * 8), *slots = xmalloc((size_t)(n + 1) * 8);
+  int64_t *perm = dsa_test_xmalloc((size_t)(cap + 1) * 8), *slots = dsa_test_xmalloc((size_t)(n + 1) * 8);
   for (int64_t i = 0; i < cap; i++) perm[i] = i;
   for (int64_t i = cap - 1; i > 0; i--) {
     int64_t j = rnd(i + 1), t = perm[i];
@@ -126,18 +96,18 @@ static void run_insert(int mx, int mode, int64_t n, int64_t nb, int32_t bs, int 
     else slots[i] = used < cap ? perm[used++] : -1;
   }
   size_t koff = (size_t)rnd(3), kbytes = (koff + (size_t)(n * kst) + 1) * 2;
-  uint16_t *k = xmalloc(kbytes);
-  fill_random(k, kbytes);
+  uint16_t *k = dsa_test_xmalloc(kbytes);
+  dsa_test_fill_random(&rng, k, kbytes);
   for (int64_t i = 0; i < n; i++) make_row(k + koff + i * kst, edge);
   guarded_buf kb = gbuf_create(ctx, q, kbytes, k), sb = gbuf_create(ctx, q, (size_t)(n + 1) * 8, slots);
   dsa_tensor kt = {kb.mem, kb.off + koff * 2, DSA_BF16, 2, {n, 128}, {kst, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){n});
   CHECK_OK(dsa_indexer_k_insert(q, &kt, &st, &c.dc, mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_insert(&c.ref, k + koff, kst, slots, n, mode);
-  uint8_t *got = xmalloc(c.size);
+  uint8_t *got = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, got);
-  first_diff(got, c.img, c.size, "insert cache", "mx=%d mode=%d n=%lld nb=%lld bs=%d sk=%d coff=%zu kst=%lld",
+  dsa_test_first_diff(got, c.img, c.size, "insert cache", "mx=%d mode=%d n=%lld nb=%lld bs=%d sk=%d coff=%zu kst=%lld",
              mx, mode, (long long)n, (long long)nb, bs, sk, coff, (long long)kst);
   CHECK(f == want_f, "insert faults 0x%x want 0x%x", f, want_f);
   CHECK(gbuf_guards_ok(q, &c.gb) && gbuf_guards_ok(q, &kb), "insert: guard overwritten");
@@ -166,11 +136,11 @@ static void test_insert(void) {
 static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int sk, int bad) {
   tcache c = cache_make(mx, nb, bs, sk, (size_t)rnd(2) * 16);
   const int64_t vb = mx ? 64 : 128, bts1 = rnd(2) ? 1 : 2, bts0 = W * bts1 + rnd(3);
-  int32_t *bt = xmalloc((size_t)(R * bts0 + 1) * 4);
+  int32_t *bt = dsa_test_xmalloc((size_t)(R * bts0 + 1) * 4);
   for (int64_t i = 0; i < R * bts0; i++)
     bt[i] = (int32_t)(bad && rnd(8) == 0 ? (rnd(2) ? -1 : nb + rnd(3)) : rnd(nb));
   const int64_t cus = rnd(2) ? 1 : 3;
-  int32_t *cu = xmalloc((size_t)((R + 1) * cus) * 4);
+  int32_t *cu = dsa_test_xmalloc((size_t)((R + 1) * cus) * 4);
   int64_t acc = bad && rnd(2) ? rnd(3) : 0;
   for (int64_t r = 0; r <= R; r++) {
     cu[r * cus] = (int32_t)acc;
@@ -183,8 +153,8 @@ static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int
   if (total < 0) total = 0;
   const int64_t ko_rs = vb + (rnd(2) ? 0 : 16 * rnd(2) + rnd(3)), ks_rs = mx ? 4 + rnd(3) : 1 + rnd(2);
   size_t kon = (size_t)(total * ko_rs) + 1, ksn = (size_t)(total * ks_rs * (mx ? 1 : 4)) + 4;
-  uint8_t *ko = xmalloc(kon), *ks = xmalloc(ksn), *g = xmalloc(kon > ksn ? kon : ksn);
-  fill_random(ko, kon), fill_random(ks, ksn);
+  uint8_t *ko = dsa_test_xmalloc(kon), *ks = dsa_test_xmalloc(ksn), *g = dsa_test_xmalloc(kon > ksn ? kon : ksn);
+  dsa_test_fill_random(&rng, ko, kon), dsa_test_fill_random(&rng, ks, ksn);
   guarded_buf bb = gbuf_create(ctx, q, (size_t)(R * bts0 + 1) * 4, bt),
               cb = gbuf_create(ctx, q, (size_t)((R + 1) * cus) * 4, cu),
               kob = gbuf_create(ctx, q, kon, ko), ksb = gbuf_create(ctx, q, ksn, ks);
@@ -194,14 +164,14 @@ static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int
   dsa_tensor kst = mx ? (dsa_tensor){ksb.mem, ksb.off, DSA_UE8M0, 2, {total, 4}, {ks_rs, 1}}
                       : (dsa_tensor){ksb.mem, ksb.off, DSA_F32, 1, {total}, {ks_rs}};
   CHECK_OK(dsa_indexer_k_gather(q, &c.dc, &btt, &cut, &kot, &kst, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_gather(&c.ref, bt, R, W, bts0, bts1, cu, cus, total, ko, ko_rs, ks,
                                          ks_rs * (mx ? 1 : 4));
   gbuf_read(q, &kob, g);
-  first_diff(g, ko, kon, "gather k_out", "mx=%d R=%lld W=%lld nb=%lld bs=%d total=%lld bad=%d", mx,
+  dsa_test_first_diff(g, ko, kon, "gather k_out", "mx=%d R=%lld W=%lld nb=%lld bs=%d total=%lld bad=%d", mx,
              (long long)R, (long long)W, (long long)nb, bs, (long long)total, bad);
   gbuf_read(q, &ksb, g);
-  first_diff(g, ks, ksn, "gather k_scale", "mx=%d R=%lld bad=%d", mx, (long long)R, bad);
+  dsa_test_first_diff(g, ks, ksn, "gather k_scale", "mx=%d R=%lld bad=%d", mx, (long long)R, bad);
   CHECK(f == want_f, "gather faults 0x%x want 0x%x (mx=%d R=%lld bad=%d)", f, want_f, mx,
         (long long)R, bad);
   CHECK(gbuf_guards_ok(q, &kob) && gbuf_guards_ok(q, &ksb) && gbuf_guards_ok(q, &c.gb),
@@ -241,7 +211,7 @@ static void test_golden(const char *root) {
   }
   ref_idx_cache c = {ci.data, ci.shape[0], 64, ci.shape[1], 0};
   CHECK(ref_indexer_k_insert(&c, k.data, 128, s.data, s.shape[0], 0) == 0, "golden: faults");
-  first_diff(ci.data, co.data, co.nbytes, "golden indexer_k_cache_fp8", "%s", dir);
+  dsa_test_first_diff(ci.data, co.data, co.nbytes, "golden indexer_k_cache_fp8", "%s", dir);
   for (int i = 0; i < 4; i++) npy_free(arr[i]);
 }
 
@@ -340,7 +310,7 @@ static void run_bad(const char *op, const kargs *base, dsa_status (*call)(void *
                        .common = break_common, .brk = brk, .call = call,
                        .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 18};
   dsa_test_run_bad(q, &spec);
-  read_faults();
+  dsa_test_read_faults(q);
 }
 
 static void test_bad_args(void) {

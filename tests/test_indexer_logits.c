@@ -24,25 +24,8 @@ static uint64_t rng = 0x10617510ABCDull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(1);
-  }
-  return p;
-}
 
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 /* ---- value generators ------------------------------------------------------ */
 
@@ -86,8 +69,8 @@ static uint8_t *pack(const void *src, int nd, const int64_t *shape, const int64_
     last += (shape[i] > 0 ? shape[i] - 1 : 0) * st[i];
   }
   size_t n = count ? (off + (size_t)last + 1) * esz : off * esz + esz;
-  uint8_t *b = xmalloc(n);
-  fill_random(b, n);
+  uint8_t *b = dsa_test_xmalloc(n);
+  dsa_test_fill_random(&rng, b, n);
   const uint8_t *s = src;
   int64_t idx[4] = {0, 0, 0, 0};
   for (int64_t e = 0; e < count; e++) {
@@ -162,8 +145,8 @@ static out_buf out_make(int64_t rows, int64_t cols, int bf16, int padded) {
   o.rs = cols + (padded ? rnd(5) : 0);
   o.off = padded ? (size_t)rnd(4) : 0;
   o.size = (o.off + (size_t)(rows * o.rs) + 1) * esz;
-  o.init = xmalloc(o.size);
-  fill_random(o.init, o.size);
+  o.init = dsa_test_xmalloc(o.size);
+  dsa_test_fill_random(&rng, o.init, o.size);
   o.gb = gbuf_create(ctx, q, o.size, o.init);
   o.t = (dsa_tensor){o.gb.mem, o.gb.off + o.off * esz, bf16 ? DSA_BF16 : DSA_F32, 2,
                      {rows, cols}, {o.rs, 1}};
@@ -194,7 +177,7 @@ static void out_check(out_buf *o, const double *ref, const char *fmt, ...) {
   va_end(ap);
   const int bf16 = o->t.dtype == DSA_BF16;
   const size_t esz = bf16 ? 2 : 4;
-  uint8_t *got = xmalloc(o->size), *cell = xmalloc(o->size);
+  uint8_t *got = dsa_test_xmalloc(o->size), *cell = dsa_test_xmalloc(o->size);
   gbuf_read(q, &o->gb, got);
   memset(cell, 0, o->size);
   double maxref = 0, maxd = 0, bf_excess = 0;
@@ -265,15 +248,15 @@ static void run_ragged(const rag_case *tc) {
   const int64_t m = tc->m, h = tc->h, d = tc->d, n = tc->n;
   const int fp4 = tc->fp4;
   const int64_t qrow = fp4 ? d / 2 : d;
-  uint8_t *qv = xmalloc((size_t)(m * h * qrow)), *qs = xmalloc((size_t)(m * h * (d / 32)));
-  uint8_t *kv = xmalloc((size_t)(n * qrow)), *kss = xmalloc((size_t)(n * (d / 32)));
-  float *ksc = xmalloc((size_t)n * 4), *w = xmalloc((size_t)(m * h) * 4);
-  int32_t *ks = xmalloc((size_t)m * 4), *ke = xmalloc((size_t)m * 4);
+  uint8_t *qv = dsa_test_xmalloc((size_t)(m * h * qrow)), *qs = dsa_test_xmalloc((size_t)(m * h * (d / 32)));
+  uint8_t *kv = dsa_test_xmalloc((size_t)(n * qrow)), *kss = dsa_test_xmalloc((size_t)(n * (d / 32)));
+  float *ksc = dsa_test_xmalloc((size_t)n * 4), *w = dsa_test_xmalloc((size_t)(m * h) * 4);
+  int32_t *ks = dsa_test_xmalloc((size_t)m * 4), *ke = dsa_test_xmalloc((size_t)m * 4);
   for (int64_t i = 0; i < m * h * (d / 32); i++) qs[i] = ue8m0_byte();
   for (int64_t i = 0; i < n * (d / 32); i++) kss[i] = ue8m0_byte();
   if (fp4) {
-    fill_random(qv, (size_t)(m * h * qrow));
-    fill_random(kv, (size_t)(n * qrow));
+    dsa_test_fill_random(&rng, qv, (size_t)(m * h * qrow));
+    dsa_test_fill_random(&rng, kv, (size_t)(n * qrow));
   } else {
     fill_e4m3(qv, m * h * d, tc->qkind);
     fill_e4m3(kv, n * d, tc->kkind);
@@ -313,8 +296,8 @@ static void run_ragged(const rag_case *tc) {
                                   &p, NULL));
   else
     CHECK_OK(dsa_mqa_logits(q, &dq.t, &dk.t, &dks.t, &dw.t, &dks0.t, &dke.t, &o.t, &p, NULL));
-  uint32_t f = read_faults();
-  double *ref = xmalloc((size_t)(m * n) * sizeof *ref);
+  uint32_t f = dsa_test_read_faults(q);
+  double *ref = dsa_test_xmalloc((size_t)(m * n) * sizeof *ref);
   unsigned want_f = ref_mqa_logits(fp4, m, h, d, n, qv, qs, kv, fp4 ? (const void *)kss : ksc, w,
                                    ks, ke, tc->clean, ref);
   out_check(&o, ref, "%s m=%lld h=%lld d=%lld n=%lld clean=%d bf16=%d padded=%d kinds=%d%d%d "
@@ -382,8 +365,8 @@ static void run_paged(const paged_case *tc) {
   /* The cache: random value bytes; sane scales. */
   size_t coff = (size_t)rnd(2) * 16;
   size_t csize = coff + (size_t)(tc->nb * stride);
-  uint8_t *img = xmalloc(csize);
-  fill_random(img, csize);
+  uint8_t *img = dsa_test_xmalloc(csize);
+  dsa_test_fill_random(&rng, img, csize);
   for (int64_t blk = 0; blk < tc->nb; blk++) {
     uint8_t *base = img + coff + blk * stride;
     for (int32_t t = 0; t < bs; t++) {
@@ -397,18 +380,18 @@ static void run_paged(const paged_case *tc) {
     }
   }
   const int64_t qrow = fp4 ? 64 : 128;
-  uint8_t *qv = xmalloc((size_t)(rows * h * qrow)), *qs = xmalloc((size_t)(rows * h * 4));
+  uint8_t *qv = dsa_test_xmalloc((size_t)(rows * h * qrow)), *qs = dsa_test_xmalloc((size_t)(rows * h * 4));
   if (fp4) {
-    fill_random(qv, (size_t)(rows * h * qrow));
+    dsa_test_fill_random(&rng, qv, (size_t)(rows * h * qrow));
     for (int64_t i = 0; i < rows * h * 4; i++) qs[i] = ue8m0_byte();
   } else {
     fill_e4m3(qv, rows * h * 128, 1);
   }
   for (int64_t r = 0; r < rows; r++)
     if (h > 1 && rnd(3) == 0) memset(qv + (r * h + rnd(h)) * qrow, 0, (size_t)qrow);
-  float *w = xmalloc((size_t)(rows * h) * 4);
+  float *w = dsa_test_xmalloc((size_t)(rows * h) * 4);
   fill_weights(w, rows * h, (int)rnd(2));
-  int32_t *cl = xmalloc((size_t)rows * 4);
+  int32_t *cl = dsa_test_xmalloc((size_t)rows * 4);
   const int64_t nctx = tc->rank == 2 ? rows : b, cap = wd * bs < mml ? wd * bs : mml;
   for (int64_t i = 0; i < nctx; i++) {
     int64_t v;
@@ -422,7 +405,7 @@ static void run_paged(const paged_case *tc) {
   }
   /* Block tables: valid ids inside every row's range; junk (negative or huge)
    * beyond it, which must never be read; optional bad ids inside. */
-  int32_t *bt = xmalloc((size_t)(b * wd + 1) * 4);
+  int32_t *bt = dsa_test_xmalloc((size_t)(b * wd + 1) * 4);
   for (int64_t s = 0; s < b; s++) {
     int64_t maxl = 0;
     for (int64_t i = 0; i < nn; i++) {
@@ -454,8 +437,8 @@ static void run_paged(const paged_case *tc) {
                                         NULL));
   else
     CHECK_OK(dsa_paged_mqa_logits(q, &dq.t, &pc, &dw.t, &dcl.t, &dbt.t, &o.t, &p, NULL));
-  uint32_t f = read_faults();
-  double *ref = xmalloc((size_t)(rows * mml + 1) * sizeof *ref);
+  uint32_t f = dsa_test_read_faults(q);
+  double *ref = dsa_test_xmalloc((size_t)(rows * mml + 1) * sizeof *ref);
   ref_il_cache rc = {img + coff, tc->nb, bs, stride};
   unsigned want_f = ref_paged_mqa_logits(fp4, b, nn, h, qv, qs, &rc, w, cl, tc->rank, bt, wd, mml,
                                          tc->clean, ref);
@@ -467,7 +450,7 @@ static void run_paged(const paged_case *tc) {
             tc->bf16, tc->padded, tc->ctx_kind, tc->bad_blocks, (long long)mml);
   CHECK(f == want_f, "paged faults 0x%x, want 0x%x (ctx=%d bad=%d)", f, want_f, tc->ctx_kind,
         tc->bad_blocks);
-  uint8_t *cback = xmalloc(csize);
+  uint8_t *cback = dsa_test_xmalloc(csize);
   gbuf_read(q, &cb, cback);
   CHECK(!memcmp(cback, img, csize) && gbuf_guards_ok(q, &cb), "paged: cache modified");
   free(cback), free(ref), free(img), free(qv), free(qs), free(w), free(cl), free(bt);
@@ -650,7 +633,7 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
                        .common = break_common, .brk = brk, .call = call,
                        .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 30};
   dsa_test_run_bad(q, &spec);
-  read_faults();
+  dsa_test_read_faults(q);
 }
 
 static void test_bad_args(void) {
@@ -693,9 +676,9 @@ static void test_bad_args(void) {
     const int64_t b = 2, nn = 2, pw = 3, nb = 5, pqr = fp4 ? 64 : 128;
     const int32_t bs = 4;
     const int64_t stride = bs * (fp4 ? 68 : 132) + 16;
-    uint8_t *img = xmalloc((size_t)(nb * stride));
+    uint8_t *img = dsa_test_xmalloc((size_t)(nb * stride));
     memset(img, 0, (size_t)(nb * stride));
-    uint8_t *pq = xmalloc((size_t)(b * nn * h * pqr)), pqs[2 * 2 * 4 * 4];
+    uint8_t *pq = dsa_test_xmalloc((size_t)(b * nn * h * pqr)), pqs[2 * 2 * 4 * 4];
     fill_e4m3(pq, b * nn * h * pqr, 1);
     for (size_t i = 0; i < sizeof pqs; i++) pqs[i] = ue8m0_byte();
     float pwt[2 * 2 * 4];
@@ -775,7 +758,7 @@ static void test_empty_and_events(void) {
   double ref[2 * 70];
   for (int i = 0; i < 140; i++) ref[i] = -INFINITY;
   out_check(&o, ref, "paged zero-block cache, context 0");
-  CHECK(read_faults() == 0, "context 0 with a zero-block cache faulted");
+  CHECK(dsa_test_read_faults(q) == 0, "context 0 with a zero-block cache faulted");
   out_free(&o);
   gbuf_release(&cb), gbuf_release(&bb), gbuf_release(&qq), gbuf_release(&wwb);
   gbuf_release(&any);

@@ -18,39 +18,9 @@ static dsa_queue *q;
 static uint64_t rng = 0x1D3E5C0FFEEull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
-static void *xmalloc(size_t n) {
-  void *p = calloc(n ? n : 1, 1);
-  if (!p) exit(1);
-  return p;
-}
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 static uint16_t bf16(double x) { return ref_bf16_from_float((float)x); }
 static double gauss(void) {
   return (dsa_test_uniform(&rng) + dsa_test_uniform(&rng) + dsa_test_uniform(&rng) - 1.5) * 2;
-}
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
-static void first_diff(const void *g, const void *w, size_t n, const char *what, const char *fmt,
-                       ...) __attribute__((format(printf, 5, 6)));
-static void first_diff(const void *g, const void *w, size_t n, const char *what, const char *fmt,
-                       ...) {
-  const uint8_t *got = g, *want = w;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i] && !bad++) first = i;
-  char c[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c, sizeof c, fmt, ap);
-  va_end(ap);
-  CHECK(bad == 0, "%s [%s]: %zu bytes differ, first at %zu: got 0x%02X want 0x%02X", what, c, bad,
-        first, bad ? got[first] : 0, bad ? want[first] : 0);
 }
 
 /* 32 values of one edge family (kind < 0: plain random). */
@@ -103,14 +73,14 @@ static void run_case(const qcase *c) {
   const size_t qoff = c->pad ? (size_t)rnd(3) : 0, ooff = c->pad ? (size_t)rnd(5) : 0;
 
   size_t qn = qoff + (size_t)(T * q_st) + 1;
-  uint16_t *qh = xmalloc(qn * 2);
-  fill_random(qh, qn * 2);
+  uint16_t *qh = dsa_test_xmalloc(qn * 2);
+  dsa_test_fill_random(&rng, qh, qn * 2);
   for (int64_t t = 0; t < T; t++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t b = 0; b < D / 32; b++)
         make_block(qh + qoff + t * q_st + h * q_sh + 32 * b, c->edge ? (int)rnd(12) : -1);
-  int64_t *pos64 = xmalloc((size_t)(T * ps + 1) * 8);
-  int32_t *pos32 = xmalloc((size_t)(T * ps + 1) * 4);
+  int64_t *pos64 = dsa_test_xmalloc((size_t)(T * ps + 1) * 8);
+  int32_t *pos32 = dsa_test_xmalloc((size_t)(T * ps + 1) * 4);
   for (int64_t t = 0; t < T; t++) {
     int64_t r = rnd(8), p = r == 0 ? 0 : r == 1 ? P - 1 : rnd(P);
     if (c->bad && rnd(3) == 0) p = rnd(2) ? -1 - rnd(5) : P + rnd(3);
@@ -118,8 +88,8 @@ static void run_case(const qcase *c) {
     pos64[t * ps] = p, pos32[t * ps] = (int32_t)p;
   }
   size_t csn = (size_t)(P * cs_rs) + 1, cses = c->cs_bf16 ? 2 : 4;
-  uint8_t *cs = xmalloc(csn * cses);
-  fill_random(cs, csn * cses);
+  uint8_t *cs = dsa_test_xmalloc(csn * cses);
+  dsa_test_fill_random(&rng, cs, csn * cses);
   for (int64_t p = 0; p < P; p++)
     for (int64_t i = 0; i < R / 2; i++) {
       double th = p * pow(10000.0, -2.0 * i / (R ? R : 1)) + (c->edge ? gauss() : 0);
@@ -133,7 +103,7 @@ static void run_case(const qcase *c) {
       }
     }
   size_t wn = (size_t)(T * w_st) + 1, wes = c->w_bf16 ? 2 : 4;
-  uint8_t *w = xmalloc(wn * wes);
+  uint8_t *w = dsa_test_xmalloc(wn * wes);
   for (size_t i = 0; i < wn; i++) {
     double v = gauss() * (c->edge && rnd(4) == 0 ? 1e-30 : 1);
     if (c->w_bf16) ((uint16_t *)w)[i] = bf16(v);
@@ -141,9 +111,9 @@ static void run_case(const qcase *c) {
   }
   size_t oqn = ooff + (size_t)(T * oq_st) + 1, osn = ooff + (size_t)(T * os_st) + 1,
          own = ooff + (size_t)(T * ow_st) + 1;
-  uint8_t *oq = xmalloc(oqn), *os = xmalloc(osn);
-  float *ow = xmalloc(own * 4);
-  fill_random(oq, oqn), fill_random(os, osn), fill_random(ow, own * 4);
+  uint8_t *oq = dsa_test_xmalloc(oqn), *os = dsa_test_xmalloc(osn);
+  float *ow = dsa_test_xmalloc(own * 4);
+  dsa_test_fill_random(&rng, oq, oqn), dsa_test_fill_random(&rng, os, osn), dsa_test_fill_random(&rng, ow, own * 4);
 
   dsa_indexer_q_params prm;
   dsa_indexer_q_params_default(&prm);
@@ -167,24 +137,24 @@ static void run_case(const qcase *c) {
   dsa_tensor owt = {owb.mem, owb.off + ooff * 4, DSA_F32, 2, {T, H}, {ow_st, ow_sh}};
   CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, c->mxfp4 ? &ost : NULL, &owt,
                                NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
 
   ref_indexer_q_args a = {T, H, D, R, P, c->pos_i32 ? (void *)pos32 : (void *)pos64, c->pos_i32, ps,
                           qh + qoff, q_st, q_sh, cs, c->cs_bf16, cs_rs, w, c->w_bf16, w_st, w_sh,
                           prm.softmax_scale, prm.head_scale, c->mxfp4, c->mode,
                           oq + ooff, oq_st, oq_sh, os + ooff, os_st, os_sh, ow + ooff, ow_st, ow_sh};
   unsigned want_f = ref_indexer_q(&a);
-  uint8_t *g = xmalloc(oqn > own * 4 ? (oqn > osn ? oqn : osn) : own * 4);
+  uint8_t *g = dsa_test_xmalloc(oqn > own * 4 ? (oqn > osn ? oqn : osn) : own * 4);
   char desc[200];
   snprintf(desc, sizeof desc, "T=%lld H=%lld D=%lld R=%lld P=%lld mx=%d mode=%d pad=%d edge=%d bad=%d",
            (long long)T, (long long)H, (long long)D, (long long)R, (long long)P, c->mxfp4, c->mode,
            c->pad, c->edge, c->bad);
   gbuf_read(q, &oqb, g);
-  first_diff(g, oq, oqn, "out_q", "%s", desc);
+  dsa_test_first_diff(g, oq, oqn, "out_q", "%s", desc);
   gbuf_read(q, &osb, g);
-  first_diff(g, os, osn, "out_scales", "%s", desc);
+  dsa_test_first_diff(g, os, osn, "out_scales", "%s", desc);
   gbuf_read(q, &owb, g);
-  first_diff(g, ow, own * 4, "out_weights", "%s", desc);
+  dsa_test_first_diff(g, ow, own * 4, "out_weights", "%s", desc);
   CHECK(f == want_f, "faults 0x%x want 0x%x [%s]", f, want_f, desc);
   CHECK(gbuf_guards_ok(q, &qb) && gbuf_guards_ok(q, &pb) && gbuf_guards_ok(q, &cb) &&
             gbuf_guards_ok(q, &wb) && gbuf_guards_ok(q, &oqb) && gbuf_guards_ok(q, &osb) &&
@@ -223,7 +193,7 @@ static void test_sweep(void) {
   for (int mx = 0; mx < 2; mx++)
     for (int mode = 0; mode < (mx ? 2 : 1); mode++) {
       const int64_t T = 16, H = 32, D = 128;
-      uint16_t *qh = xmalloc(65536 * 2);
+      uint16_t *qh = dsa_test_xmalloc(65536 * 2);
       for (uint32_t i = 0; i < 65536; i++) {
         uint32_t v = (i * 2654435761u) >> 16; /* a permutation: mixes magnitudes per block */
         (void)v;
@@ -234,7 +204,7 @@ static void test_sweep(void) {
       float w[16 * 32];
       for (int i = 0; i < 16 * 32; i++) w[i] = (float)gauss();
       const int64_t qd = mx ? 64 : 128;
-      uint8_t *oq = xmalloc((size_t)(T * H * qd)), os[16 * 32 * 4];
+      uint8_t *oq = dsa_test_xmalloc((size_t)(T * H * qd)), os[16 * 32 * 4];
       float ow[16 * 32];
       guarded_buf qb = gbuf_create(ctx, q, 65536 * 2, qh), pb = gbuf_create(ctx, q, sizeof pos, pos),
                   cb = gbuf_create(ctx, q, 64, NULL), wb = gbuf_create(ctx, q, sizeof w, w),
@@ -251,21 +221,21 @@ static void test_sweep(void) {
       dsa_indexer_q_params_default(&prm);
       prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
       CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, mx ? &ost : NULL, &owt, NULL));
-      CHECK(read_faults() == 0, "sweep: faults");
-      uint8_t *woq = xmalloc((size_t)(T * H * qd)), wos[16 * 32 * 4];
+      CHECK(dsa_test_read_faults(q) == 0, "sweep: faults");
+      uint8_t *woq = dsa_test_xmalloc((size_t)(T * H * qd)), wos[16 * 32 * 4];
       float wow[16 * 32];
       ref_indexer_q_args a = {T, H, D, 0, 4, pos, 0, 1, qh, H * D, D, NULL, 0, 0, w, 0, H, 1,
                               prm.softmax_scale, prm.head_scale, mx, mode, woq, H * qd, qd,
                               wos, H * 4, 4, wow, H, 1};
       ref_indexer_q(&a);
       gbuf_read(q, &oqb, oq);
-      first_diff(oq, woq, (size_t)(T * H * qd), "sweep out_q", "mx=%d mode=%d", mx, mode);
+      dsa_test_first_diff(oq, woq, (size_t)(T * H * qd), "sweep out_q", "mx=%d mode=%d", mx, mode);
       if (mx) {
         gbuf_read(q, &osb, os);
-        first_diff(os, wos, sizeof os, "sweep out_scales", "mode=%d", mode);
+        dsa_test_first_diff(os, wos, sizeof os, "sweep out_scales", "mode=%d", mode);
       }
       gbuf_read(q, &owb, ow);
-      first_diff(ow, wow, sizeof ow, "sweep out_weights", "mx=%d mode=%d", mx, mode);
+      dsa_test_first_diff(ow, wow, sizeof ow, "sweep out_weights", "mx=%d mode=%d", mx, mode);
       free(qh), free(oq), free(woq);
       gbuf_release(&qb), gbuf_release(&pb), gbuf_release(&cb), gbuf_release(&wb);
       gbuf_release(&oqb), gbuf_release(&osb), gbuf_release(&owb);
@@ -338,15 +308,15 @@ static void golden_case(const char *root, const char *op, const char *cs, int mx
     return;
   const int64_t T = qa.shape[0], H = qa.shape[1], D = qa.shape[2], R = csn.shape[1];
   const int64_t qd = mx ? D / 2 : D;
-  uint8_t *gq = xmalloc((size_t)(T * H * qd)), *gs = xmalloc((size_t)(T * H * D / 32) + 1);
-  float *gw = xmalloc((size_t)(T * H) * 4);
+  uint8_t *gq = dsa_test_xmalloc((size_t)(T * H * qd)), *gs = dsa_test_xmalloc((size_t)(T * H * D / 32) + 1);
+  float *gw = dsa_test_xmalloc((size_t)(T * H) * 4);
   ref_indexer_q_args a = {T, H, D, R, csn.shape[0], pos.data, 0, 1, qa.data, H * D, D, csn.data,
                           0, R, w.data, 1, H, 1, (float)ss, (float)hs, mx, mode,
                           gq, H * qd, qd, gs, H * (D / 32), D / 32, gw, H, 1};
   CHECK(ref_indexer_q(&a) == 0, "golden %s: faults", dir);
-  first_diff(gq, oq.data, oq.nbytes, "golden out_q", "%s", dir);
-  first_diff(gw, ow.data, ow.nbytes, "golden out_weights", "%s", dir);
-  if (mx) first_diff(gs, osc.data, osc.nbytes, "golden out_scales", "%s", dir);
+  dsa_test_first_diff(gq, oq.data, oq.nbytes, "golden out_q", "%s", dir);
+  dsa_test_first_diff(gw, ow.data, ow.nbytes, "golden out_weights", "%s", dir);
+  if (mx) dsa_test_first_diff(gs, osc.data, osc.nbytes, "golden out_scales", "%s", dir);
   free(gq), free(gs), free(gw);
   npy_free(&pos), npy_free(&qa), npy_free(&csn), npy_free(&w), npy_free(&oq), npy_free(&ow);
   if (mx) npy_free(&osc);
@@ -470,7 +440,7 @@ static void test_bad_args(void) {
   CHECK_OK(dsa_indexer_q_quant(q, &z[0], &z[1], &z[2], &z[3], NULL, &z[4], NULL, &z[6], &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "T=0: event");
   if (done) clReleaseEvent(done);
-  read_faults();
+  dsa_test_read_faults(q);
   gbuf_release(&qb), gbuf_release(&pb), gbuf_release(&cb), gbuf_release(&wb);
   gbuf_release(&oqb), gbuf_release(&osb), gbuf_release(&owb);
 }
@@ -502,13 +472,13 @@ static int bench(void) {
          osm = clCreateBuffer(cc, CL_MEM_READ_WRITE, 8192 * H * 4, NULL, &err),
          owm = clCreateBuffer(cc, CL_MEM_READ_WRITE, 8192 * H * 4, NULL, &err),
          cpy = clCreateBuffer(cc, CL_MEM_READ_WRITE, big, NULL, &err);
-  uint16_t *h = xmalloc(big);
+  uint16_t *h = dsa_test_xmalloc(big);
   for (size_t i = 0; i < big / 2; i++) h[i] = bf16(gauss());
   clEnqueueWriteBuffer(cq, qm, CL_TRUE, 0, big, h, 0, NULL, NULL);
-  int64_t *pos = xmalloc(8192 * 8);
+  int64_t *pos = dsa_test_xmalloc(8192 * 8);
   for (int i = 0; i < 8192; i++) pos[i] = rnd(P);
   clEnqueueWriteBuffer(cq, pm, CL_TRUE, 0, 8192 * 8, pos, 0, NULL, NULL);
-  float *csv = xmalloc((size_t)P * 64 * 4);
+  float *csv = dsa_test_xmalloc((size_t)P * 64 * 4);
   for (size_t i = 0; i < (size_t)P * 64; i++) csv[i] = (float)gauss();
   clEnqueueWriteBuffer(cq, cm, CL_TRUE, 0, (size_t)P * 64 * 4, csv, 0, NULL, NULL);
   clEnqueueWriteBuffer(cq, wm, CL_TRUE, 0, 8192 * H * 2, h, 0, NULL, NULL);

@@ -24,19 +24,7 @@ static uint64_t rng = 0x5EED1234ABCDull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(1);
-  }
-  return p;
-}
 
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 
 static uint16_t bf16(double x) { return ref_bf16_from_float((float)x); }
 
@@ -82,31 +70,11 @@ static void make_row(uint16_t *row, int64_t stride, int edge) {
     uint16_t v = (uint16_t)rnd(0x10000);
     row[i] = (v & 0x7F80) == 0x7F80 ? (uint16_t)(v & 0xBFFF) : v;
   }
-  fill_random(row + 512, (size_t)(stride - 512) * 2);
+  dsa_test_fill_random(&rng, row + 512, (size_t)(stride - 512) * 2);
 }
 
 /* Describes where the first difference between two images lies. */
-static void first_diff(const uint8_t *got, const uint8_t *want, size_t n, const char *what,
-                       const char *ctxfmt, ...) __attribute__((format(printf, 5, 6)));
-static void first_diff(const uint8_t *got, const uint8_t *want, size_t n, const char *what,
-                       const char *ctxfmt, ...) {
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i] && !bad++) first = i;
-  char c[256];
-  va_list ap;
-  va_start(ap, ctxfmt);
-  vsnprintf(c, sizeof c, ctxfmt, ap);
-  va_end(ap);
-  CHECK(bad == 0, "%s [%s]: %zu bytes differ, first at byte %zu: got 0x%02X want 0x%02X", what,
-        c, bad, first, bad ? got[first] : 0, bad ? want[first] : 0);
-}
 
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 /* A cache of nb blocks at byte coff of a guarded payload with random bytes,
  * about half of whose slots hold tokens quantized by the reference. */
@@ -135,8 +103,8 @@ static test_cache cache_make(int64_t nb, int32_t bs, int64_t stride, size_t coff
   test_cache t;
   t.coff = coff;
   t.size = coff + (size_t)(nb * stride);
-  t.img = xmalloc(t.size);
-  fill_random(t.img, t.size);
+  t.img = dsa_test_xmalloc(t.size);
+  dsa_test_fill_random(&rng, t.img, t.size);
   t.ref = (ref_mla_cache){t.img + coff, nb, bs, stride};
   if (fill) {
     uint16_t row[512];
@@ -174,7 +142,7 @@ static void run_insert(const ins_case *tc) {
 
   /* Distinct valid slots: two tokens to one slot would make the result
    * depend on the order of the writes. */
-  int64_t *perm = xmalloc((size_t)cap * sizeof *perm), *slots = xmalloc((size_t)tc->n * 8);
+  int64_t *perm = dsa_test_xmalloc((size_t)cap * sizeof *perm), *slots = dsa_test_xmalloc((size_t)tc->n * 8);
   for (int64_t i = 0; i < cap; i++) perm[i] = i;
   for (int64_t i = cap - 1; i > 0; i--) {
     int64_t j = rnd(i + 1), t = perm[i];
@@ -190,29 +158,29 @@ static void run_insert(const ins_case *tc) {
   }
   size_t koff = (size_t)rnd(3) * 2; /* elements */
   size_t kbytes = (koff + (size_t)(tc->n * tc->kstride)) * 2;
-  uint16_t *k = xmalloc(kbytes);
-  fill_random(k, kbytes);
+  uint16_t *k = dsa_test_xmalloc(kbytes);
+  dsa_test_fill_random(&rng, k, kbytes);
   for (int64_t i = 0; i < tc->n; i++) make_row(k + koff + i * tc->kstride, tc->kstride, tc->edge);
 
   guarded_buf kb = gbuf_create(ctx, q, kbytes, k), sb = gbuf_create(ctx, q, (size_t)tc->n * 8, slots);
   dsa_tensor kt = {kb.mem, kb.off + koff * 2, DSA_BF16, 2, {tc->n, 512}, {tc->kstride, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){tc->n});
   CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_insert(&c.ref, k + koff, tc->kstride, slots, tc->n);
 
-  uint8_t *got = xmalloc(c.size);
+  uint8_t *got = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, got);
-  first_diff(got, c.img, c.size, "insert cache",
+  dsa_test_first_diff(got, c.img, c.size, "insert cache",
              "n=%lld bs=%d nb=%lld stride=%lld coff=%zu kstride=%lld edge=%d", (long long)tc->n,
              tc->bs, (long long)tc->nb, (long long)stride, tc->coff, (long long)tc->kstride,
              tc->edge);
   CHECK(f == want_f, "insert faults 0x%x, want 0x%x (n=%lld bs=%d)", f, want_f,
         (long long)tc->n, tc->bs);
-  if (want_f) CHECK(read_faults() == 0, "fault word not cleared by the read");
+  if (want_f) CHECK(dsa_test_read_faults(q) == 0, "fault word not cleared by the read");
   CHECK(gbuf_guards_ok(q, &c.gb) && gbuf_guards_ok(q, &kb) && gbuf_guards_ok(q, &sb),
         "insert: guard band overwritten (n=%lld bs=%d)", (long long)tc->n, tc->bs);
-  uint16_t *kback = xmalloc(kbytes);
+  uint16_t *kback = dsa_test_xmalloc(kbytes);
   gbuf_read(q, &kb, kback);
   CHECK(!memcmp(kback, k, kbytes), "insert modified k");
 
@@ -243,8 +211,8 @@ static void test_insert(void) {
  * quantizer can meet, through the whole device path. */
 static void test_insert_pow2(void) {
   const int64_t n = 2 * 60;
-  uint16_t *k = xmalloc((size_t)n * 512 * 2);
-  int64_t *slots = xmalloc((size_t)n * 8);
+  uint16_t *k = dsa_test_xmalloc((size_t)n * 512 * 2);
+  int64_t *slots = dsa_test_xmalloc((size_t)n * 8);
   for (int64_t i = 0; i < n; i++) {
     uint16_t *row = k + i * 512;
     int kk = (int)(i / 2) - 40;
@@ -262,9 +230,9 @@ static void test_insert_pow2(void) {
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){n});
   CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL));
   ref_mla_insert(&c.ref, k, 512, slots, n);
-  uint8_t *got = xmalloc(c.size);
+  uint8_t *got = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, got);
-  first_diff(got, c.img, c.size, "insert pow2 edges", "k in [-40, 19]");
+  dsa_test_first_diff(got, c.img, c.size, "insert pow2 edges", "k in [-40, 19]");
   free(got), free(k), free(slots);
   gbuf_release(&kb), gbuf_release(&sb);
   cache_free(&c);
@@ -276,29 +244,29 @@ static void run_gather_slots(int64_t s, int64_t nb, int32_t bs, int stride_kind,
                              int64_t ostride, int bad) {
   test_cache c = cache_make(nb, bs, pick_stride(bs, stride_kind), coff, 1);
   int64_t cap = nb * bs;
-  int32_t *idx = xmalloc((size_t)s * 4);
+  int32_t *idx = dsa_test_xmalloc((size_t)s * 4);
   for (int64_t i = 0; i < s; i++) {
     int64_t r = rnd(10);
     idx[i] = (int32_t)(r == 0 ? -1 : r == 1 && bad ? -2 - rnd(100)
                       : r == 2 && bad ? cap + rnd(5) : rnd(cap > 0 ? cap : 1) - (cap == 0));
   }
   size_t ooff = (size_t)rnd(4), obytes = (ooff + (size_t)(s * ostride)) * 2;
-  uint16_t *out = xmalloc(obytes), *want = xmalloc(obytes), *got = xmalloc(obytes);
-  fill_random(out, obytes);
+  uint16_t *out = dsa_test_xmalloc(obytes), *want = dsa_test_xmalloc(obytes), *got = dsa_test_xmalloc(obytes);
+  dsa_test_fill_random(&rng, out, obytes);
   memcpy(want, out, obytes);
   guarded_buf ib = gbuf_create(ctx, q, (size_t)s * 4, idx), ob = gbuf_create(ctx, q, obytes, out);
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){s});
   dsa_tensor ot = {ob.mem, ob.off + ooff * 2, DSA_BF16, 2, {s, 512}, {ostride, 1}};
   CHECK_OK(dsa_mla_gather_slots(q, &c.dc, &it, &ot, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_slots(&c.ref, idx, s, want + ooff, ostride);
   gbuf_read(q, &ob, got);
-  first_diff((uint8_t *)got, (uint8_t *)want, obytes, "gather_slots out",
+  dsa_test_first_diff((uint8_t *)got, (uint8_t *)want, obytes, "gather_slots out",
              "s=%lld nb=%lld bs=%d stride_kind=%d coff=%zu ostride=%lld", (long long)s,
              (long long)nb, bs, stride_kind, coff, (long long)ostride);
   CHECK(f == want_f, "gather_slots faults 0x%x, want 0x%x", f, want_f);
   CHECK(gbuf_guards_ok(q, &ob) && gbuf_guards_ok(q, &c.gb), "gather_slots: guard overwritten");
-  uint8_t *cback = xmalloc(c.size);
+  uint8_t *cback = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, cback);
   CHECK(!memcmp(cback, c.img, c.size), "gather_slots modified the cache");
   free(cback), free(idx), free(out), free(want), free(got);
@@ -334,8 +302,8 @@ typedef struct paged_case {
 static void run_gather_paged(const paged_case *tc) {
   test_cache c = cache_make(tc->nb, tc->bs, pick_stride(tc->bs, tc->stride_kind), tc->coff, 1);
   int64_t r = tc->r, w = tc->w, bts = w + rnd(3), cap_t = w * tc->bs;
-  int32_t *seq = xmalloc((size_t)r * 4), *gl = xmalloc((size_t)r * 4);
-  int32_t *bt = xmalloc((size_t)(r * bts) * 4);
+  int32_t *seq = dsa_test_xmalloc((size_t)r * 4), *gl = dsa_test_xmalloc((size_t)r * 4);
+  int32_t *bt = dsa_test_xmalloc((size_t)(r * bts) * 4);
   for (int64_t i = 0; i < r * bts; i++)
     bt[i] = (int32_t)(tc->bad && rnd(8) == 0 ? (rnd(2) ? -1 : tc->nb + rnd(3)) : rnd(tc->nb));
   int64_t maxg = 0;
@@ -356,8 +324,8 @@ static void run_gather_paged(const paged_case *tc) {
   if (offset > max_t) offset = max_t;
   int64_t s1 = rnd(2) ? 512 : 528, s0 = max_t * s1 + 8 * rnd(2);
   size_t obytes = (size_t)(r * s0) * 2;
-  uint16_t *out = xmalloc(obytes), *want = xmalloc(obytes), *got = xmalloc(obytes);
-  fill_random(out, obytes);
+  uint16_t *out = dsa_test_xmalloc(obytes), *want = dsa_test_xmalloc(obytes), *got = dsa_test_xmalloc(obytes);
+  dsa_test_fill_random(&rng, out, obytes);
   memcpy(want, out, obytes);
 
   guarded_buf sb = gbuf_create(ctx, q, (size_t)r * 4, seq), gb = gbuf_create(ctx, q, (size_t)r * 4, gl),
@@ -367,11 +335,11 @@ static void run_gather_paged(const paged_case *tc) {
   dsa_tensor btt = {bb.mem, bb.off, DSA_I32, 2, {r, w}, {bts, 1}};
   dsa_tensor ot = {ob.mem, ob.off, DSA_BF16, 3, {r, max_t, 512}, {s0, s1, 1}};
   CHECK_OK(dsa_mla_gather_paged(q, &c.dc, &st, tc->null_gl ? NULL : &gt, &btt, offset, &ot, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_paged(&c.ref, seq, tc->null_gl ? NULL : gl, bt, r, w, bts,
                                          offset, want, max_t, s0, s1);
   gbuf_read(q, &ob, got);
-  first_diff((uint8_t *)got, (uint8_t *)want, obytes, "gather_paged out",
+  dsa_test_first_diff((uint8_t *)got, (uint8_t *)want, obytes, "gather_paged out",
              "r=%lld w=%lld nb=%lld bs=%d offset=%lld max_t=%lld null_gl=%d bad=%d",
              (long long)r, (long long)w, (long long)tc->nb, tc->bs, (long long)offset,
              (long long)max_t, tc->null_gl, tc->bad);
@@ -447,7 +415,7 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
                        .common = break_common, .brk = brk, .call = call,
                        .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 20};
   dsa_test_run_bad(q, &spec);
-  read_faults();
+  dsa_test_read_faults(q);
 }
 
 /* insert: a = k, b = slot_mapping */
@@ -567,7 +535,7 @@ static void test_bad_args(void) {
 
   int32_t idx[4] = {1, 0, 11, 6};
   uint16_t out0[4 * 512];
-  fill_random(out0, sizeof out0);
+  dsa_test_fill_random(&rng, out0, sizeof out0);
   guarded_buf ib = gbuf_create(ctx, q, sizeof idx, idx), ob = gbuf_create(ctx, q, sizeof out0, out0);
   memset(&x, 0, sizeof x);
   x.q = q;
@@ -577,8 +545,8 @@ static void test_bad_args(void) {
   run_bad("gather_slots", &x, call_slots, break_slots, &ob);
 
   int32_t seq[2] = {9, 5}, gl[2] = {4, 5}, bt[2 * 3] = {2, 0, 1, 1, 2, 0};
-  uint16_t *pout = xmalloc(2 * 6 * 512 * 2);
-  fill_random(pout, 2 * 6 * 512 * 2);
+  uint16_t *pout = dsa_test_xmalloc(2 * 6 * 512 * 2);
+  dsa_test_fill_random(&rng, pout, 2 * 6 * 512 * 2);
   guarded_buf qb = gbuf_create(ctx, q, sizeof seq, seq), gb = gbuf_create(ctx, q, sizeof gl, gl),
               bb = gbuf_create(ctx, q, sizeof bt, bt), pb = gbuf_create(ctx, q, 2 * 6 * 512 * 2, pout);
   memset(&x, 0, sizeof x);
@@ -638,9 +606,9 @@ static void test_empty_and_events(void) {
   dsa_test_expect_complete(second, "insert with a wait list");
   if (first) clReleaseEvent(first);
   ref_mla_insert(&c.ref, k, 512, &slot, 1);
-  uint8_t *got = xmalloc(c.size);
+  uint8_t *got = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, got);
-  first_diff(got, c.img, c.size, "insert with events", "slot 3");
+  dsa_test_first_diff(got, c.img, c.size, "insert with events", "slot 3");
   free(got);
   gbuf_release(&kb), gbuf_release(&sb), gbuf_release(&any);
   cache_free(&c);
@@ -707,10 +675,10 @@ static void test_64bit_addressing(void) {
 static void test_dequant_exhaustive(void) {
   const int32_t bs = 64;
   const int64_t nb = 4, stride = bs * REF_MLA_TOKEN_BYTES, n = nb * bs;
-  uint8_t *img = xmalloc((size_t)(nb * stride));
-  fill_random(img, (size_t)(nb * stride));
+  uint8_t *img = dsa_test_xmalloc((size_t)(nb * stride));
+  dsa_test_fill_random(&rng, img, (size_t)(nb * stride));
   ref_mla_cache rc = {img, nb, bs, stride};
-  int32_t *idx = xmalloc((size_t)n * 4);
+  int32_t *idx = dsa_test_xmalloc((size_t)n * 4);
   for (int64_t t = 0; t < n; t++) {
     uint8_t *d = img + ref_mla_data_offset(&rc, t), *sc = img + ref_mla_scale_offset(&rc, t);
     for (int i = 0; i < REF_MLA_NOPE; i++) d[i] = (uint8_t)(i + t);
@@ -724,10 +692,10 @@ static void test_dequant_exhaustive(void) {
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){n});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){n, 512});
   CHECK_OK(dsa_mla_gather_slots(q, &dc, &it, &ot, NULL));
-  uint16_t *got = xmalloc((size_t)n * 1024), *want = xmalloc((size_t)n * 1024);
+  uint16_t *got = dsa_test_xmalloc((size_t)n * 1024), *want = dsa_test_xmalloc((size_t)n * 1024);
   gbuf_read(q, &ob, got);
   ref_mla_gather_slots(&rc, idx, n, want, 512);
-  first_diff((const uint8_t *)got, (const uint8_t *)want, (size_t)n * 1024,
+  dsa_test_first_diff((const uint8_t *)got, (const uint8_t *)want, (size_t)n * 1024,
              "exhaustive dequant", "all codes x all scales");
   gbuf_release(&cb), gbuf_release(&ib), gbuf_release(&ob);
   free(img), free(idx), free(got), free(want);

@@ -17,25 +17,11 @@ static dsa_queue *q;
 static uint64_t rng = 0x0A11CE5EEDull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) exit(1);
-  return p;
-}
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 static double gauss(void) {
   return (dsa_test_uniform(&rng) + dsa_test_uniform(&rng) + dsa_test_uniform(&rng) - 1.5) * 2;
 }
 static uint16_t bf16(double x) { return ref_bf16_from_float((float)x); }
 
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 /* A 512-vector of one value family. */
 static void make_vec(uint16_t *v, int kind) {
@@ -66,24 +52,24 @@ static void run_case(const qcase *tc) {
   const int64_t bstride = rnd(2) ? page : (page + 575) / 576 * 576 + 16 * rnd(3);
   const size_t qn = (size_t)(t * qts > 0 ? t * qts : 1);
 
-  uint16_t *qin = xmalloc(qn * 2), *qref = xmalloc(qn * 2), *qout0 = xmalloc(qn * 2);
-  fill_random(qin, qn * 2);
-  fill_random(qout0, qn * 2);
+  uint16_t *qin = dsa_test_xmalloc(qn * 2), *qref = dsa_test_xmalloc(qn * 2), *qout0 = dsa_test_xmalloc(qn * 2);
+  dsa_test_fill_random(&rng, qin, qn * 2);
+  dsa_test_fill_random(&rng, qout0, qn * 2);
   for (int64_t i = 0; i < t; i++)
     for (int64_t j = 0; j < h; j++) make_vec(qin + i * qts + j * qhs, tc->edge ? (int)rnd(5) : 3);
-  uint16_t *kv = xmalloc((size_t)(t * kvrs + 1) * 2);
-  fill_random(kv, (size_t)(t * kvrs + 1) * 2);
+  uint16_t *kv = dsa_test_xmalloc((size_t)(t * kvrs + 1) * 2);
+  dsa_test_fill_random(&rng, kv, (size_t)(t * kvrs + 1) * 2);
   for (int64_t i = 0; i < t; i++) make_vec(kv + i * kvrs, tc->edge ? (int)rnd(5) : 3);
-  float *cs = xmalloc((size_t)(tc->npos * csrs + 1) * 4);
-  fill_random(cs, (size_t)(tc->npos * csrs + 1) * 4);
+  float *cs = dsa_test_xmalloc((size_t)(tc->npos * csrs + 1) * 4);
+  dsa_test_fill_random(&rng, cs, (size_t)(tc->npos * csrs + 1) * 4);
   for (int64_t p = 0; p < tc->npos; p++)
     for (int i = 0; i < 32; i++) {
       double th = p * pow(10000.0, -i / 32.0);
       cs[p * csrs + i] = (float)cos(th);
       cs[p * csrs + 32 + i] = (float)sin(th);
     }
-  int64_t *pos = xmalloc((size_t)(t + 1) * 8), *slots = xmalloc((size_t)(t + 1) * 8);
-  int64_t *perm = xmalloc((size_t)(cap + 1) * 8), used = 0;
+  int64_t *pos = dsa_test_xmalloc((size_t)(t + 1) * 8), *slots = dsa_test_xmalloc((size_t)(t + 1) * 8);
+  int64_t *perm = dsa_test_xmalloc((size_t)(cap + 1) * 8), used = 0;
   for (int64_t i = 0; i < cap; i++) perm[i] = i;
   for (int64_t i = cap - 1; i > 0; i--) {
     int64_t j = rnd(i + 1), x = perm[i];
@@ -97,8 +83,8 @@ static void run_case(const qcase *tc) {
     slots[i] = r == 0 ? -1 : (r == 1 && tc->bad) ? cap + rnd(4) : used < cap ? perm[used++] : -1;
   }
 
-  uint8_t *img = xmalloc((size_t)(tc->nb * bstride + 1));
-  fill_random(img, (size_t)(tc->nb * bstride + 1));
+  uint8_t *img = dsa_test_xmalloc((size_t)(tc->nb * bstride + 1));
+  dsa_test_fill_random(&rng, img, (size_t)(tc->nb * bstride + 1));
   guarded_buf cb = gbuf_create(ctx, q, (size_t)(tc->nb * bstride + 1), img);
   ref_mla_cache rc = {img, tc->nb, tc->bs, bstride};
   guarded_buf qib = gbuf_create(ctx, q, qn * 2, qin), qob = gbuf_create(ctx, q, qn * 2, qout0);
@@ -119,12 +105,12 @@ static void run_case(const qcase *tc) {
   if (rnd(3) == 0) prm.eps = 1e-3f;
   CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &qit, tc->in_place ? NULL : &qot, &kvt, &pt, &cst, &st,
                                         &pc, &prm, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
 
   memcpy(qref, tc->in_place ? qin : qout0, qn * 2);
   unsigned want_f = ref_mla_qnorm_rope_kv_insert(&rc, qin, qts, qhs, qref, qts, qhs, h, kv, kvrs,
                                                  pos, cs, csrs, tc->npos, slots, prm.eps, t);
-  uint16_t *qgot = xmalloc(qn * 2);
+  uint16_t *qgot = dsa_test_xmalloc(qn * 2);
   gbuf_read(q, tc->in_place ? &qib : &qob, qgot);
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < qn; i++)
@@ -136,7 +122,7 @@ static void run_case(const qcase *tc) {
     gbuf_read(q, &qib, qgot);
     CHECK(!memcmp(qgot, qin, qn * 2), "q_in modified by an out-of-place call");
   }
-  uint8_t *cgot = xmalloc((size_t)(tc->nb * bstride + 1));
+  uint8_t *cgot = dsa_test_xmalloc((size_t)(tc->nb * bstride + 1));
   gbuf_read(q, &cb, cgot);
   size_t cbad = 0, cfirst = 0;
   for (size_t i = 0; i < (size_t)(tc->nb * bstride + 1); i++)
@@ -283,7 +269,7 @@ static void test_bad_args(void) {
                        .outs = (const guarded_buf *const[]){&ob, &cb}, .nouts = 2,
                        .min_cases = 20, .all_change = 1, .no_event = 1};
   dsa_test_run_bad(q, &spec);
-  CHECK(read_faults() == 0, "valid call faulted");
+  CHECK(dsa_test_read_faults(q) == 0, "valid call faulted");
   gbuf_release(&qb), gbuf_release(&ob), gbuf_release(&kb), gbuf_release(&pb);
   gbuf_release(&sb), gbuf_release(&csb), gbuf_release(&cb);
 }

@@ -22,19 +22,7 @@ static uint64_t rng = 0x5A95E1234ull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(1);
-  }
-  return p;
-}
 
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 
 static double gauss(void) {
   return (dsa_test_uniform(&rng) + dsa_test_uniform(&rng) + dsa_test_uniform(&rng) - 1.5) * 2;
@@ -42,11 +30,6 @@ static double gauss(void) {
 
 static uint16_t bf16(double x) { return ref_bf16_from_float((float)x); }
 
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 /* ---- tolerance ------------------------------------------------------------------ */
 
@@ -88,7 +71,7 @@ static void check_close(const char *what, const uint16_t *got, int64_t row_strid
 /* bf16 vs bf16 (the two decode strategies) with the same bounds. */
 static void check_agree(const char *what, const uint16_t *a, const uint16_t *b, int64_t rows,
                         int64_t row_stride) {
-  double *w = xmalloc((size_t)rows * 512 * sizeof *w);
+  double *w = dsa_test_xmalloc((size_t)rows * 512 * sizeof *w);
   for (int64_t r = 0; r < rows; r++)
     for (int i = 0; i < 512; i++) w[r * 512 + i] = ref_bf16_to_float(b[r * row_stride + i]);
   check_close(what, a, row_stride, w, rows, NULL, NULL);
@@ -101,8 +84,8 @@ static void check_agree(const char *what, const uint16_t *a, const uint16_t *b, 
  * the values (peaky or flat softmax). */
 static uint16_t *make_q(int64_t t, int64_t h, int64_t s0, int64_t s1, double amp, size_t *bytes) {
   *bytes = (size_t)(t ? (t - 1) * s0 + (h - 1) * s1 + 512 : 0) * 2;
-  uint16_t *x = xmalloc(*bytes);
-  fill_random(x, *bytes);
+  uint16_t *x = dsa_test_xmalloc(*bytes);
+  dsa_test_fill_random(&rng, x, *bytes);
   for (int64_t a = 0; a < t; a++)
     for (int64_t b = 0; b < h; b++)
       for (int i = 0; i < 512; i++) x[a * s0 + b * s1 + i] = bf16(gauss() * amp);
@@ -111,7 +94,7 @@ static uint16_t *make_q(int64_t t, int64_t h, int64_t s0, int64_t s1, double amp
 
 static float *make_sink(int64_t h, int edge) {
   static const float edges[] = {-INFINITY, INFINITY, 30.0f, -30.0f, 0.0f, 2.5f};
-  float *s = xmalloc((size_t)h * 4);
+  float *s = dsa_test_xmalloc((size_t)h * 4);
   for (int64_t i = 0; i < h; i++)
     s[i] = edge ? edges[(i + rnd(2)) % 6] : (float)(gauss() * 3);
   return s;
@@ -129,8 +112,8 @@ typedef struct tcache {
 static tcache cache_make(int64_t nb, int32_t bs, int64_t stride, double amp) {
   tcache t;
   t.size = (size_t)(nb * stride);
-  t.img = xmalloc(t.size);
-  fill_random(t.img, t.size);
+  t.img = dsa_test_xmalloc(t.size);
+  dsa_test_fill_random(&rng, t.img, t.size);
   t.ref = (ref_mla_cache){t.img, nb, bs, stride};
   uint16_t row[512];
   for (int64_t s = 0; s < nb * bs; s++) {
@@ -185,12 +168,12 @@ static void run_attn(const attn_case *c) {
   size_t qbytes;
   uint16_t *qh = make_q(c->t, c->h, qs0, qs1, c->amp, &qbytes);
   size_t kvbytes = (size_t)(c->s * kvs) * 2;
-  uint16_t *kv = xmalloc(kvbytes);
-  fill_random(kv, kvbytes);
+  uint16_t *kv = dsa_test_xmalloc(kvbytes);
+  dsa_test_fill_random(&rng, kv, kvbytes);
   for (int64_t r = 0; r < c->s; r++)
     for (int i = 0; i < 512; i++) kv[r * kvs + i] = bf16(gauss() * (rnd(10) ? 1 : 4));
   if (c->s > 3) kv[2 * kvs + 7] = 0x7FC0; /* a NaN element of K reads as 0 */
-  int32_t *idx = xmalloc((size_t)(c->t * is0) * 4), *lens = xmalloc((size_t)c->t * 4 + 4);
+  int32_t *idx = dsa_test_xmalloc((size_t)(c->t * is0) * 4), *lens = dsa_test_xmalloc((size_t)c->t * 4 + 4);
   make_indices(idx, lens, c->t, c->k, is0, c->s, c->bad, c->masked_first);
   float *sink = c->sink ? make_sink(c->h, c->sink == 2) : NULL;
   dsa_sparse_attn_params p;
@@ -199,7 +182,7 @@ static void run_attn(const attn_case *c) {
 
   /* Strided cases also shift q and out by one element: unaligned vector paths. */
   const size_t sh = c->strided ? 2 : 0;
-  uint8_t *qsh = xmalloc(qbytes + sh);
+  uint8_t *qsh = dsa_test_xmalloc(qbytes + sh);
   memset(qsh, 0x55, sh);
   memcpy(qsh + sh, qh, qbytes);
   guarded_buf qb = gbuf_create(ctx, q, qbytes + sh, qsh), kb = gbuf_create(ctx, q, kvbytes, kv),
@@ -217,14 +200,14 @@ static void run_attn(const attn_case *c) {
   dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){c->t, c->h});
   CHECK_OK(dsa_sparse_attn_bf16(q, &qt, &kt, &it, c->lens_null ? NULL : &lt,
                                 c->sink ? &st : NULL, &p, &ot, c->with_lse ? &et : NULL, NULL));
-  uint8_t *graw = xmalloc(ob.size + 2);
-  uint16_t *got = xmalloc(ob.size + 2);
-  float *lse = xmalloc(eb.size + 4);
+  uint8_t *graw = dsa_test_xmalloc(ob.size + 2);
+  uint16_t *got = dsa_test_xmalloc(ob.size + 2);
+  float *lse = dsa_test_xmalloc(eb.size + 4);
   gbuf_read(q, &ob, graw);
   memcpy(got, graw + sh, ob.size - sh);
   gbuf_read(q, &eb, lse);
-  double *want = xmalloc((size_t)(c->t * c->h) * 512 * 8 + 8),
-         *wlse = xmalloc((size_t)(c->t * c->h) * 8 + 8);
+  double *want = dsa_test_xmalloc((size_t)(c->t * c->h) * 512 * 8 + 8),
+         *wlse = dsa_test_xmalloc((size_t)(c->t * c->h) * 8 + 8);
   unsigned wf = ref_sparse_attn_bf16(qh, c->t, c->h, qs0, qs1, kv, c->s, kvs, idx, c->k, is0, 1,
                                      c->lens_null ? NULL : lens, sink, p.softmax_scale, want,
                                      wlse);
@@ -234,12 +217,12 @@ static void run_attn(const attn_case *c) {
            c->sink, c->bad);
   /* out rows (t, h) are os1 apart within a token, os0 = h * os1 between. */
   check_close(what, got, os1, want, c->t * c->h, c->with_lse ? lse : NULL, wlse);
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   CHECK(f == wf, "%s: faults 0x%x want 0x%x", what, f, wf);
   /* Padding columns of strided out rows are untouched. */
   if (c->strided) {
     int64_t touched = 0;
-    uint8_t *pat = xmalloc(ob.size);
+    uint8_t *pat = dsa_test_xmalloc(ob.size);
     guarded_buf fresh = gbuf_create(ctx, q, ob.size, NULL);
     gbuf_read(q, &fresh, pat);
     gbuf_release(&fresh);
@@ -302,8 +285,8 @@ static void run_decode(const dec_case *c) {
   if (has_a) ca = cache_make(c->nb1, c->bs1, pick_stride(c->bs1, c->stride_kind), 1.0);
   if (has_b) cb = cache_make(c->nb2, c->bs2, pick_stride(c->bs2, (c->stride_kind + 1) % 4), 1.0);
   const int64_t i1s = k1 + 1, i2s = k2;
-  int32_t *i1 = xmalloc((size_t)(t * i1s) * 4), *l1 = xmalloc((size_t)t * 4);
-  int32_t *i2 = xmalloc((size_t)(t * i2s) * 4), *l2 = xmalloc((size_t)t * 4);
+  int32_t *i1 = dsa_test_xmalloc((size_t)(t * i1s) * 4), *l1 = dsa_test_xmalloc((size_t)t * 4);
+  int32_t *i2 = dsa_test_xmalloc((size_t)(t * i2s) * 4), *l2 = dsa_test_xmalloc((size_t)t * 4);
   if (has_a) make_indices(i1, l1, t, k1, i1s, c->nb1 * c->bs1, c->bad, c->masked_first);
   if (has_b) make_indices(i2, l2, t, k2, i2s, c->nb2 * c->bs2, c->bad, 0);
   float *sink = c->sink ? make_sink(h, c->sink == 2) : NULL;
@@ -343,19 +326,19 @@ static void run_decode(const dec_case *c) {
            c->masked_first);
   CHECK_OK(dsa_sparse_mla_decode(q, &qt, has_a ? &sa : NULL, has_b ? &sb2 : NULL,
                                  c->sink ? &st : NULL, &p, &o1t, &e1t, NULL));
-  uint32_t f1 = read_faults();
+  uint32_t f1 = dsa_test_read_faults(q);
   CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &qt, has_a ? &sa : NULL, has_b ? &sb2 : NULL,
                                            c->sink ? &st : NULL, &p, &o2t, &e2t, wb.mem,
                                            wb.off + 256, NULL));
-  uint32_t f2 = read_faults();
+  uint32_t f2 = dsa_test_read_faults(q);
 
-  double *want = xmalloc((size_t)(t * h) * 512 * 8 + 8), *wlse = xmalloc((size_t)(t * h) * 8 + 8);
+  double *want = dsa_test_xmalloc((size_t)(t * h) * 512 * 8 + 8), *wlse = dsa_test_xmalloc((size_t)(t * h) * 8 + 8);
   ref_mla_set ra = {has_a ? &ca.ref : NULL, i1, k1, i1s, 1, l1},
               rb = {has_b ? &cb.ref : NULL, i2, k2, i2s, 1, l2};
   unsigned wf = ref_sparse_mla_decode(qh, t, h, qs0, qs1, has_a ? &ra : NULL, has_b ? &rb : NULL,
                                       sink, p.softmax_scale, want, wlse);
-  uint16_t *g1 = xmalloc(o1.size), *g2 = xmalloc(o2.size);
-  float *x1 = xmalloc(e1.size + 4), *x2 = xmalloc(e2.size + 4);
+  uint16_t *g1 = dsa_test_xmalloc(o1.size), *g2 = dsa_test_xmalloc(o2.size);
+  float *x1 = dsa_test_xmalloc(e1.size + 4), *x2 = dsa_test_xmalloc(e2.size + 4);
   gbuf_read(q, &o1, g1), gbuf_read(q, &o2, g2), gbuf_read(q, &e1, x1), gbuf_read(q, &e2, x2);
   char w2[260];
   snprintf(w2, sizeof w2, "fused %s", what);
@@ -370,7 +353,7 @@ static void run_decode(const dec_case *c) {
             gbuf_guards_ok(q, &e2) && gbuf_guards_ok(q, &wb),
         "%s: guard band overwritten", what);
   if (has_a) {
-    uint8_t *back = xmalloc(ca.size);
+    uint8_t *back = dsa_test_xmalloc(ca.size);
     gbuf_read(q, &ca.gb, back);
     CHECK(!memcmp(back, ca.img, ca.size), "%s: cache modified", what);
     free(back);
@@ -426,10 +409,10 @@ static void test_sink_edges(void) {
     dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){t, h});
     dsa_mla_index_set set = {&ca.dc, &it, &lt};
     CHECK_OK(dsa_sparse_mla_decode(q, &qt, &set, NULL, &st, NULL, &ot, &et, NULL));
-    uint16_t *got = xmalloc(ob.size);
+    uint16_t *got = dsa_test_xmalloc(ob.size);
     float lse[32];
     gbuf_read(q, &ob, got), gbuf_read(q, &eb, lse);
-    double *want = xmalloc((size_t)(t * h) * 512 * 8), wlse[32];
+    double *want = dsa_test_xmalloc((size_t)(t * h) * 512 * 8), wlse[32];
     ref_mla_set rs = {&ca.ref, idx, k, k, 1, lens};
     ref_sparse_mla_decode(qh, t, h, h * 512, 512, &rs, NULL, sk, 1.0 / sqrt(512.0), want, wlse);
     char what[64];
@@ -445,7 +428,7 @@ static void test_sink_edges(void) {
           nonzero);
     for (int i = 16; i < 32; i++)
       CHECK(isinf(lse[i]) && lse[i] < 0, "%s: empty row lse %g", what, (double)lse[i]);
-    CHECK(read_faults() == 0, "%s: unexpected faults", what);
+    CHECK(dsa_test_read_faults(q) == 0, "%s: unexpected faults", what);
     gbuf_release(&qb), gbuf_release(&ib), gbuf_release(&lb), gbuf_release(&sb);
     gbuf_release(&ob), gbuf_release(&eb);
     cache_free(&ca);
@@ -542,7 +525,7 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
                     const guarded_buf *out) {
   /* A fresh pattern: an earlier operator's valid call may have written what
    * this one writes. */
-  uint8_t *pattern = xmalloc(out->size);
+  uint8_t *pattern = dsa_test_xmalloc(out->size);
   memset(pattern, 0xEE, out->size);
   clEnqueueWriteBuffer(dsa_queue_cl(q), out->mem, CL_TRUE, out->off, out->size, pattern, 0, NULL,
                        NULL);
@@ -551,7 +534,7 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
                        .common = break_common, .brk = brk, .call = call,
                        .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 25};
   dsa_test_run_bad(q, &spec);
-  read_faults();
+  dsa_test_read_faults(q);
 }
 
 static dsa_status call_attn(void *vx, cl_event *done) {
@@ -626,7 +609,7 @@ static void test_bad_args(void) {
   tcache ca = cache_make(2, 64, 64 * 584, 1.0), cb = cache_make(3, 2, 2 * 584, 1.0);
   int32_t idx[30], lens[3] = {10, 5, 7};
   for (int i = 0; i < 30; i++) idx[i] = (int32_t)rnd(4);
-  uint16_t *kv = xmalloc((size_t)S * 1024);
+  uint16_t *kv = dsa_test_xmalloc((size_t)S * 1024);
   for (int64_t i = 0; i < S * 512; i++) kv[i] = bf16(gauss());
   float sk[8] = {0};
   guarded_buf qb = gbuf_create(ctx, q, qbytes, qh), kb = gbuf_create(ctx, q, (size_t)S * 1024, kv),

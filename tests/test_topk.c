@@ -19,19 +19,7 @@ static uint64_t rng = 0x70C4A11CE5ull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of memory\n");
-    exit(1);
-  }
-  return p;
-}
 
-static void fill_random(void *p, size_t n) {
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(dsa_test_rand(&rng) >> 56);
-}
 
 static float f_of_bits(uint32_t u) {
   float f;
@@ -83,11 +71,6 @@ static void fill_row(float *v, int64_t n, int kind) {
   }
 }
 
-static uint32_t read_faults(void) {
-  uint32_t bits = 0xFFFFFFFFu;
-  CHECK_OK(dsa_queue_faults(q, &bits));
-  return bits;
-}
 
 static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
@@ -111,7 +94,7 @@ static void compare_out(const int32_t *got, const int32_t *want, size_t count, c
 static float *make_logits(int64_t rows, int64_t n_cols, int64_t ls, size_t loff, int kind,
                           size_t *nbytes) {
   *nbytes = (loff + (size_t)(rows > 0 ? (rows - 1) * ls + n_cols : 0)) * 4;
-  float *l = xmalloc(*nbytes);
+  float *l = dsa_test_xmalloc(*nbytes);
   for (size_t i = 0; i < *nbytes / 4; i++) l[i] = 1e30f; /* would win if read */
   for (int64_t r = 0; r < rows; r++) fill_row(l + loff + r * ls, n_cols, kind < 0 ? (int)rnd(NKINDS) : kind);
   return l;
@@ -149,9 +132,9 @@ static void run_prefill(const pf_case *tc) {
   size_t lbytes;
   float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
   const int64_t ss = 1 + (rnd(3) == 0); /* starts/ends strides */
-  int32_t *st = xmalloc((size_t)(rows * ss) * 4 + 4), *en = xmalloc((size_t)(rows * ss) * 4 + 4);
-  int32_t *st_c = xmalloc((size_t)rows * 4 + 4), *en_c = xmalloc((size_t)rows * 4 + 4);
-  fill_random(st, (size_t)(rows * ss) * 4), fill_random(en, (size_t)(rows * ss) * 4);
+  int32_t *st = dsa_test_xmalloc((size_t)(rows * ss) * 4 + 4), *en = dsa_test_xmalloc((size_t)(rows * ss) * 4 + 4);
+  int32_t *st_c = dsa_test_xmalloc((size_t)rows * 4 + 4), *en_c = dsa_test_xmalloc((size_t)rows * 4 + 4);
+  dsa_test_fill_random(&rng, st, (size_t)(rows * ss) * 4), dsa_test_fill_random(&rng, en, (size_t)(rows * ss) * 4);
   for (int64_t r = 0; r < rows; r++) {
     int64_t s = rnd(nc + 1), e = s + rnd(nc - s + 1);
     if (tc->ranges == 1) s = 0, e = nc;
@@ -171,8 +154,8 @@ static void run_prefill(const pf_case *tc) {
     st[r * ss] = (int32_t)s, en[r * ss] = (int32_t)e, st_c[r] = (int32_t)s, en_c[r] = (int32_t)e;
   }
   outg o = pick_out(rows, k);
-  int32_t *out = xmalloc(o.words * 4), *want = xmalloc(o.words * 4), *got = xmalloc(o.words * 4);
-  fill_random(out, o.words * 4);
+  int32_t *out = dsa_test_xmalloc(o.words * 4), *want = dsa_test_xmalloc(o.words * 4), *got = dsa_test_xmalloc(o.words * 4);
+  dsa_test_fill_random(&rng, out, o.words * 4);
   memcpy(want, out, o.words * 4);
   unsigned want_f = ref_topk_prefill(l + loff, rows, nc, ls, st_c, en_c, k, want + o.ooff, o.os0, o.os1);
 
@@ -186,7 +169,7 @@ static void run_prefill(const pf_case *tc) {
   dsa_topk_params_default(&p);
   if (rnd(2)) p.k = k;
   CHECK_OK(dsa_topk_prefill(q, &lt, &stt, &ent, &ot, rnd(4) ? &p : NULL, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
   compare_out(got, want, o.words, "prefill rows=%lld N=%lld k=%d kind=%d ranges=%d",
               (long long)rows, (long long)nc, k, tc->kind, tc->ranges);
@@ -195,7 +178,7 @@ static void run_prefill(const pf_case *tc) {
             gbuf_guards_ok(q, &ob),
         "prefill: guard band overwritten (rows=%lld N=%lld k=%d)", (long long)rows,
         (long long)nc, k);
-  float *lback = xmalloc(lbytes);
+  float *lback = dsa_test_xmalloc(lbytes);
   gbuf_read(q, &lb, lback);
   CHECK(!memcmp(lback, l, lbytes), "prefill modified logits");
   free(lback), free(l), free(st), free(en), free(st_c), free(en_c), free(out), free(want), free(got);
@@ -241,7 +224,7 @@ static void run_decode(const dc_case *tc) {
   size_t lbytes;
   float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
   const int64_t nlen = tc->rank == 1 ? b : rows;
-  int32_t *lc = xmalloc((size_t)nlen * 4 + 4); /* compact, for the reference */
+  int32_t *lc = dsa_test_xmalloc((size_t)nlen * 4 + 4); /* compact, for the reference */
   for (int64_t i = 0; i < nlen; i++) {
     int64_t v = rnd(nc + 1);
     if (tc->lens == 1) v = nc;
@@ -267,15 +250,15 @@ static void run_decode(const dc_case *tc) {
   else s0 = 1, s1 = b;
   size_t lwords = tc->rank == 1 ? (size_t)((b - 1) * s0 + 1) : (size_t)((b - 1) * s0 + (nn - 1) * s1 + 1);
   if (b == 0) lwords = 0;
-  int32_t *ld = xmalloc(lwords * 4 + 4);
-  fill_random(ld, lwords * 4);
+  int32_t *ld = dsa_test_xmalloc(lwords * 4 + 4);
+  dsa_test_fill_random(&rng, ld, lwords * 4);
   for (int64_t i = 0; i < nlen; i++) {
     int64_t bi = tc->rank == 1 ? i : i / nn, ii = tc->rank == 1 ? 0 : i % nn;
     ld[bi * s0 + ii * s1] = lc[i];
   }
   outg o = pick_out(rows, k);
-  int32_t *out = xmalloc(o.words * 4), *want = xmalloc(o.words * 4), *got = xmalloc(o.words * 4);
-  fill_random(out, o.words * 4);
+  int32_t *out = dsa_test_xmalloc(o.words * 4), *want = dsa_test_xmalloc(o.words * 4), *got = dsa_test_xmalloc(o.words * 4);
+  dsa_test_fill_random(&rng, out, o.words * 4);
   memcpy(want, out, o.words * 4);
   unsigned want_f = ref_topk_decode(l + loff, rows, nc, ls, lc, tc->rank, nn, k, want + o.ooff,
                                     o.os0, o.os1);
@@ -292,7 +275,7 @@ static void run_decode(const dc_case *tc) {
   if (tc->rank == 1 || rnd(2)) p.next_n = (int32_t)nn;
   if (tc->rank == 1 && nn == 1 && rnd(2)) p.next_n = 0;
   CHECK_OK(dsa_topk_decode(q, &lt, &nt, &ot, &p, NULL));
-  uint32_t f = read_faults();
+  uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
   compare_out(got, want, o.words, "decode B=%lld next_n=%lld rank=%d N=%lld k=%d kind=%d lens=%d",
               (long long)b, (long long)nn, tc->rank, (long long)nc, k, tc->kind, tc->lens);
@@ -337,7 +320,7 @@ static void test_events(void) {
   size_t lbytes;
   float *l = make_logits(rows, nc, nc, 0, 0, &lbytes);
   int32_t st[3] = {0, 10, 0}, en[3] = {600, 20, 300};
-  int32_t *want = xmalloc((size_t)rows * k * 4), *got = xmalloc((size_t)rows * k * 4);
+  int32_t *want = dsa_test_xmalloc((size_t)rows * k * 4), *got = dsa_test_xmalloc((size_t)rows * k * 4);
   ref_topk_prefill(l, rows, nc, nc, st, en, k, want, k, 1);
   guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, 12, st),
               eb = gbuf_create(ctx, q, 12, en), ob = gbuf_create(ctx, q, (size_t)rows * k * 4, NULL);
@@ -440,7 +423,7 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
                        .common = break_common, .brk = brk, .call = call,
                        .outs = (const guarded_buf *const[]){out}, .nouts = 1, .min_cases = 30};
   dsa_test_run_bad(q, &spec);
-  CHECK(read_faults() == 0, "%s: valid call set faults", op);
+  CHECK(dsa_test_read_faults(q) == 0, "%s: valid call set faults", op);
 }
 
 static dsa_status call_prefill(void *vx, cl_event *done) {
