@@ -8,6 +8,8 @@
 /* static: C99 inline alone leaves no out-of-line definition to link. */
 #define DSA_INLINE static inline
 
+#include "dsa_nv.h"
+
 /* Fault bits: keep in sync with enum dsa_fault_bits in dsacl.h. */
 #define DSA_FAULT_SLOT_RANGE 1u
 #define DSA_FAULT_POSITION_RANGE 2u
@@ -62,6 +64,8 @@ DSA_INLINE uchar dsa_f32_to_e4m3(float f) {
 DSA_INLINE uint dsa_bf16_to_e4m3_pow2(uint h, int e) {
   const uint v = h & 0x7FFFu;
   if (v > 0x7F80u) return 0x7Fu; /* NaN */
+  /* +-inf saturates to +-448, as cvt.rn.satfinite (the NVIDIA path) does. */
+  if (v == 0x7F80u) return ((h >> 8) & 0x80u) | 0x7Eu;
   if (v >= ((uint)(e + 121) << 7)) {
     const uint r = (v + 7u + ((v >> 4) & 1u)) >> 4;
     return ((h >> 8) & 0x80u) | min(r - ((uint)(e + 120) << 3), 0x7Eu);
@@ -69,12 +73,43 @@ DSA_INLINE uint dsa_bf16_to_e4m3_pow2(uint h, int e) {
   return dsa_f32_to_e4m3(as_float((h & 0xFFFFu) << 16) * as_float((uint)(127 - e) << 23));
 }
 
+/* The two e4m3 bytes (low value in bits 0..7, high in 8..15) of the bf16
+ * pair x (low half first) times 2^-e, where e came from
+ * dsa_e4m3_scale_exp of an amax at least as large as both values (every
+ * quantizer's case), so no finite value scales past 448 and the
+ * per-value min() is moot.
+ * NVIDIA sm_89+: the hardware's RNE, saturating e4m3 conversion (what
+ * Triton's fp8 cast uses); the scaling by 2^-e is exact in fp32 (results
+ * too small for fp32 are far below e4m3's half-ulp and round to zero, sign
+ * kept). Elsewhere both halves at once when both land in e4m3's normal
+ * range and are finite (the usual case): dsa_bf16_to_e4m3_pow2's rebias +
+ * RNE to 3 mantissa bits then works per 16-bit lane without carries
+ * between lanes. Otherwise per value.
+ *   in range: (v | 0x8000) - lo keeps bit 15 iff v >= lo; v + 0x80 sets
+ *   bit 15 iff v >= 0x7F80 (inf/NaN). */
+DSA_INLINE uint dsa_bf16x2_to_e4m3_pow2(uint x, int e) {
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 89
+  const float s = as_float((uint)(127 - e) << 23);
+  return dsa_nv_e4m3x2(as_float(x << 16) * s, as_float(x & 0xFFFF0000u) * s);
+#else
+  const uint v = x & 0x7FFF7FFFu;
+  const uint lo = ((uint)(e + 121) << 7) * 0x10001u;
+  const uint ok = ((v | 0x80008000u) - lo) & ~(v + 0x00800080u) & 0x80008000u;
+  if (ok == 0x80008000u) {
+    const uint r = (v + 0x00070007u + ((v >> 4) & 0x00010001u)) >> 4;
+    const uint d = (r - ((uint)(e + 120) << 3) * 0x10001u) & 0x007F007Fu;
+    const uint w = d | ((x >> 8) & 0x00800080u);
+    return (w | (w >> 8)) & 0xFFFFu;
+  }
+  return dsa_bf16_to_e4m3_pow2(x & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(x >> 16, e) << 8);
+#endif
+}
+
 /* Four bf16 (two per word, low half first) times 2^-e -> their four e4m3
- * bytes, little-endian in one word: the unit of the quantizers' stores. */
+ * bytes, little-endian in one word: the unit of the quantizers' stores.
+ * Same precondition on e as dsa_bf16x2_to_e4m3_pow2. */
 DSA_INLINE uint dsa_bf16x4_to_e4m3_pow2(uint lo, uint hi, int e) {
-  return dsa_bf16_to_e4m3_pow2(lo & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(lo >> 16, e) << 8) |
-         (dsa_bf16_to_e4m3_pow2(hi & 0xFFFFu, e) << 16) |
-         (dsa_bf16_to_e4m3_pow2(hi >> 16, e) << 24);
+  return dsa_bf16x2_to_e4m3_pow2(lo, e) | (dsa_bf16x2_to_e4m3_pow2(hi, e) << 16);
 }
 
 /* Exact value; the NaN codes 0x7F/0xFF give NaN. */

@@ -15,23 +15,36 @@
 /* bf16(1e-4): the quantizer's amax floor, held in bf16 as vLLM does. */
 #define MLA_AMAX_FLOOR_BITS 0x38D20000u
 
+/* The ue8m0 exponent of a NoPE block from the largest |x| key of its 64
+ * dims (dsa_bf16_abs_key), and its byte in the cache. */
+DSA_INLINE int mla_block_exp(uint amax_key) {
+  return dsa_e4m3_scale_exp(max(amax_key, MLA_AMAX_FLOOR_BITS));
+}
+DSA_INLINE uchar mla_scale_byte(int e) { return (uchar)clamp(e + 127, 0, 255); }
+
+/* NoPE lane `lane`'s 16 bf16 dims w[] (two per word) as e4m3 under block
+ * exponent e, at data + 16 * lane. */
+DSA_INLINE void mla_store_nope_lane(const uint *w, uint lane, int e, __global uchar *data,
+                                    int aligned) {
+  uint o[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) o[j] = dsa_bf16x4_to_e4m3_pow2(w[2 * j], w[2 * j + 1], e);
+  dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), aligned);
+}
+
 /* NoPE lane `lane` of a token: the block's amax from the four lane maxima in
- * amax[] (the row's per-lane |x| keys, see dsa_bf16_abs_key), the lane's 16
- * bf16 dims w[] (two per word) as e4m3 at data + 16 * lane, and, from the
- * block's first lane, its ue8m0 byte in scale_bytes[lane / 4]. The scales
- * go through local memory so that one lane can write all eight at once
- * (mla_store_scales, after a barrier). */
+ * amax[] (the row's per-lane |x| keys), the lane's 16 dims stored as e4m3,
+ * and, from the block's first lane, its ue8m0 byte in scale_bytes[lane / 4].
+ * The scales go through local memory so that one lane can write all eight
+ * at once (mla_store_scales, after a barrier). */
 DSA_INLINE void mla_quant_nope_lane(__local const uint *amax, const uint *w, uint lane,
                                     __global uchar *data, int aligned,
                                     __local uchar *scale_bytes) {
   const uint g = lane & ~3u; /* first lane of this NoPE block */
   const uint m = max(max(amax[g], amax[g + 1]), max(amax[g + 2], amax[g + 3]));
-  const int e = dsa_e4m3_scale_exp(max(m, MLA_AMAX_FLOOR_BITS));
-  uint o[4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) o[j] = dsa_bf16x4_to_e4m3_pow2(w[2 * j], w[2 * j + 1], e);
-  dsa_store16(data + lane * 16u, (uint4)(o[0], o[1], o[2], o[3]), aligned);
-  if ((lane & 3u) == 0u) scale_bytes[lane >> 2] = (uchar)clamp(e + 127, 0, 255);
+  const int e = mla_block_exp(m);
+  mla_store_nope_lane(w, lane, e, data, aligned);
+  if ((lane & 3u) == 0u) scale_bytes[lane >> 2] = mla_scale_byte(e);
 }
 
 /* One 8-byte store of the seven scales and the zero pad byte. */

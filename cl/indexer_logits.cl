@@ -344,24 +344,6 @@ DSA_INLINE uint il_bf16x2_of_e4m3x2(uint x) {
   return il_bf16_of_e4m3(x & 0xFFu) | (il_bf16_of_e4m3((x >> 8) & 0xFFu) << 16);
 }
 
-DSA_INLINE void il_mma(float *c, const uint a0, const uint a1, const uint a2, const uint a3,
-                       const uint b0, const uint b1) {
-  float d0, d1, d2, d3;
-  __asm__ __volatile__(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%11,%12,%13};"
-      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
-  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
-}
-
-DSA_INLINE float il_shfl_xor(float v, int m) {
-  float r;
-  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
-  return r;
-}
-
 DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __local ulong *koff,
                             __local float *kscale, __local int *kstate, const int paged) {
   const uint lid = get_local_id(0), warp = lid >> 5, lane = lid & 31u;
@@ -465,7 +447,7 @@ DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __
         __local const uint *krow = kst + (uint)(kb * 8 + (int)gq) * MMA_PITCH + tq;
 #pragma unroll
         for (int ks = 0; ks < 8; ks++)
-          il_mma(c, qa[j][ks][0], qa[j][ks][1], qa[j][ks][2], qa[j][ks][3], krow[ks * 8],
+          dsa_nv_mma_bf16(c, qa[j][ks][0], qa[j][ks][1], qa[j][ks][2], qa[j][ks][3], krow[ks * 8],
                  krow[ks * 8 + 4]);
         const float s0 = kscale[kb * 8 + 2 * (int)tq], s1 = kscale[kb * 8 + 2 * (int)tq + 1];
         p[kb][0] += fmax(c[0] * s0, 0.0f) * wv[j][0] + fmax(c[2] * s0, 0.0f) * wv[j][1];
@@ -477,9 +459,9 @@ DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         float v = p[kb][e];
-        v += il_shfl_xor(v, 4);
-        v += il_shfl_xor(v, 8);
-        v += il_shfl_xor(v, 16);
+        v += dsa_nv_shfl_xor_f32(v, 4);
+        v += dsa_nv_shfl_xor_f32(v, 8);
+        v += dsa_nv_shfl_xor_f32(v, 16);
         if (gq == 0u) red[warp * MMA_KT + (uint)kb * 8u + 2u * tq + (uint)e] = v;
       }
     barrier(CLK_LOCAL_MEM_FENCE);

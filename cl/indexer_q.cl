@@ -20,7 +20,7 @@
  * mapping with perfectly coalesced loads and warp-shuffle reductions was
  * measured 1.5x SLOWER: 4x the per-head overhead). What pays is fewer
  * integer ops per value: the FP8 encoder works on two bf16 per 32-bit word
- * (iq_e4m3x2), the amax takes 15-bit magnitudes (NaN redone rarely), and on
+ * (dsa_bf16x2_to_e4m3_pow2), the amax takes 15-bit magnitudes (NaN redone rarely), and on
  * NVIDIA the RoPE pair rounds both halves with one cvt.rn.bf16x2.f32.
  */
 #include "dsa_mxfp4.h"
@@ -52,27 +52,6 @@ DSA_INLINE uint iq_rope_pair_bf16(float e, float o, float c, float s) {
 #else
   return dsa_rope_pair_bf16(e, o, c, s);
 #endif
-}
-
-/* The two e4m3 bytes (low value in bits 0..7, high in 8..15) of the bf16 pair
- * x times 2^-e, e the head's scale exponent. Both halves at once when both
- * land in e4m3's normal range and are finite (the usual case): then
- * dsa_bf16_to_e4m3_pow2's rebias + RNE to 3 mantissa bits works per 16-bit
- * lane without carries between lanes, and no value exceeds 0x7E since none
- * exceeds the amax that chose e (so its min() is moot). Otherwise per value.
- *   in range: (v | 0x8000) - lo keeps bit 15 iff v >= lo; v + 0x80 sets
- *   bit 15 iff v >= 0x7F80 (inf/NaN). */
-DSA_INLINE uint iq_e4m3x2(uint x, int e) {
-  const uint v = x & 0x7FFF7FFFu;
-  const uint lo = ((uint)(e + 121) << 7) * 0x10001u;
-  const uint ok = ((v | 0x80008000u) - lo) & ~(v + 0x00800080u) & 0x80008000u;
-  if (ok == 0x80008000u) {
-    const uint r = (v + 0x00070007u + ((v >> 4) & 0x00010001u)) >> 4;
-    const uint d = (r - ((uint)(e + 120) << 3) * 0x10001u) & 0x007F007Fu;
-    const uint w = d | ((x >> 8) & 0x00800080u);
-    return (w | (w >> 8)) & 0xFFFFu;
-  }
-  return dsa_bf16_to_e4m3_pow2(x & 0xFFFFu, e) | (dsa_bf16_to_e4m3_pow2(x >> 16, e) << 8);
 }
 
 __kernel void indexer_q_quant(
@@ -186,7 +165,7 @@ __kernel void indexer_q_quant(
     uint ob[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-      ob[j] = iq_e4m3x2(wd[2 * j], e) | (iq_e4m3x2(wd[2 * j + 1], e) << 16);
+      ob[j] = dsa_bf16x4_to_e4m3_pow2(wd[2 * j], wd[2 * j + 1], e);
     }
     __global uchar *dst = oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 32u;
     dsa_store16(dst, (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_al);

@@ -8,9 +8,10 @@
  *
  * Grid: a row (token) is 32 lanes; lane l owns dims [16l, 16l+16): lanes
  * 0..27 the seven NoPE blocks (4 lanes per block), lanes 28..31 the RoPE
- * dims. A work-group is (32, 8): eight rows, so blocks stay busy long
- * enough to hide their dependent loads (index, then data). Every access is
- * 16 bytes when the caller's bases allow it (see dsa_load16).
+ * dims. A work-group is (32, 8): eight rows, so groups stay busy long
+ * enough to hide their dependent loads (index, then data); the insert loops
+ * over tokens (see its comment). Every access is 16 bytes when the caller's
+ * bases allow it (see dsa_load16).
  */
 #include "dsa_mla.h"
 
@@ -24,55 +25,100 @@ DSA_INLINE ulong mla_block_base(ulong cache_off, long blk, ulong block_stride) {
   return cache_off + (ulong)blk * block_stride;
 }
 
+/* The slot of token n, or -1 past the last token. */
+DSA_INLINE long mla_insert_slot(__global const uchar *slots, ulong slot_off, ulong slot_stride,
+                                ulong n, long n_tokens) {
+  return n < (ulong)n_tokens ? *(__global const long *)(slots + slot_off + n * slot_stride) : -1;
+}
+
+/* Lane `lane`'s 32 bytes of row n of k, or zeros past the last token. */
+DSA_INLINE void mla_insert_load(__global const uchar *k, ulong k_off, ulong k_row_stride, ulong n,
+                                long n_tokens, uint lane, int aligned, uint4 *r0, uint4 *r1) {
+  *r0 = *r1 = (uint4)(0u);
+  if (n < (ulong)n_tokens) {
+    __global const uchar *src = k + k_off + n * k_row_stride + lane * 32u;
+    *r0 = dsa_load16(src, aligned);
+    *r1 = dsa_load16(src + 16, aligned);
+  }
+}
+
+/* Insert grid: row lr of group g takes tokens g*ROWS + lr, then every
+ * G*ROWS (G = groups launched; the host caps G at a few per compute unit), and
+ * loads its next token before quantizing the current one, so every row keeps
+ * two tokens' loads in flight. The trip count is the same for all items of a
+ * group, so the portable path's barriers are reached by every item. */
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_insert(
     __global const uchar *k, ulong k_off, ulong k_row_stride, /* bytes */
     __global const uchar *slots, ulong slot_off, ulong slot_stride, /* bytes */
     long n_tokens, __global uchar *cache, ulong cache_off, long num_blocks, int block_size,
     ulong block_stride, int k_aligned, int cache_aligned, __global volatile uint *faults) {
+#if !DSA_HAS_NV_PTX
   __local uint amax_part[ROWS][LANES];
   __local uchar scale_bytes[ROWS][8];
+#endif
   const uint lane = get_local_id(0), lr = get_local_id(1);
-  const ulong n = get_global_id(1);
-
-  const long slot = n < (ulong)n_tokens
-                        ? *(__global const long *)(slots + slot_off + n * slot_stride)
-                        : -1;
+  const ulong step = (ulong)get_num_groups(1) * ROWS;
   const long capacity = num_blocks * (long)block_size;
-  if (slot >= capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
-  /* Rows of a work-group differ in validity, so every item stays to the
-   * barriers and only skips the memory work. */
-  const bool valid = slot >= 0 && slot < capacity;
-  const long blk = valid ? slot / block_size : 0;
-  const long t = valid ? slot - blk * block_size : 0;
-  const ulong base = mla_block_base(cache_off, blk, block_stride);
-  __global uchar *data = cache + base + (ulong)t * MLA_DATA_BYTES;
-  __global uchar *scales = cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u;
+  ulong n = (ulong)get_group_id(1) * ROWS + lr;
+  long slot = mla_insert_slot(slots, slot_off, slot_stride, n, n_tokens);
+  uint4 raw0, raw1;
+  mla_insert_load(k, k_off, k_row_stride, n, n_tokens, lane, k_aligned, &raw0, &raw1);
 
-  /* k does not depend on the slot: load it alongside, not after, so the two
-   * DRAM round trips overlap. */
-  uint4 raw0 = (uint4)(0u), raw1 = (uint4)(0u);
-  if (n < (ulong)n_tokens) {
-    __global const uchar *src = k + k_off + n * k_row_stride + lane * 32u;
-    raw0 = dsa_load16(src, k_aligned);
-    raw1 = dsa_load16(src + 16, k_aligned);
-  }
-  const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
-  uint m = 0u;
-  #pragma unroll
-  for (int j = 0; j < 8; j++) /* little-endian: dim 2j in the low half */
-    m = max(m, dsa_bf16x2_abs_key(w[j]));
-  amax_part[lr][lane] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
+  for (ulong base = n - lr; base < (ulong)n_tokens; base += step, n += step) {
+    const long next_slot = mla_insert_slot(slots, slot_off, slot_stride, n + step, n_tokens);
+    uint4 next0, next1;
+    mla_insert_load(k, k_off, k_row_stride, n + step, n_tokens, lane, k_aligned, &next0, &next1);
 
-  if (valid && lane < NOPE_LANES)
-    mla_quant_nope_lane(amax_part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!valid) return;
-  if (lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
-  if (lane >= NOPE_LANES) { /* RoPE dims travel verbatim as bf16 */
-    __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
-    dsa_store16(dst, raw0, cache_aligned);
-    dsa_store16(dst + 16, raw1, cache_aligned);
+    if (slot >= capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+    /* Rows differ in validity, so every item stays in step (barriers,
+     * shuffles) and only skips the memory work. */
+    const bool valid = slot >= 0 && slot < capacity;
+    const long blk = valid ? slot / block_size : 0;
+    const long t = valid ? slot - blk * block_size : 0;
+    const ulong blk_base = mla_block_base(cache_off, blk, block_stride);
+    __global uchar *data = cache + blk_base + (ulong)t * MLA_DATA_BYTES;
+    __global uchar *scales =
+        cache + blk_base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u;
+    const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
+    uint m = 0u;
+#pragma unroll
+    for (int j = 0; j < 8; j++) /* little-endian: dim 2j in the low half */
+      m = max(m, dsa_bf16x2_abs_key(w[j]));
+#if DSA_HAS_NV_PTX
+    /* A row is one warp: the four lanes of a NoPE block trade maxima
+     * directly, and each block's first lane writes its scale byte. */
+    m = max(m, dsa_nv_shfl_xor_u32(m, 1));
+    m = max(m, dsa_nv_shfl_xor_u32(m, 2));
+    if (valid) {
+      if (lane < NOPE_LANES) {
+        const int e = mla_block_exp(m);
+        mla_store_nope_lane(w, lane, e, data, cache_aligned);
+        if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
+      } else {
+        if (lane == NOPE_LANES) scales[7] = 0;
+        __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
+        dsa_store16(dst, raw0, cache_aligned);
+        dsa_store16(dst + 16, raw1, cache_aligned);
+      }
+    }
+#else
+    amax_part[lr][lane] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (valid && lane < NOPE_LANES)
+      mla_quant_nope_lane(amax_part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* No third barrier: the next writes to amax_part/scale_bytes come after
+     * the next iteration's first barrier, which these reads precede. */
+    if (valid && lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
+    if (valid && lane >= NOPE_LANES) { /* RoPE dims travel verbatim as bf16 */
+      __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
+      dsa_store16(dst, raw0, cache_aligned);
+      dsa_store16(dst + 16, raw1, cache_aligned);
+    }
+#endif
+    slot = next_slot;
+    raw0 = next0;
+    raw1 = next1;
   }
 }
 

@@ -451,24 +451,6 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #define SM_PP 16   /* floats per partial row */
 #define SM_UNITS (256 / SM_WI)
 
-DSA_INLINE void sm_mma(float *c, const uint a0, const uint a1, const uint a2, const uint a3,
-                       const uint b0, const uint b1) {
-  float d0, d1, d2, d3;
-  __asm__ __volatile__(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%11,%12,%13};"
-      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
-  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
-}
-
-DSA_INLINE float sm_shfl_xor(float v, int m) {
-  float r;
-  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
-  return r;
-}
-
 /* A bf16 pair with NaN halves zeroed. */
 DSA_INLINE uint sm_nonan(uint x) {
   uint m = 0u;
@@ -578,7 +560,7 @@ DSA_INLINE void mma_body(
         __local const uint *kr = kd + ((uint)nt * 8u + gq) * SM_KDP + warp * (SM_DPW / 2) + tq;
 #pragma unroll
         for (int ks = 0; ks < SM_KS; ks++)
-          sm_mma(c[nt], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kr[ks * 8], kr[ks * 8 + 4]);
+          dsa_nv_mma_bf16(c[nt], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kr[ks * 8], kr[ks * 8 + 4]);
       }
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
@@ -600,17 +582,17 @@ DSA_INLINE void mma_body(
       s0 = vm[2u * q2] ? s0 * scale : -INFINITY;
       s1 = vm[2u * q2 + 1u] ? s1 * scale : -INFINITY;
       float mt = fmax(s0, s1);
-      mt = fmax(mt, sm_shfl_xor(mt, 1));
-      mt = fmax(mt, sm_shfl_xor(mt, 2));
-      mt = fmax(mt, sm_shfl_xor(mt, 4));
+      mt = fmax(mt, dsa_nv_shfl_xor_f32(mt, 1));
+      mt = fmax(mt, dsa_nv_shfl_xor_f32(mt, 2));
+      mt = fmax(mt, dsa_nv_shfl_xor_f32(mt, 4));
       const float m_new = fmax(m_run, mt);
       const bool live = m_new != -INFINITY;
       const float p0 = live ? exp(s0 - m_new) : 0.0f, p1 = live ? exp(s1 - m_new) : 0.0f;
       const float alpha = live ? exp(m_run - m_new) : 1.0f;
       float ls = p0 + p1;
-      ls += sm_shfl_xor(ls, 1);
-      ls += sm_shfl_xor(ls, 2);
-      ls += sm_shfl_xor(ls, 4);
+      ls += dsa_nv_shfl_xor_f32(ls, 1);
+      ls += dsa_nv_shfl_xor_f32(ls, 2);
+      ls += dsa_nv_shfl_xor_f32(ls, 4);
       l_run = l_run * alpha + ls;
       m_run = m_new;
       /* P = hi + lo, both bf16: the product with V keeps ~16 mantissa bits. */
@@ -635,8 +617,8 @@ DSA_INLINE void mma_body(
       for (int j = 0; j < SM_NTL; j++) {
         acc[j][0] *= al0, acc[j][1] *= al0, acc[j][2] *= al1, acc[j][3] *= al1;
         const uint b0 = vr[j * 8], b1 = vr[4 * SM_KVP + j * 8];
-        sm_mma(acc[j], a0, a1, a2, a3, b0, b1);
-        sm_mma(acc[j], e0, e1, e2, e3, b0, b1);
+        dsa_nv_mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+        dsa_nv_mma_bf16(acc[j], e0, e1, e2, e3, b0, b1);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);

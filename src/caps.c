@@ -73,6 +73,13 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   caps->amd_builtins = caps->vendor == DSA_VENDOR_AMD;
   /* NVIDIA's OpenCL compiler accepts inline PTX asm(); nobody else's does. */
   caps->nv_inline_ptx = caps->vendor == DSA_VENDOR_NVIDIA && has_ext(exts, "cl_nv_device_attribute_query");
+  if (caps->nv_inline_ptx) {
+    /* CL_DEVICE_COMPUTE_CAPABILITY_{MAJOR,MINOR}_NV of that extension. */
+    cl_uint major = 0, minor = 0;
+    if (clGetDeviceInfo(dev, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
+        clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS)
+      caps->nv_sm = (int)(major * 10 + minor);
+  }
   free(exts);
   return DSA_OK;
 }
@@ -86,10 +93,11 @@ void dsa__build_options(const dsa_caps *caps, bool force_portable, char *buf, si
            "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
            "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
            "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
-           "-DDSA_MAX_WG=%lu",
+           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d",
            caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
            caps->vendor == DSA_VENDOR_AMD, vendor_paths && caps->subgroups,
            vendor_paths && caps->intel_subgroups, vendor_paths && caps->intel_dpas,
            vendor_paths && caps->nv_inline_ptx, vendor_paths && caps->amd_builtins,
-           (unsigned long)caps->local_mem, (unsigned long)caps->max_wg);
+           (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
+           vendor_paths && caps->nv_inline_ptx ? caps->nv_sm : 0);
 }

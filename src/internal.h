@@ -44,6 +44,7 @@ typedef struct dsa_caps {
   bool intel_subgroups;         /* cl_intel_subgroups */
   bool intel_dpas;              /* cl_intel_subgroup_matrix_multiply_accumulate */
   bool nv_inline_ptx;           /* NVIDIA driver: inline PTX asm accepted */
+  int nv_sm;                    /* NVIDIA compute capability (90 = sm_90), else 0 */
   bool amd_builtins;            /* AMD driver: __builtin_amdgcn_* */
   bool fp16;                    /* cl_khr_fp16 */
   cl_ulong local_mem;           /* bytes */

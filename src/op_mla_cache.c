@@ -7,6 +7,11 @@
 #define LANES 32
 #define ROWS 8
 
+/* mla_cache_insert loops over tokens; launching at most this many groups
+ * per compute unit leaves each row several tokens, whose loads it overlaps
+ * (measured on an H200: see docs/PERFORMANCE.md). */
+#define INSERT_GROUPS_PER_CU 4
+
 static size_t round_rows(int64_t n) { return (size_t)((n + ROWS - 1) / ROWS * ROWS); }
 
 typedef cl_ulong u64;
@@ -58,7 +63,10 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
                            DSA_KARG(nt),     DSA_KARG(cmem),   DSA_KARG(c_off),       DSA_KARG(nb),
                            DSA_KARG(bs),     DSA_KARG(c_bs),        DSA_KARG(k_al),
                            DSA_KARG(c_al),   DSA_KARG(q->faults)};
-  const size_t global[2] = {LANES, round_rows(n)}, local[2] = {LANES, ROWS};
+  size_t rows = round_rows(n);
+  const size_t cap = (size_t)q->ctx->caps.compute_units * INSERT_GROUPS_PER_CU * ROWS;
+  if (cap > 0 && rows > cap) rows = cap;
+  const size_t global[2] = {LANES, rows}, local[2] = {LANES, ROWS};
   return dsa__launch(q, kern, "mla_cache_insert", (int)(sizeof args / sizeof args[0]), args, 2,
                      global, local, ev);
 }

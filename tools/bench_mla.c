@@ -36,7 +36,10 @@ static int make_pool(bench_env *e, dsa_paged_cache *c) {
 
 /* ---- operators ----------------------------------------------------------------- */
 
-/* MLA insert: p = {N} */
+/* MLA insert: p = {N, whole_blocks}. whole_blocks = 0: N distinct slots drawn
+ * from the whole pool (decode: one token per request, anywhere); 1: N
+ * tokens filling whole 64-slot blocks taken in random order (prefill: vLLM's
+ * slot mapping puts a request's consecutive tokens in consecutive slots). */
 typedef struct insert_state {
   dsa_paged_cache cache;
   cl_mem k, slots;
@@ -50,7 +53,17 @@ static int insert_setup(bench_env *e, const int64_t *p, void **out) {
   if (make_pool(e, &s->cache) != 0) return -1;
   uint64_t seed = 0x5eed0001u;
   uint16_t *k = bench_random_bf16(&seed, (size_t)(n * MLA_DIM), -4.0f, 4.0f);
-  int64_t *slots = bench_random_distinct(&seed, s->cache.num_blocks * MLA_BLOCK_SIZE, n);
+  int64_t *slots = NULL;
+  if (p[1] == 0) {
+    slots = bench_random_distinct(&seed, s->cache.num_blocks * MLA_BLOCK_SIZE, n);
+  } else {
+    int64_t *blocks = bench_random_distinct(&seed, s->cache.num_blocks,
+                                            (n + MLA_BLOCK_SIZE - 1) / MLA_BLOCK_SIZE);
+    if (blocks && (slots = malloc((size_t)n * sizeof *slots)))
+      for (int64_t i = 0; i < n; i++)
+        slots[i] = blocks[i / MLA_BLOCK_SIZE] * MLA_BLOCK_SIZE + i % MLA_BLOCK_SIZE;
+    free(blocks);
+  }
   if (k && slots) {
     s->k = bench_make_buf(e, (size_t)n * MLA_DIM * 2, k);
     s->slots = bench_make_buf(e, (size_t)n * 8, slots);
@@ -194,9 +207,9 @@ static double paged_bytes(const int64_t *p) {
          rt * MLA_DIM * 2;
 }
 
-#define INSERT_OP(n, qn)                                                                     \
-  {"mla_insert", "N=%lld", {n, 0, 0}, {qn, 0, 0}, insert_setup, insert_run, insert_teardown, \
-   insert_bytes, bench_no_flops}
+#define INSERT_OP(n, qn, whole)                                                              \
+  {"mla_insert", (whole) ? "N=%lld whole blocks" : "N=%lld", {n, whole, 0}, {qn, whole, 0},  \
+   insert_setup, insert_run, insert_teardown, insert_bytes, bench_no_flops}
 #define SLOTS_OP(t, k, qt, qk)                                                               \
   {"mla_gather_slots", "%lldx%lld (S=%lld)", {t, k, (t) * (k)}, {qt, qk, (qt) * (qk)},      \
    slots_setup, slots_run, slots_teardown, slots_bytes, bench_no_flops}
@@ -205,8 +218,9 @@ static double paged_bytes(const int64_t *p) {
    paged_teardown, paged_bytes, bench_no_flops}
 
 const bench_op bench_ops_mla[] = {
-    INSERT_OP(64, 64),
-    INSERT_OP(8192, 1024),
+    INSERT_OP(64, 64, 0),
+    INSERT_OP(8192, 1024, 0),
+    INSERT_OP(8192, 1024, 1),
     SLOTS_OP(64, 640, 16, 64),
     SLOTS_OP(128, 1152, 32, 128),
     PAGED_OP(4, 8192, 2, 1024),

@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
   caps.intel_subgroups = p->intel_subgroups;
   caps.intel_dpas = p->intel_dpas;
   caps.nv_inline_ptx = p->nv_ptx;
+  caps.nv_sm = p->nv_ptx ? 90 : 0; /* the nvidia profile is an H100 */
   caps.amd_builtins = p->amd_builtins;
   caps.fp16 = p->fp16;
   caps.local_mem = p->local_mem;

@@ -164,6 +164,7 @@ static void print_caps(const dsa_context *c) {
   printf("  intel sub-groups    %s\n", k->intel_subgroups ? "yes" : "no");
   printf("  intel DPAS          %s\n", k->intel_dpas ? "yes" : "no");
   printf("  NVIDIA inline PTX   %s\n", k->nv_inline_ptx ? "yes" : "no");
+  if (k->nv_sm) printf("  NVIDIA compute cap. sm_%d\n", k->nv_sm);
   printf("  AMD builtins        %s\n", k->amd_builtins ? "yes" : "no");
   printf("  fp16                %s\n", k->fp16 ? "yes" : "no");
   printf("  local memory        %llu B\n", (unsigned long long)k->local_mem);

@@ -1,0 +1,50 @@
+/* NVIDIA inline PTX helpers, for kernels built with DSA_HAS_NV_PTX (NVIDIA's
+ * OpenCL driver compiles OpenCL C to PTX and accepts asm statements);
+ * DSA_NV_SM is the device's compute capability (90 for sm_90). A warp is 32
+ * consecutive work-items of a work-group, x fastest. The mma and shuffle
+ * helpers need every lane of the warp to execute them (the .sync forms, full
+ * mask). Included by dsa_common.h. */
+#ifndef DSA_NV_H
+#define DSA_NV_H
+
+#if DSA_HAS_NV_PTX
+
+/* c += a * b for one m16n8k16 tile: bf16 A (row) and B (col), fp32 C. */
+DSA_INLINE void dsa_nv_mma_bf16(float *c, const uint a0, const uint a1, const uint a2,
+                                const uint a3, const uint b0, const uint b1) {
+  float d0, d1, d2, d3;
+  __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%11,%12,%13};"
+      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
+}
+
+/* The value of lane (this lane ^ m). */
+DSA_INLINE float dsa_nv_shfl_xor_f32(float v, int m) {
+  float r;
+  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
+  return r;
+}
+
+DSA_INLINE uint dsa_nv_shfl_xor_u32(uint v, int m) {
+  uint r;
+  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(m));
+  return r;
+}
+
+#if defined(DSA_NV_SM) && DSA_NV_SM >= 89
+/* e4m3 bytes of two floats (lo in bits 0..7, hi in 8..15): round to nearest
+ * even, finite values saturate at +-448, NaN gives 0x7F. */
+DSA_INLINE uint dsa_nv_e4m3x2(float lo, float hi) {
+  uint r;
+  __asm__("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %1, %2; cvt.u32.u16 %0, t; }"
+          : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#endif
+
+#endif
+#endif
