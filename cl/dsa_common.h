@@ -183,6 +183,30 @@ DSA_INLINE uint dsa_bf16x2_abs_key(uint w) {
   return max(dsa_bf16_abs_key((ushort)w), dsa_bf16_abs_key((ushort)(w >> 16)));
 }
 
+/* The largest dsa_bf16_abs_key of the 2n bf16 in w[0..n): the max of the
+ * 15-bit magnitudes (two ops a word), redone per value only when that max
+ * is a NaN (rare), which then drops out as dsa_bf16_abs_key says. */
+DSA_INLINE uint dsa_bf16_amax_key(const uint *w, int n) {
+  uint mv = 0u;
+#pragma unroll
+  for (int j = 0; j < n; j++) {
+    const uint v = w[j] & 0x7FFF7FFFu;
+    mv = max(mv, max(v & 0xFFFFu, v >> 16));
+  }
+  if (mv > 0x7F80u) {
+    mv = 0u;
+#pragma unroll
+    for (int j = 0; j < n; j++) mv = max(mv, dsa_bf16x2_abs_key(w[j]) >> 16);
+  }
+  return mv << 16;
+}
+
+/* s / d for s >= 0, d > 0: in 32 bits when s fits, since a 64-bit division
+ * is a long emulated sequence on GPUs (slot numbers past 2^31 are rare). */
+DSA_INLINE long dsa_div_nonneg(long s, int d) {
+  return s <= 0x7FFFFFFFL ? (long)((uint)s / (uint)d) : s / d;
+}
+
 /* ---- vector access ---------------------------------------------------------
  * Row bases that are 16-byte aligned get one 16-byte access; others fall back
  * to vload/vstore, which need only element alignment. The choice is a uniform

@@ -43,11 +43,9 @@ __kernel __attribute__((reqd_work_group_size(4, IK_ROWS, 1))) void indexer_k_ins
       const uint4 x = dsa_load16(src + 16 * v, k_al);
       wd[4 * v] = x.x, wd[4 * v + 1] = x.y, wd[4 * v + 2] = x.z, wd[4 * v + 3] = x.w;
     }
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-      m = max(m, dsa_bf16x2_abs_key(wd[j]));
+    m = dsa_bf16_amax_key(wd, 16);
   }
-  const long blk = valid ? slot / block_size : 0;
+  const long blk = valid ? dsa_div_nonneg(slot, block_size) : 0;
   const long t = valid ? slot - blk * block_size : 0;
   __global uchar *base = cache + c_off + (ulong)blk * block_stride;
 

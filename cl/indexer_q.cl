@@ -137,21 +137,7 @@ __kernel void indexer_q_quant(
                                     dsa_bf16_to_f32((ushort)(wd[j] >> 16)), c, s);
       }
     }
-    /* amax of |x| over the 32 values, NaN ignored: the max of the 15-bit
-     * magnitudes, redone per value only when it is a NaN (rare). */
-    uint mv = 0u;
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-      const uint v = wd[j] & 0x7FFF7FFFu;
-      mv = max(mv, max(v & 0xFFFFu, v >> 16));
-    }
-    if (mv > 0x7F80u) {
-      mv = 0u;
-#pragma unroll
-      for (int j = 0; j < 16; j++)
-        mv = max(mv, dsa_bf16x2_abs_key(wd[j]) >> 16);
-    }
-    m = mv << 16;
+    m = dsa_bf16_amax_key(wd, 16); /* amax of |x| over the 32 values, NaN ignored */
   }
 
   /* The barrier is unconditional (MXFP4 does not need it): PoCL mishandles

@@ -73,17 +73,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
     /* Rows differ in validity, so every item stays in step (barriers,
      * shuffles) and only skips the memory work. */
     const bool valid = slot >= 0 && slot < capacity;
-    const long blk = valid ? slot / block_size : 0;
+    const long blk = valid ? dsa_div_nonneg(slot, block_size) : 0;
     const long t = valid ? slot - blk * block_size : 0;
     const ulong blk_base = mla_block_base(cache_off, blk, block_stride);
     __global uchar *data = cache + blk_base + (ulong)t * MLA_DATA_BYTES;
     __global uchar *scales =
         cache + blk_base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u;
     const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
-    uint m = 0u;
-#pragma unroll
-    for (int j = 0; j < 8; j++) /* little-endian: dim 2j in the low half */
-      m = max(m, dsa_bf16x2_abs_key(w[j]));
+    uint m = dsa_bf16_amax_key(w, 8);
 #if DSA_HAS_NV_PTX
     /* A row is one warp: the four lanes of a NoPE block trade maxima
      * directly, and each block's first lane writes its scale byte. */
@@ -126,7 +123,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
 DSA_INLINE void mla_read_lane(__global const uchar *cache, ulong cache_off, long s,
                               int block_size, ulong block_stride, uint lane, int aligned,
                               uint4 *r0, uint4 *r1) {
-  const long blk = s / block_size;
+  const long blk = dsa_div_nonneg(s, block_size);
   const long t = s - blk * block_size;
   const ulong base = mla_block_base(cache_off, blk, block_stride);
   __global const uchar *data = cache + base + (ulong)t * MLA_DATA_BYTES;

@@ -152,11 +152,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
 
   if (is_kv) {
     uint m = 0u;
-    if (lane < NOPE_LANES) {
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-        m = max(m, dsa_bf16x2_abs_key(w[j]));
-    }
+    if (lane < NOPE_LANES) m = dsa_bf16_amax_key(w, 8);
     part[lr][lane] = m;
   } else {
     float acc = 0.0f;
@@ -184,7 +180,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
     dsa_store16(dst + 16, qn_pack(v, 1), q_aligned);
   }
 
-  const long blk = kv_valid ? slot / block_size : 0;
+  const long blk = kv_valid ? dsa_div_nonneg(slot, block_size) : 0;
   const long tb = kv_valid ? slot - blk * block_size : 0;
   const ulong base = cache_off + (ulong)blk * block_stride;
   __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
