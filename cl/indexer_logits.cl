@@ -122,6 +122,38 @@ DSA_INLINE int il_row_range(__global const uchar *lim, ulong lim_off, ulong lim_
   return c < 0 || (long)c > cap;
 }
 
+/* Where key j of sequence b lives: its K bytes at *ko (from kv, or from the
+ * cache through block-table row b when paged) and its scale: the fp32 value
+ * in *sc (FP8) or the offset of its scale bytes in *so (MXFP4). A table
+ * entry that is not a block of the cache masks the key and raises
+ * DSA_FAULT_SLOT_RANGE. */
+DSA_INLINE int il_locate_key(IL_PARAMS, const int paged, const int fp4, const uint b, const int j,
+                             ulong *ko, ulong *so, float *sc) {
+  if (!paged) {
+    *ko = kv_off + (ulong)j * kv_rs;
+    if (!fp4)
+      *sc = *(__global const float *)(ksc + ksc_off + (ulong)j * ksc_rs);
+    else
+      *so = ksc_off + (ulong)j * ksc_rs;
+    return IL_KEY_OK;
+  }
+  const int tb = j / bs, row = j - tb * bs;
+  const int blk = *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs);
+  if (blk < 0 || (long)blk >= num_blocks) {
+    dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+    return IL_KEY_MASKED;
+  }
+  const ulong base = c_off + (ulong)blk * c_bstride;
+  if (!fp4) {
+    *ko = base + (ulong)row * 128u;
+    *sc = *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row * 4u);
+  } else {
+    *ko = base + (ulong)row * 64u;
+    *so = base + (ulong)bs * 64u + (ulong)row * 4u;
+  }
+  return IL_KEY_OK;
+}
+
 /* The tile's work; skip: no key of the tile is valid (the group only writes
  * -inf, or nothing). */
 DSA_INLINE void il_tile(IL_PARAMS, __local float *qs, __local float *ks, __local float *red,
@@ -139,32 +171,7 @@ DSA_INLINE void il_tile(IL_PARAMS, __local float *qs, __local float *ks, __local
     int st = !skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
     ulong ko = 0, so = 0;
     float sc = 1.0f;
-    if (st == IL_KEY_OK) {
-      if (paged) {
-        const int tb = j / bs, row = j - tb * bs;
-        const int blk =
-            *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs);
-        if (blk < 0 || (long)blk >= num_blocks) {
-          st = IL_KEY_MASKED;
-          dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
-        } else {
-          const ulong base = c_off + (ulong)blk * c_bstride;
-          if (!fp4) {
-            ko = base + (ulong)row * 128u;
-            sc = *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row * 4u);
-          } else {
-            ko = base + (ulong)row * 64u;
-            so = base + (ulong)bs * 64u + (ulong)row * 4u;
-          }
-        }
-      } else {
-        ko = kv_off + (ulong)j * kv_rs;
-        if (!fp4)
-          sc = *(__global const float *)(ksc + ksc_off + (ulong)j * ksc_rs);
-        else
-          so = ksc_off + (ulong)j * ksc_rs;
-      }
-    }
+    if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, fp4, b, j, &ko, &so, &sc);
     koff[t] = ko;
     ksoff[t] = so;
     kscale[t] = sc;
@@ -391,26 +398,9 @@ DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __
     if (lid < MMA_KT) {
       const int t = (int)lid, j = k0 + t;
       int st = !sub_skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
-      ulong ko = 0;
+      ulong ko = 0, so = 0; /* FP8 only: no scale-byte offset */
       float sc = 1.0f;
-      if (st == IL_KEY_OK) {
-        if (paged) {
-          const int tb = j / bs, row = j - tb * bs;
-          const int blk =
-              *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs);
-          if (blk < 0 || (long)blk >= num_blocks) {
-            st = IL_KEY_MASKED;
-            dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
-          } else {
-            const ulong base = c_off + (ulong)blk * c_bstride;
-            ko = base + (ulong)row * 128u;
-            sc = *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row * 4u);
-          }
-        } else {
-          ko = kv_off + (ulong)j * kv_rs;
-          sc = *(__global const float *)(ksc + ksc_off + (ulong)j * ksc_rs);
-        }
-      }
+      if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, 0, b, j, &ko, &so, &sc);
       koff[t] = ko;
       kscale[t] = sc;
       kstate[t] = st;

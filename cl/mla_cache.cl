@@ -86,18 +86,12 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
      * directly, and each block's first lane writes its scale byte. */
     m = max(m, dsa_nv_shfl_xor_u32(m, 1));
     m = max(m, dsa_nv_shfl_xor_u32(m, 2));
-    if (valid) {
-      if (lane < NOPE_LANES) {
-        const int e = mla_block_exp(m);
-        mla_store_nope_lane(w, lane, e, data, cache_aligned);
-        if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
-      } else {
-        if (lane == NOPE_LANES) scales[7] = 0;
-        __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
-        dsa_store16(dst, raw0, cache_aligned);
-        dsa_store16(dst + 16, raw1, cache_aligned);
-      }
+    if (valid && lane < NOPE_LANES) {
+      const int e = mla_block_exp(m);
+      mla_store_nope_lane(w, lane, e, data, cache_aligned);
+      if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
     }
+    if (valid && lane == NOPE_LANES) scales[7] = 0;
 #else
     amax_part[lr][lane] = m;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -107,12 +101,12 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
     /* No third barrier: the next writes to amax_part/scale_bytes come after
      * the next iteration's first barrier, which these reads precede. */
     if (valid && lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
+#endif
     if (valid && lane >= NOPE_LANES) { /* RoPE dims travel verbatim as bf16 */
       __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
       dsa_store16(dst, raw0, cache_aligned);
       dsa_store16(dst + 16, raw1, cache_aligned);
     }
-#endif
     slot = next_slot;
     raw0 = next0;
     raw1 = next1;

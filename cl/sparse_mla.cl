@@ -57,6 +57,19 @@ typedef struct {
   int c_aligned;
 } dsa_iset;
 
+/* A set over a paged MLA cache (capacity = blocks * block_size) or, with
+ * block_size 1 and c_bstride the row stride, over a bf16 KV matrix. */
+DSA_INLINE dsa_iset dsa_iset_make(__global const uchar *idx, ulong idx_off, ulong idx_ts,
+                                  ulong idx_cs, int width, __global const uchar *cache,
+                                  ulong c_off, ulong c_bstride, long capacity, int block_size,
+                                  int c_aligned) {
+  dsa_iset r;
+  r.idx = idx, r.idx_off = idx_off, r.idx_ts = idx_ts, r.idx_cs = idx_cs, r.width = width;
+  r.cache = cache, r.c_off = c_off, r.c_bstride = c_bstride, r.capacity = capacity;
+  r.block_size = block_size, r.c_aligned = c_aligned;
+  return r;
+}
+
 /* The clamped length of a set for token t; a length beyond [0, width] is a
  * fault. has_len == 0: the full width. */
 DSA_INLINE int set_len(__global const uchar *lens, ulong l_off, ulong l_st, int has_len, int width,
@@ -338,10 +351,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_attn_bf16(
     __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
     ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
   ATTN_LOCALS;
-  dsa_iset sa;
-  sa.idx = idx, sa.idx_off = idx_off, sa.idx_ts = idx_ts, sa.idx_cs = idx_cs, sa.width = width;
-  sa.cache = kv, sa.c_off = kv_off, sa.c_bstride = kv_rs, sa.capacity = n_rows;
-  sa.block_size = 1, sa.c_aligned = kv_al;
+  dsa_iset sa =
+      dsa_iset_make(idx, idx_off, idx_ts, idx_cs, width, kv, kv_off, kv_rs, n_rows, 1, kv_al);
   attn_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
             q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs,
             o_al, lse, lse_off, lse_ts, lse_hs, has_lse, faults, ks, part, sl, pl, al, vm, fin);
@@ -359,13 +370,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_mla_decode_
     __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
     ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
   ATTN_LOCALS;
-  dsa_iset sa, sb;
-  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
-  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
-  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
-  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
-  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
-  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
+                              ca_nb * (long)ca_bs, ca_bs, ca_al);
+  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
+                              cb_nb * (long)cb_bs, cb_bs, cb_al);
   /* An absent set has width 0: its lengths are never read. */
   attn_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
             q_hs, q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts,
@@ -389,13 +397,10 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   const ulong t = get_global_id(2);
   const int ktot = ka + kb;
   if (j >= ktot) return;
-  dsa_iset sa, sb;
-  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
-  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
-  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
-  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
-  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
-  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
+                              ca_nb * (long)ca_bs, ca_bs, ca_al);
+  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
+                              cb_nb * (long)cb_bs, cb_bs, cb_al);
   int bad = 0;
   const int len_a = set_len(la, la_off, la_st, ka > 0, ka, t, &bad);
   const int len_b = set_len(lb, lb_off, lb_st, kb > 0, kb, t, &bad);
@@ -683,10 +688,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_attn_bf1
     __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
     ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
   SM_LOCALS;
-  dsa_iset sa;
-  sa.idx = idx, sa.idx_off = idx_off, sa.idx_ts = idx_ts, sa.idx_cs = idx_cs, sa.width = width;
-  sa.cache = kv, sa.c_off = kv_off, sa.c_bstride = kv_rs, sa.capacity = n_rows;
-  sa.block_size = 1, sa.c_aligned = kv_al;
+  dsa_iset sa =
+      dsa_iset_make(idx, idx_off, idx_ts, idx_cs, width, kv, kv_off, kv_rs, n_rows, 1, kv_al);
   (void)q_al, (void)o_al;
   mma_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
            n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,
@@ -706,13 +709,10 @@ __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_mla_deco
     __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
     ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
   SM_LOCALS;
-  dsa_iset sa, sb;
-  sa.idx = ia, sa.idx_off = ia_off, sa.idx_ts = ia_ts, sa.idx_cs = ia_cs, sa.width = ka;
-  sa.cache = ca, sa.c_off = ca_off, sa.c_bstride = ca_stride;
-  sa.capacity = ca_nb * (long)ca_bs, sa.block_size = ca_bs, sa.c_aligned = ca_al;
-  sb.idx = ib, sb.idx_off = ib_off, sb.idx_ts = ib_ts, sb.idx_cs = ib_cs, sb.width = kb;
-  sb.cache = cb, sb.c_off = cb_off, sb.c_bstride = cb_stride;
-  sb.capacity = cb_nb * (long)cb_bs, sb.block_size = cb_bs, sb.c_aligned = cb_al;
+  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
+                              ca_nb * (long)ca_bs, ca_bs, ca_al);
+  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
+                              cb_nb * (long)cb_bs, cb_bs, cb_al);
   (void)q_al, (void)o_al;
   mma_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
            q_hs, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,

@@ -196,9 +196,10 @@ static void test_insert(void) {
       {37, 5, 17, 1, 3, 520, 1, 1},     {50, 3, 3, 2, 7, 1024, 1, 1},
       {9, 2, 64, 4, 0, 600, 1, 0},      {300, 40, 17, 2, 5, 512, 1, 1},
       {10, 0, 4, 0, 0, 512, 1, 0}, /* no blocks at all: every slot is out of range */
-      /* more tokens than the launch cap (a few groups per compute unit): rows
-       * loop over several tokens each */
-      {1000, 20, 64, 3, 0, 512, 1, 1},
+      /* more tokens than the launch cap (4 groups of 8 rows per compute
+       * unit: 64 rows on 2 PoCL cores, 4224 on a 132-SM GPU), so rows loop
+       * over several tokens each */
+      {9000, 150, 64, 3, 0, 512, 1, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_insert(&fixed[i]);
   static const int32_t bss[] = {1, 2, 3, 17, 64};
