@@ -44,6 +44,8 @@ typedef struct insert_state {
   dsa_paged_cache cache;
   cl_mem k, slots;
   dsa_tensor tk, tslots;
+  cl_program prog; /* the traffic-only rows' kernel */
+  cl_kernel kern;
 } insert_state;
 
 static int insert_setup(bench_env *e, const int64_t *p, void **out) {
@@ -84,9 +86,66 @@ static int insert_run(bench_env *e, void *st, cl_event *done) {
   return 0;
 }
 
+/* The insert's memory traffic without its arithmetic: every load and store
+ * of mla_cache_insert (a token is 32 lanes; 2 x 16 B in per lane; out 8 B
+ * per lane, 8 or 16 B more per lane, the 8 scale bytes from lane 0) with the
+ * bytes passed through instead of quantized. Its time bounds what the
+ * quantizing kernel can reach on the device under this bench's timing. The
+ * XORs keep every loaded byte live. */
+static const char traffic_src[] =
+    "__kernel __attribute__((reqd_work_group_size(32, 8, 1)))\n"
+    "void insert_traffic(__global const uint4 *k, __global const long *slots, long n,\n"
+    "                    __global uchar *cache, int block_size, ulong block_stride) {\n"
+    "  const uint l = get_local_id(0);\n"
+    "  const ulong t = get_global_id(1);\n"
+    "  if (t >= (ulong)n) return;\n"
+    "  const uint4 x = k[t * 64 + l], y = k[t * 64 + 32 + l];\n"
+    "  const long s = slots[t];\n"
+    "  const ulong blk = (ulong)(s / block_size), ts = (ulong)(s % block_size);\n"
+    "  __global uchar *d = cache + blk * block_stride + ts * 576;\n"
+    "  *(__global uint2 *)(d + 8 * l) = x.xy ^ x.zw;\n"
+    "  if (l >= 24) *(__global uint4 *)(d + 448 + 16 * (l - 24)) = y;\n"
+    "  else *(__global uint2 *)(d + 256 + 8 * l) = y.xy ^ y.zw;\n"
+    "  if (l == 0)\n"
+    "    *(__global uint2 *)(cache + blk * block_stride + (ulong)block_size * 576 + ts * 8) =\n"
+    "        x.xy;\n"
+    "}\n";
+
+static int traffic_setup(bench_env *e, const int64_t *p, void **out) {
+  if (insert_setup(e, p, out) != 0) return -1;
+  insert_state *s = *out;
+  const char *src = traffic_src;
+  cl_int err;
+  s->prog = clCreateProgramWithSource(e->clctx, 1, &src, NULL, &err);
+  if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateProgramWithSource", __LINE__);
+  CL_TRY(clBuildProgram(s->prog, 1, &e->dev, "", NULL, NULL));
+  s->kern = clCreateKernel(s->prog, "insert_traffic", &err);
+  if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateKernel", __LINE__);
+  const cl_long n = p[0];
+  const cl_int bs = MLA_BLOCK_SIZE;
+  const cl_ulong stride = MLA_BLOCK_STRIDE;
+  CL_TRY(clSetKernelArg(s->kern, 0, sizeof s->k, &s->k));
+  CL_TRY(clSetKernelArg(s->kern, 1, sizeof s->slots, &s->slots));
+  CL_TRY(clSetKernelArg(s->kern, 2, sizeof n, &n));
+  CL_TRY(clSetKernelArg(s->kern, 3, sizeof s->cache.mem, &s->cache.mem));
+  CL_TRY(clSetKernelArg(s->kern, 4, sizeof bs, &bs));
+  CL_TRY(clSetKernelArg(s->kern, 5, sizeof stride, &stride));
+  return 0;
+}
+
+static int traffic_run(bench_env *e, void *st, cl_event *done) {
+  insert_state *s = st;
+  const size_t rows = (size_t)(s->tk.shape[0] + 7) / 8 * 8;
+  const size_t global[2] = {32, rows}, local[2] = {32, 8};
+  CL_TRY(clEnqueueNDRangeKernel(e->clq, s->kern, 2, NULL, global, local, 0, NULL, done));
+  return 0;
+}
+
 static void insert_teardown(void *st) {
   insert_state *s = st;
   if (!s) return;
+  if (s->kern) clReleaseKernel(s->kern);
+  if (s->prog) clReleaseProgram(s->prog);
   bench_free_buf(&s->cache.mem);
   bench_free_buf(&s->k);
   bench_free_buf(&s->slots);
@@ -210,6 +269,10 @@ static double paged_bytes(const int64_t *p) {
 #define INSERT_OP(n, qn, whole)                                                              \
   {"mla_insert", (whole) ? "N=%lld whole blocks" : "N=%lld", {n, whole, 0}, {qn, whole, 0},  \
    insert_setup, insert_run, insert_teardown, insert_bytes, bench_no_flops}
+/* The same rows' traffic alone (traffic_src): the bound for the insert. */
+#define TRAFFIC_OP(n, qn, whole)                                                             \
+  {"mla_insert_traffic", (whole) ? "N=%lld whole blocks" : "N=%lld", {n, whole, 0},          \
+   {qn, whole, 0}, traffic_setup, traffic_run, insert_teardown, insert_bytes, bench_no_flops}
 #define SLOTS_OP(t, k, qt, qk)                                                               \
   {"mla_gather_slots", "%lldx%lld (S=%lld)", {t, k, (t) * (k)}, {qt, qk, (qt) * (qk)},      \
    slots_setup, slots_run, slots_teardown, slots_bytes, bench_no_flops}
@@ -221,6 +284,8 @@ const bench_op bench_ops_mla[] = {
     INSERT_OP(64, 64, 0),
     INSERT_OP(8192, 1024, 0),
     INSERT_OP(8192, 1024, 1),
+    TRAFFIC_OP(8192, 1024, 0),
+    TRAFFIC_OP(8192, 1024, 1),
     SLOTS_OP(64, 640, 16, 64),
     SLOTS_OP(128, 1152, 32, 128),
     PAGED_OP(4, 8192, 2, 1024),

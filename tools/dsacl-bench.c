@@ -19,7 +19,9 @@
  *    (bytes/2 read + bytes/2 written, rounded up to 16 B and to whole
  *    work-groups of 256 uint4), so
  *    "% copy" = copy us / op us * 100 (100% = as fast as a plain copy of the
- *    same bytes; small ops are dominated by launch cost on both sides).
+ *    same bytes; small ops are dominated by launch cost on both sides);
+ *  - for the MLA insert, mla_insert_traffic rows: its exact loads and stores
+ *    without the quantization (bench_mla.c), the bound for that operator.
  * Uses only the public API. Operators live in one file per family
  * (bench_<family>.c); how to add a family is at the top of bench.h. */
 #include <ctype.h>
