@@ -6,7 +6,9 @@
  * q row m = t * H + h. A row is 32 lanes; lane l owns dims [16l, 16l+16):
  * lanes 0..27 NoPE, lanes 28..31 the RoPE pairs 8(l-28) .. 8(l-28)+7. A
  * work-group is (32, 8): eight rows, which may mix KV and q rows, so both
- * kinds pass the same two barriers.
+ * kinds pass the same two barriers. On NVIDIA a row is one warp and trades
+ * its sums and maxima by shuffles instead: no local memory, no barriers
+ * (T = 8192, H = 64 on an H100: 879 -> 481 us).
  *
  * Numerics (deterministic on every device; nothing depends on contraction
  * or on the precision of the device's sqrt/division):
@@ -92,8 +94,10 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
     float eps, __global uchar *cache, ulong cache_off, long num_blocks, int block_size,
     ulong block_stride, int q_aligned, int kv_aligned, int cache_aligned,
     __global volatile uint *faults) {
+#if !DSA_HAS_NV_PTX
   __local uint part[ROWS][LANES];
   __local uchar scale_bytes[ROWS][8];
+#endif
   const uint lane = get_local_id(0), lr = get_local_id(1);
   const ulong n = get_global_id(1);
   const ulong nrows = (ulong)T * (ulong)(H + 1);
@@ -150,18 +154,29 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
     v[2 * j + 1] = dsa_bf16_to_f32((ushort)(w[j] >> 16));
   }
 
+  /* Per row: KV rows need each NoPE block's amax key, q rows the sum of
+   * squares in the fixed tree order. */
+  uint m = 0u;
+  float ss = 0.0f;
   if (is_kv) {
-    uint m = 0u;
     if (lane < NOPE_LANES) m = dsa_bf16_amax_key(w, 8);
-    part[lr][lane] = m;
   } else {
-    float acc = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 16; j++) acc = acc + v[j] * v[j];
-    part[lr][lane] = as_uint(acc);
+    for (int j = 0; j < 16; j++) ss = ss + v[j] * v[j];
   }
+#if DSA_HAS_NV_PTX
+  /* A row is one warp. The butterfly over 16, 8, 4, 2, 1 forms exactly the
+   * tree of the numerics note in lane 0 (s[i] + s[i + 16], ...), and every
+   * other lane the same sums with operands swapped, which fp addition does
+   * not notice: all lanes end with lane 0's total. The four lanes of a NoPE
+   * block trade maxima the same way. */
+  m = max(m, dsa_nv_shfl_xor_u32(m, 1));
+  m = max(m, dsa_nv_shfl_xor_u32(m, 2));
+#pragma unroll
+  for (int wd = 16; wd > 0; wd >>= 1) ss = ss + dsa_nv_shfl_xor_f32(ss, wd);
+#else
+  part[lr][lane] = is_kv ? m : as_uint(ss);
   barrier(CLK_LOCAL_MEM_FENCE);
-
   if (live && !is_kv) {
     float r[16];
 #pragma unroll
@@ -171,7 +186,12 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
 #pragma unroll
       for (int i = 0; i < wd; i++) r[i] = r[i] + r[i + wd];
     }
-    const float rho = qn_rsqrt_cr(r[0] * 0x1p-9f + eps);
+    ss = r[0];
+  }
+#endif
+
+  if (live && !is_kv) {
+    const float rho = qn_rsqrt_cr(ss * 0x1p-9f + eps);
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = v[j] * rho;
     if (lane >= NOPE_LANES && pos_ok) qn_rotate(v, c, s);
@@ -184,14 +204,22 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
   const long tb = kv_valid ? slot - blk * block_size : 0;
   const ulong base = cache_off + (ulong)blk * block_stride;
   __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
+  __global uchar *scales = cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u;
+#if DSA_HAS_NV_PTX
+  if (!kv_valid) return;
+  if (lane < NOPE_LANES) {
+    const int e = mla_block_exp(m);
+    mla_store_nope_lane(w, lane, e, data, cache_aligned);
+    if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
+  }
+  if (lane == NOPE_LANES) scales[7] = 0;
+#else
   if (kv_valid && lane < NOPE_LANES)
     mla_quant_nope_lane(part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!kv_valid) return;
-  if (lane == NOPE_LANES)
-    mla_store_scales(scale_bytes[lr],
-                     cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u,
-                     cache_aligned);
+  if (lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
+#endif
   if (lane >= NOPE_LANES) {
     qn_rotate(v, c, s);
     __global uchar *dst = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
