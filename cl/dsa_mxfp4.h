@@ -105,6 +105,7 @@ DSA_INLINE uint dsa_bf16_to_e2m1(uint h, int e, int mode) {
  * code 7, and the sign is dropped for it. */
 typedef struct dsa_e2m1_thr {
   uint g[7];
+  uint g2[7]; /* g in both 16-bit halves, for dsa_bf16x2_to_e2m1_t */
 } dsa_e2m1_thr;
 
 DSA_INLINE dsa_e2m1_thr dsa_e2m1_thresholds(int e, int mode) {
@@ -128,6 +129,7 @@ DSA_INLINE dsa_e2m1_thr dsa_e2m1_thresholds(int e, int mode) {
       bits = qv[k] << (e + 131); /* subnormal: Q * 2^(e-2) / 2^-133 */
     const uint strict = mode == DSA_E2M1_LEGACY ? 1u : strict_rne[k];
     t.g[k] = min(bits + (bits < 0x7F80u ? strict : 0u), 0x7F80u);
+    t.g2[k] = t.g[k] * 0x10001u;
   }
   return t;
 }
@@ -141,6 +143,23 @@ DSA_INLINE uint dsa_bf16_to_e2m1_t(uint h, const dsa_e2m1_thr *t, int mode) {
   return code | (mode == DSA_E2M1_LEGACY ? (code ? sign : 0u) : sign);
 }
 
+/* dsa_bf16_to_e2m1_t on both bf16 of a word at once -> one byte, the low
+ * half's nibble low. Each threshold test is one subtraction on the pair:
+ * (|h| | 0x8000) - g keeps bit 15 iff |h| >= g, and stays in [0x80, 0xFFFF]
+ * (|h| <= 0x7FFF, g <= 0x7F80), so no borrow crosses into the high half. The
+ * seven tests sum to the code in bits 0..2 and 16..18. NaN is |h| >= 0x7F81. */
+DSA_INLINE uint dsa_bf16x2_to_e2m1_t(uint x, const dsa_e2m1_thr *t, int mode) {
+  const uint a = (x & 0x7FFF7FFFu) | 0x80008000u;
+  uint code = 0u;
+#pragma unroll
+  for (int k = 0; k < 7; k++) code += ((a - t->g2[k]) >> 15) & 0x00010001u;
+  const uint nan = ((a - 0x7F817F81u) >> 15) & 0x00010001u;
+  uint sign = (x >> 15) & 0x00010001u & ~nan;
+  if (mode == DSA_E2M1_LEGACY) sign &= ((a - t->g2[0]) >> 15); /* only when code != 0 */
+  const uint r = code | (sign << 3);
+  return (r & 0xFu) | ((r >> 12) & 0xF0u);
+}
+
 /* One 32-element block: bf16 values (two per word, low half first) times
  * 2^-e -> 16 bytes of nibbles, element 2i in the low nibble of byte i. The
  * thresholds are built once for the block, not per value. */
@@ -151,11 +170,7 @@ DSA_INLINE uint4 dsa_bf16x32_to_e2m1(const uint *wd, int e, int mode) {
   for (int j = 0; j < 4; j++) {
     uint v = 0u;
 #pragma unroll
-    for (int b = 0; b < 4; b++) {
-      const uint x = wd[4 * j + b];
-      v |= (dsa_bf16_to_e2m1_t(x & 0xFFFFu, &thr, mode) |
-            (dsa_bf16_to_e2m1_t(x >> 16, &thr, mode) << 4)) << (8 * b);
-    }
+    for (int b = 0; b < 4; b++) v |= dsa_bf16x2_to_e2m1_t(wd[4 * j + b], &thr, mode) << (8 * b);
     ob[j] = v;
   }
   return (uint4)(ob[0], ob[1], ob[2], ob[3]);
