@@ -82,16 +82,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
     const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
     uint m = dsa_bf16_amax_key(w, 8);
 #if DSA_HAS_NV_PTX
-    /* A row is one warp: the four lanes of a NoPE block trade maxima
-     * directly, and each block's first lane writes its scale byte. */
-    m = max(m, dsa_nv_shfl_xor_u32(m, 1));
-    m = max(m, dsa_nv_shfl_xor_u32(m, 2));
-    if (valid && lane < NOPE_LANES) {
-      const int e = mla_block_exp(m);
-      mla_store_nope_lane(w, lane, e, data, cache_aligned);
-      if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
-    }
-    if (valid && lane == NOPE_LANES) scales[7] = 0;
+    mla_quant_nope_warp(m, w, lane, valid, data, scales, cache_aligned);
 #else
     amax_part[lr][lane] = m;
     barrier(CLK_LOCAL_MEM_FENCE);

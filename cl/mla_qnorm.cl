@@ -168,10 +168,8 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
   /* A row is one warp. The butterfly over 16, 8, 4, 2, 1 forms exactly the
    * tree of the numerics note in lane 0 (s[i] + s[i + 16], ...), and every
    * other lane the same sums with operands swapped, which fp addition does
-   * not notice: all lanes end with lane 0's total. The four lanes of a NoPE
-   * block trade maxima the same way. */
-  m = max(m, dsa_nv_shfl_xor_u32(m, 1));
-  m = max(m, dsa_nv_shfl_xor_u32(m, 2));
+   * not notice: all lanes end with lane 0's total. (KV block maxima are
+   * traded in mla_quant_nope_warp below.) */
 #pragma unroll
   for (int wd = 16; wd > 0; wd >>= 1) ss = ss + dsa_nv_shfl_xor_f32(ss, wd);
 #else
@@ -206,13 +204,8 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
   __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
   __global uchar *scales = cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u;
 #if DSA_HAS_NV_PTX
+  mla_quant_nope_warp(m, w, lane, kv_valid, data, scales, cache_aligned);
   if (!kv_valid) return;
-  if (lane < NOPE_LANES) {
-    const int e = mla_block_exp(m);
-    mla_store_nope_lane(w, lane, e, data, cache_aligned);
-    if ((lane & 3u) == 0u) scales[lane >> 2] = mla_scale_byte(e);
-  }
-  if (lane == NOPE_LANES) scales[7] = 0;
 #else
   if (kv_valid && lane < NOPE_LANES)
     mla_quant_nope_lane(part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);

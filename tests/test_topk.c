@@ -71,7 +71,6 @@ static void fill_row(float *v, int64_t n, int kind) {
   }
 }
 
-
 static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
