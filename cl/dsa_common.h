@@ -230,4 +230,7 @@ DSA_INLINE void dsa_store8(__global uchar *p, uint2 v, int aligned) {
     vstore8(as_uchar8(v), 0, p);
 }
 
+/* Kernel argument groups (tensors, paged caches) and their device structs. */
+#include "dsa_args.h"
+
 #endif

@@ -21,10 +21,6 @@
 #define LANES 32
 #define ROWS 8
 
-DSA_INLINE ulong mla_block_base(ulong cache_off, long blk, ulong block_stride) {
-  return cache_off + (ulong)blk * block_stride;
-}
-
 /* The slot of token n, or -1 past the last token. */
 DSA_INLINE long mla_insert_slot(__global const uchar *slots, ulong slot_off, ulong slot_stride,
                                 ulong n, long n_tokens) {
@@ -48,37 +44,31 @@ DSA_INLINE void mla_insert_load(__global const uchar *k, ulong k_off, ulong k_ro
  * two tokens' loads in flight. The trip count is the same for all items of a
  * group, so the portable path's barriers are reached by every item. */
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_insert(
-    __global const uchar *k, ulong k_off, ulong k_row_stride, /* bytes */
-    __global const uchar *slots, ulong slot_off, ulong slot_stride, /* bytes */
-    long n_tokens, __global uchar *cache, ulong cache_off, long num_blocks, int block_size,
-    ulong block_stride, int k_aligned, int cache_aligned, __global volatile uint *faults) {
+    DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(cache), DSA_FAULTS) {
 #if !DSA_HAS_NV_PTX
   __local uint amax_part[ROWS][LANES];
   __local uchar scale_bytes[ROWS][8];
 #endif
   const uint lane = get_local_id(0), lr = get_local_id(1);
   const ulong step = (ulong)get_num_groups(1) * ROWS;
-  const long capacity = num_blocks * (long)block_size;
+  const dsa_paged c = DSA_PAGED_OF(cache);
+  const int k_aligned = k_al >= 16, cache_aligned = c.align >= 16;
   ulong n = (ulong)get_group_id(1) * ROWS + lr;
-  long slot = mla_insert_slot(slots, slot_off, slot_stride, n, n_tokens);
+  long slot = mla_insert_slot(slots_mem, slots_off, slots_s0, n, n_tokens);
   uint4 raw0, raw1;
-  mla_insert_load(k, k_off, k_row_stride, n, n_tokens, lane, k_aligned, &raw0, &raw1);
+  mla_insert_load(k_mem, k_off, k_s0, n, n_tokens, lane, k_aligned, &raw0, &raw1);
 
   for (ulong base = n - lr; base < (ulong)n_tokens; base += step, n += step) {
-    const long next_slot = mla_insert_slot(slots, slot_off, slot_stride, n + step, n_tokens);
+    const long next_slot = mla_insert_slot(slots_mem, slots_off, slots_s0, n + step, n_tokens);
     uint4 next0, next1;
-    mla_insert_load(k, k_off, k_row_stride, n + step, n_tokens, lane, k_aligned, &next0, &next1);
+    mla_insert_load(k_mem, k_off, k_s0, n + step, n_tokens, lane, k_aligned, &next0, &next1);
 
-    if (slot >= capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+    if (slot >= c.capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
     /* Rows differ in validity, so every item stays in step (barriers,
      * shuffles) and only skips the memory work. */
-    const bool valid = slot >= 0 && slot < capacity;
-    const long blk = valid ? dsa_div_nonneg(slot, block_size) : 0;
-    const long t = valid ? slot - blk * block_size : 0;
-    const ulong blk_base = mla_block_base(cache_off, blk, block_stride);
-    __global uchar *data = cache + blk_base + (ulong)t * MLA_DATA_BYTES;
-    __global uchar *scales =
-        cache + blk_base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u;
+    const bool valid = slot >= 0 && slot < c.capacity;
+    __global uchar *data, *scales;
+    dsa_paged_slot(&c, valid ? slot : 0, MLA_DATA_BYTES, 8u, &data, &scales);
     const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
     uint m = dsa_bf16_amax_key(w, 8);
 #if DSA_HAS_NV_PTX
@@ -104,22 +94,17 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
   }
 }
 
-/* Dequantizes lane `lane` of slot s (already range-checked) into 32 bytes. */
-DSA_INLINE void mla_read_lane(__global const uchar *cache, ulong cache_off, long s,
-                              int block_size, ulong block_stride, uint lane, int aligned,
-                              uint4 *r0, uint4 *r1) {
-  const long blk = dsa_div_nonneg(s, block_size);
-  const long t = s - blk * block_size;
-  const ulong base = mla_block_base(cache_off, blk, block_stride);
-  __global const uchar *data = cache + base + (ulong)t * MLA_DATA_BYTES;
+/* Dequantizes lane `lane` of the token at data / scales (a slot already
+ * range-checked) into 32 bytes. */
+DSA_INLINE void mla_read_lane(__global const uchar *data, __global const uchar *scales,
+                              uint lane, int aligned, uint4 *r0, uint4 *r1) {
   if (lane >= NOPE_LANES) {
     __global const uchar *src = data + MLA_NOPE + (lane - NOPE_LANES) * 32u;
     *r0 = dsa_load16(src, aligned);
     *r1 = dsa_load16(src + 16, aligned);
     return;
   }
-  const uint u =
-      cache[base + (ulong)block_size * MLA_DATA_BYTES + (ulong)t * 8u + (lane >> 2)];
+  const uint u = scales[lane >> 2];
   const uint4 b = dsa_load16(data + lane * 16u, aligned);
   const uint2 o0 = dsa_dequant4_e4m3_bf16(b.x, u), o1 = dsa_dequant4_e4m3_bf16(b.y, u);
   const uint2 o2 = dsa_dequant4_e4m3_bf16(b.z, u), o3 = dsa_dequant4_e4m3_bf16(b.w, u);
@@ -139,35 +124,34 @@ DSA_INLINE void mla_store_lane(__global uchar *dst, uint4 r0, uint4 r1, int alig
 #define GATHER_UNROLL 2
 
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_gather_slots(
-    __global const uchar *cache, ulong cache_off, long num_blocks, int block_size,
-    ulong block_stride, __global const uchar *idx, ulong idx_off, ulong idx_stride, /* bytes */
-    long n_rows, __global uchar *out, ulong out_off, ulong out_row_stride,            /* bytes */
-    int cache_aligned, int out_aligned, __global volatile uint *faults) {
+    DSA_CPAGED(cache), DSA_CTENSOR1(idx), long n_rows, DSA_TENSOR2(out), DSA_FAULTS) {
   const uint lane = get_local_id(0);
   const ulong r0 = get_group_id(1) * (ROWS * GATHER_UNROLL) + get_local_id(1);
-  const long capacity = num_blocks * (long)block_size;
+  const dsa_paged c = DSA_PAGED_OF(cache);
+  const int cache_aligned = c.align >= 16, out_aligned = out_al >= 16;
   long s[GATHER_UNROLL];
   #pragma unroll
   for (int u = 0; u < GATHER_UNROLL; u++) {
     const ulong r = r0 + u * ROWS;
-    s[u] = r < (ulong)n_rows ? *(__global const int *)(idx + idx_off + r * idx_stride) : -1;
+    s[u] = r < (ulong)n_rows ? *(__global const int *)(idx_mem + idx_off + r * idx_s0) : -1;
   }
   uint4 v[GATHER_UNROLL][2];
   #pragma unroll
   for (int u = 0; u < GATHER_UNROLL; u++) {
     v[u][0] = v[u][1] = (uint4)(0u);
-    if (s[u] >= capacity) {
+    if (s[u] >= c.capacity) {
       if (lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
     } else if (s[u] >= 0) {
-      mla_read_lane(cache, cache_off, s[u], block_size, block_stride, lane, cache_aligned,
-                    &v[u][0], &v[u][1]);
+      __global uchar *data, *scales;
+      dsa_paged_slot(&c, s[u], MLA_DATA_BYTES, 8u, &data, &scales);
+      mla_read_lane(data, scales, lane, cache_aligned, &v[u][0], &v[u][1]);
     }
   }
   #pragma unroll
   for (int u = 0; u < GATHER_UNROLL; u++) {
     const ulong r = r0 + u * ROWS;
     if (r < (ulong)n_rows)
-      mla_store_lane(out + out_off + r * out_row_stride + lane * 32u, v[u][0], v[u][1],
+      mla_store_lane(out_mem + out_off + r * out_s0 + lane * 32u, v[u][0], v[u][1],
                      out_aligned);
   }
 }
@@ -175,20 +159,19 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_gather_s
 /* Prefill gather through block tables (§8.2). Grid (32, maxT, R): row j of
  * request r holds i = j - offset when 0 <= i < g. */
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_gather_paged(
-    __global const uchar *cache, ulong cache_off, long num_blocks, int block_size,
-    ulong block_stride, __global const uchar *seq_lens, ulong sl_off, ulong sl_stride,
-    __global const uchar *gather_lens, ulong gl_off, ulong gl_stride, int has_gather_lens,
-    __global const uchar *table, ulong tb_off, ulong tb_row_stride, ulong tb_col_stride,
-    long table_width, long offset, __global uchar *out, ulong out_off, ulong out_req_stride,
-    ulong out_row_stride, long max_tokens, int cache_aligned, int out_aligned,
-    __global volatile uint *faults) {
+    DSA_CPAGED(cache), DSA_CTENSOR1(seq_lens), DSA_CTENSOR1(gather_lens), int has_gather_lens,
+    DSA_CTENSOR2(table), long table_width, long offset, DSA_TENSOR3(out), long max_tokens,
+    DSA_FAULTS) {
   const uint lane = get_local_id(0);
   const long j = get_global_id(1);
   const ulong r = get_global_id(2);
   if (j >= max_tokens) return;
-  const long seq = *(__global const int *)(seq_lens + sl_off + r * sl_stride);
-  const long g =
-      has_gather_lens ? *(__global const int *)(gather_lens + gl_off + r * gl_stride) : seq;
+  const dsa_paged c = DSA_PAGED_OF(cache);
+  const long seq = *(__global const int *)(seq_lens_mem + seq_lens_off + r * seq_lens_s0);
+  const long g = has_gather_lens
+                     ? *(__global const int *)(gather_lens_mem + gather_lens_off +
+                                               r * gather_lens_s0)
+                     : seq;
   if (seq < 0 || g < 0 || g > seq) {
     if (lane == 0 && j == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     return;
@@ -197,20 +180,21 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_gather_p
   const long row = j - offset;
   if (row < 0 || row >= g) return;
   const long pos = seq - g + row;
-  const long lb = pos / block_size;
+  const long lb = pos / c.block_size;
   if (lb >= table_width) {
     if (lane == 0) dsa_fault(faults, DSA_FAULT_INDEX_RANGE);
     return;
   }
   const long blk =
-      *(__global const int *)(table + tb_off + r * tb_row_stride + (ulong)lb * tb_col_stride);
+      *(__global const int *)(table_mem + table_off + r * table_s0 + (ulong)lb * table_s1);
   uint4 r0 = (uint4)(0u), r1 = (uint4)(0u);
-  if (blk >= num_blocks) {
+  if (blk >= c.num_blocks) {
     if (lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
   } else if (blk >= 0) {
-    mla_read_lane(cache, cache_off, blk * block_size + (pos - lb * block_size), block_size,
-                  block_stride, lane, cache_aligned, &r0, &r1);
+    __global uchar *data, *scales;
+    dsa_paged_at(&c, blk, pos - lb * c.block_size, MLA_DATA_BYTES, 8u, &data, &scales);
+    mla_read_lane(data, scales, lane, c.align >= 16, &r0, &r1);
   }
-  mla_store_lane(out + out_off + r * out_req_stride + (ulong)j * out_row_stride + lane * 32u,
-                 r0, r1, out_aligned);
+  mla_store_lane(out_mem + out_off + r * out_s0 + (ulong)j * out_s1 + lane * 32u, r0, r1,
+                 out_al >= 16);
 }

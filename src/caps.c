@@ -84,20 +84,62 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   return DSA_OK;
 }
 
-void dsa__build_options(const dsa_caps *caps, bool force_portable, char *buf, size_t n) {
+unsigned dsa__caps_bits(const dsa_caps *caps) {
+  unsigned b = 0;
+  if (caps->subgroups) b |= DSA_CAP_SUBGROUPS;
+  if (caps->intel_subgroups) b |= DSA_CAP_INTEL_SUBGROUPS;
+  if (caps->intel_dpas) b |= DSA_CAP_INTEL_DPAS;
+  if (caps->nv_inline_ptx) b |= DSA_CAP_NV_PTX;
+  if (caps->amd_builtins) b |= DSA_CAP_AMD_BUILTINS;
+  if (caps->fp16) b |= DSA_CAP_FP16;
+  return b;
+}
+
+bool dsa__parse_caps(const char *text, unsigned *bits) {
+  *bits = 0;
+  if (!text) return true;
+  char *end;
+  unsigned long v = strtoul(text, &end, 0);
+  if (end != text && *end == '\0') {
+    *bits = (unsigned)v & DSA_CAP_ALL;
+    return true;
+  }
+  const char *p = text;
+  while (*p) {
+    size_t n = strcspn(p, ", ");
+    if (n == 3 && strncasecmp(p, "all", 3) == 0) {
+      *bits |= DSA_CAP_ALL;
+    } else if (n > 0) {
+      bool found = false;
+      for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1) {
+        const char *name = dsa_cap_name(b);
+        if (name && strlen(name) == n && strncasecmp(p, name, n) == 0) {
+          *bits |= b;
+          found = true;
+        }
+      }
+      if (!found) return false;
+    }
+    p += n;
+    while (*p == ',' || *p == ' ') p++;
+  }
+  return true;
+}
+
+void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_t n) {
   /* The portable kernels are OpenCL C 1.2; vendor paths are switched on by
    * macros so one source serves every device. Never -cl-fast-relaxed-math or
    * -cl-finite-math-only: masking relies on +-inf and NaN handling. */
-  bool vendor_paths = !force_portable;
+  const unsigned on = enabled & dsa__caps_bits(caps);
   snprintf(buf, n,
            "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
            "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
            "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
            "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d",
            caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
-           caps->vendor == DSA_VENDOR_AMD, vendor_paths && caps->subgroups,
-           vendor_paths && caps->intel_subgroups, vendor_paths && caps->intel_dpas,
-           vendor_paths && caps->nv_inline_ptx, vendor_paths && caps->amd_builtins,
+           caps->vendor == DSA_VENDOR_AMD, !!(on & DSA_CAP_SUBGROUPS),
+           !!(on & DSA_CAP_INTEL_SUBGROUPS), !!(on & DSA_CAP_INTEL_DPAS),
+           !!(on & DSA_CAP_NV_PTX), !!(on & DSA_CAP_AMD_BUILTINS),
            (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
-           vendor_paths && caps->nv_inline_ptx ? caps->nv_sm : 0);
+           (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0);
 }

@@ -104,10 +104,21 @@ static dsa_status choose_device(const dsa_context_options *o, cl_platform_id *pl
 
 static dsa_status init_context(dsa_context *c, const dsa_context_options *o) {
   DSA_CHECK(dsa__probe_caps(c->dev, &c->caps));
-  c->force_portable = (o->flags & DSA_CONTEXT_FORCE_PORTABLE) != 0;
+  unsigned off = o->disable_caps & DSA_CAP_ALL;
+  if (o->flags & DSA_CONTEXT_FORCE_PORTABLE) off = DSA_CAP_ALL;
   const char *fp = getenv("DSACL_FORCE_PORTABLE");
-  if (fp && *fp && strcmp(fp, "0") != 0) c->force_portable = true;
-  dsa__build_options(&c->caps, c->force_portable, c->build_options, sizeof c->build_options);
+  if (fp && *fp && strcmp(fp, "0") != 0) off = DSA_CAP_ALL;
+  const char *dc = getenv("DSACL_DISABLE_CAPS");
+  unsigned env_off = 0;
+  if (dc && *dc && !dsa__parse_caps(dc, &env_off))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "DSACL_DISABLE_CAPS = \"%s\": unknown capability (names: subgroups, "
+                     "intel-subgroups, intel-dpas, nv-ptx, amd-builtins, fp16, all)",
+                     dc);
+  off |= env_off;
+  c->caps_enabled = dsa__caps_bits(&c->caps) & ~off;
+  c->force_portable = c->caps_enabled == 0;
+  dsa__build_options(&c->caps, c->caps_enabled, c->build_options, sizeof c->build_options);
   dsa__diskcache_init(&c->dcache, o->cache_dir, (o->flags & DSA_CONTEXT_NO_BINARY_CACHE) != 0,
                       o->cache_load, o->cache_store, o->cache_user);
   if (pthread_mutex_init(&c->lock, NULL) != 0)
@@ -389,3 +400,5 @@ dsa_status dsa_context_warmup(dsa_context *c) {
   }
   return DSA_OK;
 }
+
+unsigned dsa_context_caps(const dsa_context *c) { return c ? c->caps_enabled : 0; }

@@ -58,8 +58,14 @@ typedef struct dsa_caps {
 } dsa_caps;
 
 dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps);
-/* The -D options every program of this device is built with. */
-void dsa__build_options(const dsa_caps *caps, bool force_portable, char *buf, size_t n);
+/* The dsa_cap_bits the probed device has. */
+unsigned dsa__caps_bits(const dsa_caps *caps);
+/* The -D options every program of this device is built with, for the
+ * enabled capabilities `enabled` (dsa_cap_bits). */
+void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_t n);
+/* Parses DSACL_DISABLE_CAPS-style text ("nv-ptx,subgroups", "all", "0x8").
+ * Returns false on an unknown name. */
+bool dsa__parse_caps(const char *text, unsigned *bits);
 
 /* ---- context / programs (context.c) ------------------------------------ */
 
@@ -67,7 +73,8 @@ struct dsa_context {
   cl_context ctx;
   cl_device_id dev;
   dsa_caps caps;
-  bool force_portable;
+  unsigned caps_enabled; /* dsa_cap_bits: probed minus disabled */
+  bool force_portable;   /* every capability disabled */
   char build_options[1024];
   dsa_diskcache dcache;
   pthread_mutex_t lock; /* guards programs[] */
@@ -80,7 +87,7 @@ dsa_status dsa__get_program(dsa_context *c, dsa_program_id id, cl_program *out);
 
 /* ---- queues (queue.c) ---------------------------------------------------- */
 
-#define DSA_MAX_KERNELS 64
+#define DSA_MAX_KERNELS 128
 
 struct dsa_queue {
   dsa_context *ctx;
@@ -94,6 +101,9 @@ struct dsa_queue {
     cl_kernel k;
   } kernels[DSA_MAX_KERNELS];
   int nkernels;
+  /* The variant the last operator launched on this queue picked (tests and
+   * logs); "" before the first pick. */
+  char last_variant[96];
 };
 
 dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
@@ -114,6 +124,99 @@ dsa_status dsa__launch(dsa_queue *q, cl_kernel k, const char *kname, int nargs,
                        const size_t *local, const dsa_events *ev);
 /* No work to do: a marker that honours the wait list and returns the event. */
 dsa_status dsa__launch_nothing(dsa_queue *q, const dsa_events *ev);
+
+/* ---- kernel arguments (kargs.c) ------------------------------------------
+ * The one route from descriptors to kernel arguments. Each append matches a
+ * signature macro of cl/dsa_args.h, in the same order:
+ *   dsa__karg_tensor(a, t, R)  <->  DSA_TENSOR<R>(name) / DSA_CTENSOR<R>(name):
+ *       mem, byte offset, R byte strides, alignment (uint: the largest power
+ *       of two <= 256 dividing the offset and the strides of every dimension
+ *       but the last one that has extent > 1)
+ *   dsa__karg_paged(a, c)      <->  DSA_PAGED(name) / DSA_CPAGED(name):
+ *       mem, byte offset, num_blocks (long), block_size (int), block stride
+ *       (ulong, bytes), alignment of offset and block stride (uint)
+ *   dsa__karg_faults(a)        <->  DSA_FAULTS
+ * A NULL or empty tensor / cache passes a stand-in buffer (the queue's fault
+ * word) that the kernel never touches, with zero strides and blocks. This is
+ * the single place where a future USM or SVM tensor sets its argument. */
+#define DSA_KARGS_MAX 80
+typedef struct dsa_kargs {
+  dsa_queue *q;
+  int n;
+  bool bad; /* too many arguments or a rank mismatch: the launch fails */
+  struct {
+    size_t size;
+    bool local;
+    union {
+      cl_mem m;
+      cl_int i;
+      cl_uint u;
+      cl_long l;
+      cl_ulong ul;
+      cl_float f;
+    } v;
+  } a[DSA_KARGS_MAX];
+} dsa_kargs;
+
+void dsa__kargs_init(dsa_kargs *a, dsa_queue *q);
+void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank);
+void dsa__karg_paged(dsa_kargs *a, const dsa_paged_cache *c);
+void dsa__karg_mem(dsa_kargs *a, cl_mem m); /* NULL: the stand-in */
+void dsa__karg_faults(dsa_kargs *a);
+void dsa__karg_i32(dsa_kargs *a, cl_int v);
+void dsa__karg_u32(dsa_kargs *a, cl_uint v);
+void dsa__karg_i64(dsa_kargs *a, cl_long v);
+void dsa__karg_u64(dsa_kargs *a, cl_ulong v);
+void dsa__karg_f32(dsa_kargs *a, cl_float v);
+void dsa__karg_local(dsa_kargs *a, size_t bytes);
+/* The alignment dsa__karg_tensor passes for t (256 for an empty tensor). */
+cl_uint dsa__tensor_align(const dsa_tensor *t);
+
+/* Sets a's arguments on kernel k and enqueues it (as dsa__launch). */
+dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const dsa_kargs *a,
+                            cl_uint dims, const size_t *global, const size_t *local,
+                            const dsa_events *ev);
+
+/* ---- variant tables (variant.c) -------------------------------------------
+ * Each operator lists its kernel variants, best first. dsa__pick walks the
+ * list: a variant runs when every capability it needs is enabled in the
+ * context and its `refuse` predicate (NULL: takes every shape) returns NULL
+ * for the call's shape; otherwise the reason is recorded (logged at
+ * DSACL_LOG=3, listed by dsacl-info --variants). The picker knows nothing of
+ * the operator's shape struct: predicates live beside the operator. */
+typedef struct dsa_variant {
+  const char *name;   /* "nv-mma", "portable" */
+  unsigned caps;      /* dsa_cap_bits, all required */
+  /* NULL if the variant takes this call; else a reason, in words, written to
+   * buf (n bytes) or a static string. shape NULL: judge the device alone
+   * (dsacl-info), shape-dependent limits then pass. */
+  const char *(*refuse)(const dsa_context *c, const void *shape, char *buf, size_t n);
+  const char *limits; /* the shapes it takes, in words (dsacl-info); NULL: all */
+} dsa_variant;
+
+typedef struct dsa_variant_table {
+  const char *op; /* public operator name, e.g. "dsa_paged_mqa_logits" */
+  const dsa_variant *v;
+  int n;
+} dsa_variant_table;
+
+#define DSA_VARIANT_TABLE(sym, opname, ...)                                         \
+  static const dsa_variant sym##_v_[] = {__VA_ARGS__};                              \
+  const dsa_variant_table sym = {opname, sym##_v_, (int)(sizeof sym##_v_ / sizeof sym##_v_[0])}
+
+/* Index into t->v of the variant to run; on none, a DSA_ERR_UNSUPPORTED
+ * failure listing every refusal and -1. Records the pick in q->last_variant
+ * and logs it at DSACL_LOG >= 2. */
+int dsa__pick(dsa_queue *q, const dsa_variant_table *t, const void *shape);
+/* The reason v would not run on context c for `shape` (NULL: it would).
+ * shape NULL asks about the device only. */
+const char *dsa__variant_refusal(const dsa_context *c, const dsa_variant *v, const void *shape,
+                                 char *buf, size_t n);
+/* Every operator's table (variant.c lists them). */
+extern const dsa_variant_table *const dsa__variant_tables[];
+extern const int dsa__num_variant_tables;
+/* The variant the last operator launched on q picked: "op: variant". */
+const char *dsa__queue_last_variant(const dsa_queue *q);
 
 /* ---- argument validation (tensor.c) ------------------------------------ */
 

@@ -328,13 +328,23 @@ static void test_build_options(void) {
   caps.intel_subgroups = caps.subgroups = true;
   caps.local_mem = 65536;
   char buf[1024];
-  dsa__build_options(&caps, false, buf, sizeof buf);
+  dsa__build_options(&caps, DSA_CAP_ALL, buf, sizeof buf);
   CHECK(strstr(buf, "-DDSA_VENDOR_INTEL=1") && strstr(buf, "-DDSA_HAS_INTEL_SUBGROUPS=1") &&
             strstr(buf, "-DDSA_LOCAL_MEM_BYTES=65536"),
         "intel options: %s", buf);
   CHECK(!strstr(buf, "finite-math") && !strstr(buf, "fast-relaxed"), "no unsafe math");
-  dsa__build_options(&caps, true, buf, sizeof buf);
+  dsa__build_options(&caps, 0, buf, sizeof buf);
   CHECK(strstr(buf, "-DDSA_HAS_INTEL_SUBGROUPS=0") != NULL, "portable: %s", buf);
+  /* One capability masked: only its macro goes to 0. */
+  dsa__build_options(&caps, DSA_CAP_ALL & ~DSA_CAP_INTEL_SUBGROUPS, buf, sizeof buf);
+  CHECK(strstr(buf, "-DDSA_HAS_INTEL_SUBGROUPS=0") && strstr(buf, "-DDSA_HAS_SUBGROUPS=1"),
+        "masked: %s", buf);
+  unsigned bits = 0;
+  CHECK(dsa__parse_caps("nv-ptx,subgroups", &bits) && bits == (DSA_CAP_NV_PTX | DSA_CAP_SUBGROUPS),
+        "parse caps: %x", bits);
+  CHECK(dsa__parse_caps("all", &bits) && bits == DSA_CAP_ALL, "parse all");
+  CHECK(dsa__parse_caps("0x8", &bits) && bits == DSA_CAP_NV_PTX, "parse number");
+  CHECK(!dsa__parse_caps("nv-ptx,warp-drive", &bits), "unknown cap refused");
 }
 
 int main(void) {

@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
   copy(caps.driver_version, p->driver, sizeof caps.driver_version);
 
   char opts[4096];
-  dsa__build_options(&caps, portable, opts, sizeof opts);
+  dsa__build_options(&caps, portable ? 0u : (unsigned)DSA_CAP_ALL, opts, sizeof opts);
   puts(opts);
   return 0;
 }

@@ -91,9 +91,34 @@ typedef int (*dsa_cache_store_fn)(void *user, const char *key, const void *data,
                                   size_t size);
 
 enum dsa_context_flags {
-  DSA_CONTEXT_FORCE_PORTABLE = 1u << 0, /* never choose vendor kernel variants */
+  DSA_CONTEXT_FORCE_PORTABLE = 1u << 0, /* never choose vendor kernel variants
+                                           (as disable_caps = DSA_CAP_ALL) */
   DSA_CONTEXT_NO_BINARY_CACHE = 1u << 1 /* same as cache_dir = "off" */
 };
+
+/* Device capabilities that kernel variants use. A context enables those its
+ * device has, minus the ones disabled by dsa_context_options.disable_caps,
+ * DSA_CONTEXT_FORCE_PORTABLE or the environment (DSACL_DISABLE_CAPS, a comma
+ * list of the names below or a number; DSACL_FORCE_PORTABLE). The kernels are
+ * built for the enabled set, and each operator picks the first variant of its
+ * table whose capabilities are enabled and which takes the call's shapes
+ * (`dsacl-info --variants` prints the tables). */
+#define DSA_CAP_MAP(X)                                                          \
+  X(SUBGROUPS, 0, "subgroups", "cl_khr_subgroups or cl_intel_subgroups")        \
+  X(INTEL_SUBGROUPS, 1, "intel-subgroups", "cl_intel_subgroups")                \
+  X(INTEL_DPAS, 2, "intel-dpas", "Intel sub-group matrix multiply (DPAS)")      \
+  X(NV_PTX, 3, "nv-ptx", "NVIDIA inline PTX (mma.sync, shfl.sync)")             \
+  X(AMD_BUILTINS, 4, "amd-builtins", "AMD __builtin_amdgcn_* (MFMA, DPP)")      \
+  X(FP16, 5, "fp16", "cl_khr_fp16")
+
+enum dsa_cap_bits {
+#define DSA_CAP_ENUM_(name, bit, str, desc) DSA_CAP_##name = 1u << (bit),
+  DSA_CAP_MAP(DSA_CAP_ENUM_)
+#undef DSA_CAP_ENUM_
+  DSA_CAP_ALL = (1u << 6) - 1
+};
+/* "nv-ptx" for DSA_CAP_NV_PTX; NULL for anything but a single known bit. */
+DSA_API const char *dsa_cap_name(unsigned cap);
 
 typedef struct dsa_context_options {
   int device_index;        /* -1: default (DSACL_DEVICE, else first GPU, else first device) */
@@ -104,7 +129,8 @@ typedef struct dsa_context_options {
   dsa_cache_load_fn cache_load; /* either set: the callbacks replace the directory;  */
   dsa_cache_store_fn cache_store; /* a missing one acts as a miss / a no-op        */
   void *cache_user;
-  unsigned char reserved[32];
+  unsigned disable_caps;   /* dsa_cap_bits the context must not use (0: use all) */
+  unsigned char reserved[28];
 } dsa_context_options;
 
 DSA_API void dsa_context_options_default(dsa_context_options *o);
@@ -125,6 +151,8 @@ DSA_API cl_device_id dsa_context_cl_device(const dsa_context *c);
 DSA_API const char *dsa_context_device_name(const dsa_context *c);
 DSA_API const char *dsa_context_build_options(const dsa_context *c);
 DSA_API const char *dsa_context_cache_dir(const dsa_context *c); /* "" when off */
+/* The dsa_cap_bits this context's kernels are built for and may use. */
+DSA_API unsigned dsa_context_caps(const dsa_context *c);
 /* Builds (or loads from the binary cache) every program now, instead of at
  * first use. */
 DSA_API dsa_status dsa_context_warmup(dsa_context *c);

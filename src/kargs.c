@@ -1,0 +1,127 @@
+/* Kernel arguments: the one route from dsa_tensor / dsa_paged_cache to
+ * clSetKernelArg, matching the signature macros of cl/dsa_args.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+void dsa__kargs_init(dsa_kargs *a, dsa_queue *q) {
+  a->q = q;
+  a->n = 0;
+  a->bad = false;
+}
+
+/* The next slot, or NULL (and the list marked bad) when full. */
+static void *slot(dsa_kargs *a, size_t size) {
+  if (a->n >= DSA_KARGS_MAX) {
+    a->bad = true;
+    return NULL;
+  }
+  a->a[a->n].size = size;
+  a->a[a->n].local = false;
+  return &a->a[a->n++].v;
+}
+
+void dsa__karg_mem(dsa_kargs *a, cl_mem m) {
+  cl_mem *p = slot(a, sizeof(cl_mem));
+  if (p) *p = m ? m : a->q->faults;
+}
+void dsa__karg_faults(dsa_kargs *a) { dsa__karg_mem(a, a->q->faults); }
+void dsa__karg_i32(dsa_kargs *a, cl_int v) {
+  cl_int *p = slot(a, sizeof v);
+  if (p) *p = v;
+}
+void dsa__karg_u32(dsa_kargs *a, cl_uint v) {
+  cl_uint *p = slot(a, sizeof v);
+  if (p) *p = v;
+}
+void dsa__karg_i64(dsa_kargs *a, cl_long v) {
+  cl_long *p = slot(a, sizeof v);
+  if (p) *p = v;
+}
+void dsa__karg_u64(dsa_kargs *a, cl_ulong v) {
+  cl_ulong *p = slot(a, sizeof v);
+  if (p) *p = v;
+}
+void dsa__karg_f32(dsa_kargs *a, cl_float v) {
+  cl_float *p = slot(a, sizeof v);
+  if (p) *p = v;
+}
+void dsa__karg_local(dsa_kargs *a, size_t bytes) {
+  if (slot(a, bytes)) a->a[a->n - 1].local = true;
+}
+
+/* Largest power of two <= 256 dividing every term (256 when all are 0). */
+static cl_uint pow2_align(const cl_ulong *terms, int n) {
+  cl_ulong acc = 256;
+  for (int i = 0; i < n; i++) acc |= terms[i];
+  return (cl_uint)(acc & (~acc + 1));
+}
+
+cl_uint dsa__tensor_align(const dsa_tensor *t) {
+  if (!t) return 256;
+  cl_ulong terms[DSA_MAX_DIMS + 1];
+  int n = 0;
+  terms[n++] = t->offset;
+  size_t es = dsa_dtype_size(t->dtype);
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 0) return 256; /* addresses nothing */
+    if (i < t->ndim - 1 && t->shape[i] > 1) terms[n++] = (cl_ulong)t->stride[i] * es;
+  }
+  return pow2_align(terms, n);
+}
+
+static bool tensor_empty(const dsa_tensor *t) {
+  if (!t) return true;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] == 0) return true;
+  return false;
+}
+
+void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank) {
+  if (t && t->ndim != rank) a->bad = true;
+  const bool empty = tensor_empty(t);
+  dsa__karg_mem(a, empty ? NULL : t->mem);
+  dsa__karg_u64(a, empty ? 0 : (cl_ulong)t->offset);
+  const size_t es = t ? dsa_dtype_size(t->dtype) : 0;
+  for (int i = 0; i < rank; i++)
+    dsa__karg_u64(a, empty || i >= t->ndim ? 0 : (cl_ulong)t->stride[i] * es);
+  dsa__karg_u32(a, empty ? 256 : dsa__tensor_align(t));
+}
+
+void dsa__karg_paged(dsa_kargs *a, const dsa_paged_cache *c) {
+  const bool empty = !c || c->num_blocks == 0;
+  dsa__karg_mem(a, empty ? NULL : c->mem);
+  dsa__karg_u64(a, empty ? 0 : (cl_ulong)c->offset);
+  dsa__karg_i64(a, empty ? 0 : (cl_long)c->num_blocks);
+  dsa__karg_i32(a, c ? (cl_int)c->block_size : 1);
+  dsa__karg_u64(a, c ? (cl_ulong)c->block_stride : 0);
+  const cl_ulong terms[2] = {empty ? 0 : (cl_ulong)c->offset, c ? (cl_ulong)c->block_stride : 0};
+  dsa__karg_u32(a, pow2_align(terms, 2));
+}
+
+dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const dsa_kargs *a,
+                            cl_uint dims, const size_t *global, const size_t *local,
+                            const dsa_events *ev) {
+  if (a->bad)
+    return dsa__fail(DSA_ERR_INTERNAL, 0,
+                     "kernel %s: argument list overflow or tensor rank mismatch", kname);
+  /* The host list and the kernel signature are matched by count here and by
+   * size in clSetKernelArg; the signature macros keep their order equal. */
+  cl_uint nk = 0;
+  if (clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof nk, &nk, NULL) == CL_SUCCESS &&
+      nk != (cl_uint)a->n)
+    return dsa__fail(DSA_ERR_INTERNAL, 0, "kernel %s takes %u arguments, the launcher passes %d",
+                     kname, nk, a->n);
+  for (int i = 0; i < a->n; i++) {
+    cl_int e = clSetKernelArg(k, (cl_uint)i, a->a[i].size, a->a[i].local ? NULL : &a->a[i].v);
+    if (e != CL_SUCCESS) {
+      dsa__fail_cl(e, "clSetKernelArg");
+      char buf[160];
+      snprintf(buf, sizeof buf, " (kernel %s, argument %d)", kname, i);
+      dsa__append_error(buf);
+      return DSA_ERR_OPENCL;
+    }
+  }
+  return dsa__launch(q, k, kname, 0, NULL, dims, global, local, ev);
+}

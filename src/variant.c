@@ -1,0 +1,77 @@
+/* Variant tables: the one picker every operator calls, and the list of every
+ * operator's table for dsacl-info and the test runner. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *dsa_cap_name(unsigned cap) {
+  switch (cap) {
+#define DSA_CAP_NAME_(name, bit, str, desc) \
+  case DSA_CAP_##name: return str;
+    DSA_CAP_MAP(DSA_CAP_NAME_)
+#undef DSA_CAP_NAME_
+  }
+  return NULL;
+}
+
+/* "needs nv-ptx (device lacks it)" / "(disabled)". */
+static const char *caps_refusal(const dsa_context *c, unsigned need, char *buf, size_t n) {
+  unsigned missing = need & ~c->caps_enabled;
+  if (!missing) return NULL;
+  unsigned bit = missing & (~missing + 1);
+  const unsigned has = dsa__caps_bits(&c->caps);
+  snprintf(buf, n, "needs %s (%s)", dsa_cap_name(bit) ? dsa_cap_name(bit) : "?",
+           (has & bit) ? "disabled" : "device lacks it");
+  return buf;
+}
+
+const char *dsa__variant_refusal(const dsa_context *c, const dsa_variant *v, const void *shape,
+                                 char *buf, size_t n) {
+  const char *r = caps_refusal(c, v->caps, buf, n);
+  if (!r && v->refuse) r = v->refuse(c, shape, buf, n);
+  return r;
+}
+
+int dsa__pick(dsa_queue *q, const dsa_variant_table *t, const void *shape) {
+  char why[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < t->n; i++) {
+    char buf[160];
+    const char *r = dsa__variant_refusal(q->ctx, &t->v[i], shape, buf, sizeof buf);
+    if (!r) {
+      snprintf(q->last_variant, sizeof q->last_variant, "%s: %s", t->op, t->v[i].name);
+      if (used)
+        dsa__log(2, "%s: %s (refused:%s)", t->op, t->v[i].name, why);
+      else
+        dsa__log(2, "%s: %s", t->op, t->v[i].name);
+      return i;
+    }
+    int w = snprintf(why + used, sizeof why - used, " %s: %s;", t->v[i].name, r);
+    if (w > 0) used = used + (size_t)w < sizeof why ? used + (size_t)w : sizeof why - 1;
+  }
+  dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: no kernel variant takes this call on this device:%s",
+            t->op, why);
+  return -1;
+}
+
+const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_variant : ""; }
+
+/* Every operator's table, in the order dsacl-info lists them. A new operator
+ * adds its table here. */
+#define DSA_VARIANT_TABLES(X)          \
+  X(dsa__variants_mla_cache_insert)    \
+  X(dsa__variants_mla_gather_slots)    \
+  X(dsa__variants_mla_gather_paged)
+
+#define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
+DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
+#undef DSA_VT_EXTERN_
+
+const dsa_variant_table *const dsa__variant_tables[] = {
+#define DSA_VT_PTR_(sym) &sym,
+    DSA_VARIANT_TABLES(DSA_VT_PTR_)
+#undef DSA_VT_PTR_
+};
+const int dsa__num_variant_tables =
+    (int)(sizeof dsa__variant_tables / sizeof dsa__variant_tables[0]);
