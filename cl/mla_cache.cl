@@ -15,11 +15,11 @@
  */
 #include "dsa_mla.h"
 
-#define MLA_DIM 512
-#define MLA_TOKEN_BYTES 584
-
-#define LANES 32
-#define ROWS 8
+/* LANES, ROWS and GATHER_UNROLL come from the launcher (src/op_mla_cache.c)
+ * as build options; the lane mapping above assumes LANES = 32. */
+#if LANES != 32
+#error "mla_cache.cl: the lane mapping needs LANES = 32"
+#endif
 
 /* The slot of token n, or -1 past the last token. */
 DSA_INLINE long mla_insert_slot(__global const uchar *slots, ulong slot_off, ulong slot_stride,
@@ -121,7 +121,6 @@ DSA_INLINE void mla_store_lane(__global uchar *dst, uint4 r0, uint4 r1, int alig
 /* Each item serves GATHER_UNROLL rows, ROWS apart, issuing all their index
  * loads and then all their data loads: more bytes in flight per item is what
  * a random-access gather needs to approach the copy bandwidth. */
-#define GATHER_UNROLL 2
 
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_gather_slots(
     DSA_CPAGED(cache), DSA_CTENSOR1(idx), long n_rows, DSA_TENSOR2(out), DSA_FAULTS) {

@@ -255,9 +255,10 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-static dsa_status build_log_fail(dsa_context *c, cl_program p, cl_int e, const char *pname) {
+static dsa_status build_log_fail(dsa_context *c, cl_program p, cl_int e, const char *pname,
+                                 const char *options) {
   dsa__fail(DSA_ERR_BUILD, e, "building %s for %s failed: %s (%d)\nbuild options: %s\nbuild log:\n",
-            pname, c->caps.device_name, dsa__cl_error_name(e), (int)e, c->build_options);
+            pname, c->caps.device_name, dsa__cl_error_name(e), (int)e, options);
   size_t n = 0;
   clGetProgramBuildInfo(p, c->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
   char *log = malloc(n + 1);
@@ -288,13 +289,15 @@ static bool kernels_ok(cl_program p) {
 static void cache_key(const dsa_context *c, const dsa_embedded_program *ep, const char *src_hash,
                       char key[DSA_CACHE_KEY_HEX]) {
   const char *parts[] = {ep->name,           src_hash,
-                         c->build_options,   dsa_version_string(),
+                         c->build_options,   dsa__program_defines((dsa_program_id)(ep - dsa__programs)),
+                         dsa_version_string(),
                          c->caps.platform_version, c->caps.device_name,
                          c->caps.device_version,   c->caps.driver_version};
   dsa__cache_key(key, parts, sizeof parts / sizeof parts[0]);
 }
 
-static cl_program try_binary(dsa_context *c, const char *key, const char *pname) {
+static cl_program try_binary(dsa_context *c, const char *key, const char *pname,
+                             const char *options) {
   size_t len = 0;
   unsigned char *bin = dsa__diskcache_load(&c->dcache, key, &len);
   if (!bin) return NULL;
@@ -303,7 +306,7 @@ static cl_program try_binary(dsa_context *c, const char *key, const char *pname)
   cl_program p = clCreateProgramWithBinary(c->ctx, 1, &c->dev, &len, bins, &st, &e);
   free(bin);
   if (p && e == CL_SUCCESS && st == CL_SUCCESS &&
-      clBuildProgram(p, 1, &c->dev, c->build_options, NULL, NULL) == CL_SUCCESS &&
+      clBuildProgram(p, 1, &c->dev, options, NULL, NULL) == CL_SUCCESS &&
       kernels_ok(p)) {
     dsa__log(2, "%s: loaded from binary cache %s", pname, key);
     return p;
@@ -331,8 +334,9 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
   const char *src = ep->source;
   size_t len = ep->length;
   char *disk_src = NULL;
-  char options[1400];
-  snprintf(options, sizeof options, "%s", c->build_options);
+  char options[2048];
+  const char *defines = dsa__program_defines(id);
+  snprintf(options, sizeof options, "%s%s", c->build_options, defines);
 
   const char *kdir = getenv("DSACL_KERNEL_DIR");
   char src_hash[DSA_CACHE_KEY_HEX];
@@ -344,7 +348,7 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
     if (!disk_src)
       return dsa__fail(DSA_ERR_BUILD, 0, "DSACL_KERNEL_DIR: cannot read %s", path);
     src = disk_src;
-    snprintf(options, sizeof options, "%s -I %s", c->build_options, kdir);
+    snprintf(options, sizeof options, "%s%s -I %s", c->build_options, defines, kdir);
     /* Edited sources must not hit binaries of other versions: the cache is
      * bypassed entirely in this mode. */
   }
@@ -353,7 +357,7 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
   cache_key(c, ep, src_hash, key);
   bool use_cache = c->dcache.enabled && !disk_src;
   if (use_cache) {
-    cl_program p = try_binary(c, key, ep->name);
+    cl_program p = try_binary(c, key, ep->name, options);
     if (p) {
       *out = p;
       return DSA_OK;
@@ -369,7 +373,7 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
   e = clBuildProgram(p, 1, &c->dev, options, NULL, NULL);
   free(disk_src);
   if (e != CL_SUCCESS) {
-    dsa_status s = build_log_fail(c, p, e, ep->name);
+    dsa_status s = build_log_fail(c, p, e, ep->name, options);
     clReleaseProgram(p);
     return s;
   }

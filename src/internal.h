@@ -67,6 +67,18 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
  * Returns false on an unknown name. */
 bool dsa__parse_caps(const char *text, unsigned *bits);
 
+/* ---- per-program constants (variant.c) -----------------------------------
+ * Geometry and tuning constants live on the host, in the operator's file,
+ * and reach its program as -D options: one definition for both sides.
+ *   #define MLA_LANES 32
+ *   const char dsa__defines_mla_cache[] = DSA_KDEF(MLA_LANES) DSA_KDEF(...);
+ * and a row in DSA_PROGRAM_DEFINES (variant.c). */
+#define DSA_KSTR2_(x) #x
+#define DSA_KSTR_(x) DSA_KSTR2_(x)
+#define DSA_KDEF(name) " -D" #name "=" DSA_KSTR_(name)
+/* The -D options of program id ("" if none). */
+const char *dsa__program_defines(dsa_program_id id);
+
 /* ---- context / programs (context.c) ------------------------------------ */
 
 struct dsa_context {

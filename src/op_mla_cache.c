@@ -3,9 +3,12 @@
 #include "internal.h"
 
 #define MLA_DIM 512
-/* Kernel geometry (cl/mla_cache.cl): 32 lanes per row, 8 rows per group. */
+/* Kernel geometry (cl/mla_cache.cl): 32 lanes per row (lane l owns dims
+ * [16l, 16l+16)), 8 rows per group; the gather serves 2 rows per item. */
 #define LANES 32
 #define ROWS 8
+#define GATHER_UNROLL 2
+const char dsa__defines_mla_cache[] = DSA_KDEF(LANES) DSA_KDEF(ROWS) DSA_KDEF(GATHER_UNROLL);
 
 /* mla_cache_insert loops over tokens; launching at most this many groups
  * per compute unit leaves each row several tokens, whose loads it overlaps
@@ -84,8 +87,8 @@ dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
   dsa__karg_i64(&a, s);
   dsa__karg_tensor(&a, out, 2);
   dsa__karg_faults(&a);
-  /* mla_gather_slots serves 2 rows per work-item (GATHER_UNROLL). */
-  const size_t global[2] = {LANES, round_rows((s + 1) / 2)}, local[2] = {LANES, ROWS};
+  const size_t global[2] = {LANES, round_rows((s + GATHER_UNROLL - 1) / GATHER_UNROLL)},
+               local[2] = {LANES, ROWS};
   return dsa__launch_args(q, kern, "mla_gather_slots", &a, 2, global, local, ev);
 }
 

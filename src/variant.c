@@ -75,3 +75,20 @@ const dsa_variant_table *const dsa__variant_tables[] = {
 };
 const int dsa__num_variant_tables =
     (int)(sizeof dsa__variant_tables / sizeof dsa__variant_tables[0]);
+
+/* Each program's host-owned constants (DSA_KDEF strings in the op files). */
+#define DSA_PROGRAM_DEFINES(X) X(MLA_CACHE, dsa__defines_mla_cache)
+
+#define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
+DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)
+#undef DSA_PD_EXTERN_
+
+const char *dsa__program_defines(dsa_program_id id) {
+  switch (id) {
+#define DSA_PD_CASE_(prog, sym) \
+  case DSA_PROG_##prog: return sym;
+    DSA_PROGRAM_DEFINES(DSA_PD_CASE_)
+#undef DSA_PD_CASE_
+    default: return "";
+  }
+}

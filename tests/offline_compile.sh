@@ -65,6 +65,9 @@ failed=0
 for src in "${sources[@]}"; do
   name=$(basename "$src" .cl)
   log=$work/$name.log
+  # The device's options plus the program's own constants (host-owned).
+  opts=$("$tool" "$profile" "$name.cl") || { echo "FAIL: $tool $profile $name.cl failed" >&2; exit 1; }
+  read -r -a optv <<< "$opts"
   # Run inside the temp dir: ocloc may drop files into the working directory.
   if [ "$profile" = "${profile#amd-}" ]; then
     cmd=("$ocloc" compile -file "$src" -device "$target" -options "$opts -I $cldir"

@@ -56,7 +56,8 @@ static const profile profiles[] = {
 static void copy(char *dst, const char *src, size_t n) { snprintf(dst, n, "%s", src); }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: dsacl-cl-options [--portable] PROFILE\nprofiles:");
+  fprintf(f, "usage: dsacl-cl-options [--portable] PROFILE [PROGRAM.cl]\n"
+             "  PROGRAM.cl: also print that program's own constants (-D)\nprofiles:");
   for (size_t i = 0; i < NPROFILES; i++) fprintf(f, " %s", profiles[i].name);
   fprintf(f, "\n");
   return f == stderr ? 2 : 0;
@@ -64,11 +65,12 @@ static int usage(FILE *f) {
 
 int main(int argc, char **argv) {
   bool portable = false;
-  const char *name = NULL;
+  const char *name = NULL, *prog = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--portable")) portable = true;
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
     else if (!name) name = argv[i];
+    else if (!prog) prog = argv[i];
     else return usage(stderr);
   }
   if (!name) return usage(stderr);
@@ -105,6 +107,18 @@ int main(int argc, char **argv) {
 
   char opts[4096];
   dsa__build_options(&caps, portable ? 0u : (unsigned)DSA_CAP_ALL, opts, sizeof opts);
-  puts(opts);
+  fputs(opts, stdout);
+  if (prog) {
+    const char *base = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+    int id = -1;
+    for (int i = 0; i < DSA_NUM_PROGRAMS; i++)
+      if (!strcmp(base, dsa__programs[i].name)) id = i;
+    if (id < 0) {
+      fprintf(stderr, "\ndsacl-cl-options: unknown program '%s'\n", prog);
+      return 2;
+    }
+    fputs(dsa__program_defines((dsa_program_id)id), stdout);
+  }
+  putchar('\n');
   return 0;
 }
