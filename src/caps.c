@@ -37,6 +37,14 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof caps->type, &caps->type, NULL);
   clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof caps->local_mem, &caps->local_mem,
                   NULL);
+  /* DSACL_LOCAL_MEM_LIMIT: act as a device with at most this much local
+   * memory (bytes), so the variants for 32 KiB devices are tested anywhere. */
+  const char *lm = getenv("DSACL_LOCAL_MEM_LIMIT");
+  if (lm && *lm) {
+    char *end;
+    unsigned long long v = strtoull(lm, &end, 10);
+    if (*end == '\0' && v > 0 && v < caps->local_mem) caps->local_mem = (cl_ulong)v;
+  }
   clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof caps->max_wg, &caps->max_wg,
                   NULL);
   clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof caps->compute_units,
