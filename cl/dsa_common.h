@@ -10,11 +10,12 @@
 
 #include "dsa_nv.h"
 
-/* Fault bits: keep in sync with enum dsa_fault_bits in dsacl.h. */
-#define DSA_FAULT_SLOT_RANGE 1u
-#define DSA_FAULT_POSITION_RANGE 2u
-#define DSA_FAULT_INDEX_RANGE 4u
-#define DSA_FAULT_LENGTH_RANGE 8u
+/* Fault bits (DSA_FAULT_*), cache token layouts (DSA_CACHE_<FORMAT>_DATA /
+ * _SCALE bytes) and E2M1 modes (DSA_E2M1_*) come from the host as build
+ * options, generated from the X-macro tables in include/dsacl/. */
+#ifndef DSA_FAULT_SLOT_RANGE
+#error "build options lack the host's enum tables (see dsa__build_options)"
+#endif
 
 DSA_INLINE void dsa_fault(__global volatile uint *faults, uint bit) { atomic_or(faults, bit); }
 

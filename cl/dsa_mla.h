@@ -9,7 +9,7 @@
 #include "dsa_common.h"
 
 #define MLA_NOPE 448
-#define MLA_DATA_BYTES 576
+#define MLA_DATA_BYTES DSA_CACHE_MLA_FP8_DATA /* host table: 576 */
 #define NOPE_LANES 28 /* 448 / 16 */
 
 /* bf16(1e-4): the quantizer's amax floor, held in bf16 as vLLM does. */

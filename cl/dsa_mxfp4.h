@@ -7,9 +7,8 @@
 
 #include "dsa_common.h"
 
-/* E2M1 rounding modes; keep in sync with enum dsa_e2m1_mode in indexer_quant.h. */
-#define DSA_E2M1_RNE 0
-#define DSA_E2M1_LEGACY 1
+/* E2M1 rounding modes DSA_E2M1_RNE / DSA_E2M1_LEGACY: build options from
+ * DSA_E2M1_MODE_MAP (include/dsacl/indexer_quant.h). */
 
 /* ---- decode --------------------------------------------------------------- */
 

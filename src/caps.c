@@ -150,4 +150,24 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
            !!(on & DSA_CAP_NV_PTX), !!(on & DSA_CAP_AMD_BUILTINS),
            (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
            (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0);
+  /* The enum tables that cross into the kernels (dsacl.h X-macros). */
+  size_t used = strlen(buf);
+#define DSA_OPT_(...)                                                    \
+  do {                                                                   \
+    if (used < n) {                                                      \
+      int w_ = snprintf(buf + used, n - used, __VA_ARGS__);              \
+      if (w_ > 0) used += (size_t)w_;                                    \
+    }                                                                    \
+  } while (0)
+#define DSA_FAULT_OPT_(name, bit, desc) DSA_OPT_(" -DDSA_FAULT_%s=%uu", #name, 1u << (bit));
+  DSA_FAULT_MAP(DSA_FAULT_OPT_)
+#undef DSA_FAULT_OPT_
+#define DSA_CACHE_OPT_(name, val, data, scale) \
+  DSA_OPT_(" -DDSA_CACHE_%s_DATA=%du -DDSA_CACHE_%s_SCALE=%du", #name, data, #name, scale);
+  DSA_CACHE_FORMAT_MAP(DSA_CACHE_OPT_)
+#undef DSA_CACHE_OPT_
+#define DSA_E2M1_OPT_(name, val) DSA_OPT_(" -DDSA_E2M1_%s=%d", #name, val);
+  DSA_E2M1_MODE_MAP(DSA_E2M1_OPT_)
+#undef DSA_E2M1_OPT_
+#undef DSA_OPT_
 }

@@ -8,13 +8,13 @@ static const struct {
   const char *name;
   size_t size;
 } dtypes[] = {
-    [DSA_U8] = {"u8", 1},     [DSA_I32] = {"i32", 4},     [DSA_I64] = {"i64", 8},
-    [DSA_BF16] = {"bf16", 2}, [DSA_F32] = {"f32", 4},     [DSA_E4M3] = {"e4m3", 1},
-    [DSA_E2M1X2] = {"e2m1x2", 1}, [DSA_UE8M0] = {"ue8m0", 1},
+#define DSA_DTYPE_ROW_(name, val, str, size) [DSA_##name] = {str, size},
+    DSA_DTYPE_MAP(DSA_DTYPE_ROW_)
+#undef DSA_DTYPE_ROW_
 };
 
 static bool dtype_valid(dsa_dtype t) {
-  return (unsigned)t < sizeof dtypes / sizeof dtypes[0];
+  return (unsigned)t < sizeof dtypes / sizeof dtypes[0] && dtypes[t].name;
 }
 
 const char *dsa_dtype_name(dsa_dtype t) { return dtype_valid(t) ? dtypes[t].name : "invalid"; }
@@ -22,9 +22,10 @@ size_t dsa_dtype_size(dsa_dtype t) { return dtype_valid(t) ? dtypes[t].size : 0;
 
 size_t dsa_cache_token_bytes(dsa_cache_format f) {
   switch (f) {
-    case DSA_CACHE_MLA_FP8: return 584;
-    case DSA_CACHE_INDEXER_FP8: return 132;
-    case DSA_CACHE_INDEXER_MXFP4: return 68;
+#define DSA_CACHE_BYTES_(name, val, data, scale) \
+  case DSA_CACHE_##name: return (data) + (scale);
+    DSA_CACHE_FORMAT_MAP(DSA_CACHE_BYTES_)
+#undef DSA_CACHE_BYTES_
   }
   return 0;
 }

@@ -171,12 +171,19 @@ DSA_API dsa_status dsa_queue_create_from_cl(dsa_queue **out, dsa_context *c,
 DSA_API void dsa_queue_destroy(dsa_queue **q);
 DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *q);
 
-/* Device fault word: bits set by kernels on data-dependent bad input. */
+/* Device fault word: bits set by kernels on data-dependent bad input.
+ * X(NAME, bit, "meaning"). The kernels get these values as build options
+ * (-DDSA_FAULT_<NAME>=...), generated from this table: no second copy. */
+#define DSA_FAULT_MAP(X)                                                   \
+  X(SLOT_RANGE, 0, "slot or block id >= cache capacity")                   \
+  X(POSITION_RANGE, 1, "position outside the cos/sin table")               \
+  X(INDEX_RANGE, 2, "index outside its table or tensor")                   \
+  X(LENGTH_RANGE, 3, "a length larger than its tensor allows")
+
 enum dsa_fault_bits {
-  DSA_FAULT_SLOT_RANGE = 1u << 0,     /* slot or block id >= cache capacity */
-  DSA_FAULT_POSITION_RANGE = 1u << 1, /* position outside the cos/sin table */
-  DSA_FAULT_INDEX_RANGE = 1u << 2,    /* index outside its table or tensor */
-  DSA_FAULT_LENGTH_RANGE = 1u << 3    /* a length larger than its tensor allows */
+#define DSA_FAULT_ENUM_(name, bit, desc) DSA_FAULT_##name = 1u << (bit),
+  DSA_FAULT_MAP(DSA_FAULT_ENUM_)
+#undef DSA_FAULT_ENUM_
 };
 /* Blocking: waits for the queue's work, reads the fault word, clears it. */
 DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
@@ -184,15 +191,25 @@ DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
 /* --------------------------------------------------------------------------
  * Tensors and paged caches: views into the caller's cl_mem, never owned.
  * ------------------------------------------------------------------------ */
+/* X(NAME, value, "name", bytes per element)
+ *   BF16    carried as uint16 bit patterns
+ *   E4M3    OCP e4m3fn bytes
+ *   E2M1X2  two e2m1 nibbles per byte, even element in the low nibble
+ *   UE8M0   power-of-two scale bytes, 2^(b-127) */
+#define DSA_DTYPE_MAP(X) \
+  X(U8, 0, "u8", 1)      \
+  X(I32, 1, "i32", 4)    \
+  X(I64, 2, "i64", 8)    \
+  X(BF16, 3, "bf16", 2)  \
+  X(F32, 4, "f32", 4)    \
+  X(E4M3, 5, "e4m3", 1)  \
+  X(E2M1X2, 6, "e2m1x2", 1) \
+  X(UE8M0, 7, "ue8m0", 1)
+
 typedef enum dsa_dtype {
-  DSA_U8 = 0,
-  DSA_I32 = 1,
-  DSA_I64 = 2,
-  DSA_BF16 = 3,   /* carried as uint16 bit patterns */
-  DSA_F32 = 4,
-  DSA_E4M3 = 5,   /* OCP e4m3fn bytes */
-  DSA_E2M1X2 = 6, /* two e2m1 nibbles per byte, even element in the low nibble */
-  DSA_UE8M0 = 7   /* power-of-two scale bytes, 2^(b-127) */
+#define DSA_DTYPE_ENUM_(name, val, str, size) DSA_##name = (val),
+  DSA_DTYPE_MAP(DSA_DTYPE_ENUM_)
+#undef DSA_DTYPE_ENUM_
 } dsa_dtype;
 
 DSA_API const char *dsa_dtype_name(dsa_dtype t);
@@ -212,10 +229,21 @@ typedef struct dsa_tensor {
 DSA_API dsa_tensor dsa_tensor_make(cl_mem mem, size_t offset, dsa_dtype dtype, int ndim,
                                    const int64_t *shape);
 
+/* X(NAME, value, data bytes per token, scale bytes per token). A block of
+ * block_size tokens holds every token's data, then every token's scales.
+ *   MLA_FP8        584 B/token: 448 e4m3 + 64 bf16 | 8 scale bytes (§3.1)
+ *   INDEXER_FP8    132 B/token: 128 e4m3 | f32 scale (§3.2)
+ *   INDEXER_MXFP4   68 B/token: 64 packed e2m1 | 4 ue8m0 (§3.3)
+ * Kernels get -DDSA_CACHE_<NAME>_DATA / _SCALE from this table. */
+#define DSA_CACHE_FORMAT_MAP(X)    \
+  X(MLA_FP8, 1, 576, 8)            \
+  X(INDEXER_FP8, 2, 128, 4)        \
+  X(INDEXER_MXFP4, 3, 64, 4)
+
 typedef enum dsa_cache_format {
-  DSA_CACHE_MLA_FP8 = 1,      /* 584 B/token: 448 e4m3 + 64 bf16 | 8 scale bytes (§3.1) */
-  DSA_CACHE_INDEXER_FP8 = 2,  /* 132 B/token: 128 e4m3 | f32 scale (§3.2) */
-  DSA_CACHE_INDEXER_MXFP4 = 3 /* 68 B/token: 64 packed e2m1 | 4 ue8m0 (§3.3) */
+#define DSA_CACHE_FORMAT_ENUM_(name, val, data, scale) DSA_CACHE_##name = (val),
+  DSA_CACHE_FORMAT_MAP(DSA_CACHE_FORMAT_ENUM_)
+#undef DSA_CACHE_FORMAT_ENUM_
 } dsa_cache_format;
 
 /* Bytes one token occupies in a page (its data plus its scales). */

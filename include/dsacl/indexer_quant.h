@@ -24,7 +24,12 @@ extern "C" {
  *           zero; floor 1e-4, ratio amax / 6 (correctly rounded).
  * Both: scale byte = ceil(log2(ratio)) + 127, computed exactly; NaN elements
  * are ignored by the amax and encode as 0x7. */
-typedef enum dsa_e2m1_mode { DSA_E2M1_RNE = 0, DSA_E2M1_LEGACY = 1 } dsa_e2m1_mode;
+#define DSA_E2M1_MODE_MAP(X) X(RNE, 0) X(LEGACY, 1) /* kernels: -DDSA_E2M1_<NAME> */
+typedef enum dsa_e2m1_mode {
+#define DSA_E2M1_ENUM_(name, val) DSA_E2M1_##name = (val),
+  DSA_E2M1_MODE_MAP(DSA_E2M1_ENUM_)
+#undef DSA_E2M1_ENUM_
+} dsa_e2m1_mode;
 
 /* --------------------------------------------------------------------------
  * Indexer Q: RoPE + quantization (§4).
