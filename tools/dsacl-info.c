@@ -1,7 +1,10 @@
 /* dsacl-info: OpenCL platforms and devices, the capabilities dsacl probes on
  * the chosen device, its build options and binary-cache entries.
  *
- *   dsacl-info [--device N|NAME] [--warmup]
+ *   dsacl-info [--device N|NAME] [--warmup] [--variants]
+ *
+ * --variants prints every operator's variant table: which variant this
+ * device gets (shape permitting) and why each other one is refused.
  *
  * Links the internal static library to show dsa_caps. */
 #include <ctype.h>
@@ -170,7 +173,12 @@ static void print_caps(const dsa_context *c) {
   printf("  local memory        %llu B\n", (unsigned long long)k->local_mem);
   printf("  max work-group      %zu\n", k->max_wg);
   printf("  compute units       %u\n", k->compute_units);
-  printf("  kernel variants     %s\n", c->force_portable ? "portable (forced)" : "by capability");
+  printf("  capabilities used  ");
+  const unsigned has = dsa__caps_bits(k);
+  for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1)
+    if (has & b)
+      printf(" %s%s", dsa_cap_name(b), (c->caps_enabled & b) ? "" : " (disabled)");
+  printf("%s\n", has ? "" : " none (portable kernels only)");
   printf("  build options       %s\n", dsa_context_build_options(c));
   printf("  programs           ");
   for (int i = 0; i < DSA_NUM_PROGRAMS; i++)
@@ -223,21 +231,54 @@ static int all_digits(const char *s) {
   return 1;
 }
 
+/* Each operator's table: the variant this device gets for shapes the first
+ * one takes, and why every variant above it is refused. */
+static void print_variants(const dsa_context *c) {
+  printf("\nKernel variants (best first; * = picked on this device when the shape allows)\n");
+  for (int t = 0; t < dsa__num_variant_tables; t++) {
+    const dsa_variant_table *vt = dsa__variant_tables[t];
+    printf("  %s\n", vt->op);
+    int picked = -1;
+    for (int i = 0; i < vt->n; i++) {
+      char buf[256];
+      const char *why = dsa__variant_refusal(c, &vt->v[i], NULL, buf, sizeof buf);
+      const bool mark = !why && picked < 0;
+      if (mark) picked = i;
+      char caps[96] = "";
+      size_t used = 0;
+      for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1)
+        if (vt->v[i].caps & b) {
+          int w = snprintf(caps + used, sizeof caps - used, "%s%s", used ? "+" : "", dsa_cap_name(b));
+          if (w > 0 && (size_t)w < sizeof caps - used) used += (size_t)w;
+        }
+      printf("    %c %-14s needs %-22s %s%s\n", mark ? '*' : ' ', vt->v[i].name,
+             used ? caps : "-", why ? "refused: " : (mark ? "picked" : "available"),
+             why ? why : "");
+      if (vt->v[i].limits) printf("      %-14s takes %s\n", "", vt->v[i].limits);
+    }
+    if (picked < 0) printf("    (no variant runs on this device)\n");
+  }
+}
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: dsacl-info [--device N|NAME] [--warmup]\n"
+  fprintf(f, "usage: dsacl-info [--device N|NAME] [--warmup] [--variants]\n"
              "  --device N|NAME  device index or case-insensitive name substring\n"
              "                   (default: $DSACL_DEVICE, else first GPU, else first device)\n"
-             "  --warmup         build (or load) every program and report the time taken\n");
+             "  --warmup         build (or load) every program and report the time taken\n"
+             "  --variants       every operator's kernel variants, the pick on this device\n"
+             "                   and the reason each other variant is refused\n");
 }
 
 int main(int argc, char **argv) {
   const char *device = NULL;
-  int warmup = 0;
+  int warmup = 0, variants = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) {
       device = argv[++i];
     } else if (!strcmp(argv[i], "--warmup")) {
       warmup = 1;
+    } else if (!strcmp(argv[i], "--variants")) {
+      variants = 1;
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
       return 0;
@@ -268,6 +309,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   print_caps(c);
+  if (variants) print_variants(c);
 
   const char *dir = dsa_context_cache_dir(c);
   int rc = 0;
