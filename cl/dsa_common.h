@@ -9,6 +9,7 @@
 #define DSA_INLINE static inline
 
 #include "dsa_nv.h"
+#include "dsa_subgroup.h"
 
 /* Fault bits (DSA_FAULT_*), cache token layouts (DSA_CACHE_<FORMAT>_DATA /
  * _SCALE bytes) and E2M1 modes (DSA_E2M1_*) come from the host as build

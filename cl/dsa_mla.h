@@ -58,16 +58,17 @@ DSA_INLINE void mla_store_scales(__local const uchar *scale_bytes, __global ucha
   dsa_store8(dst, sb, aligned);
 }
 
-#if DSA_HAS_NV_PTX
-/* The NVIDIA form of mla_quant_nope_lane + mla_store_scales, for a row that
- * is one warp: the four lanes of a NoPE block trade their amax keys m by
+#if DSA_HAS_SG32
+/* The sub-group form of mla_quant_nope_lane + mla_store_scales, for a row
+ * that is one 32-wide sub-group (cl/dsa_subgroup.h: an NVIDIA warp or an
+ * Intel sub-group of 32): the four lanes of a NoPE block trade their amax keys m by
  * shuffles (so every lane of the warp calls this, valid row or not, RoPE
  * lanes included), then, for a valid row, the NoPE lanes store their e4m3
  * dims, each block's first lane its scale byte and lane 28 the zero pad. */
 DSA_INLINE void mla_quant_nope_warp(uint m, const uint *w, uint lane, bool valid,
                                     __global uchar *data, __global uchar *scales, int aligned) {
-  m = max(m, dsa_nv_shfl_xor_u32(m, 1));
-  m = max(m, dsa_nv_shfl_xor_u32(m, 2));
+  m = max(m, dsa_sg32_shfl_xor_u32(m, 1));
+  m = max(m, dsa_sg32_shfl_xor_u32(m, 2));
   if (!valid) return;
   if (lane < NOPE_LANES) {
     const int e = mla_block_exp(m);

@@ -43,9 +43,10 @@ DSA_INLINE void mla_insert_load(__global const uchar *k, ulong k_off, ulong k_ro
  * loads its next token before quantizing the current one, so every row keeps
  * two tokens' loads in flight. The trip count is the same for all items of a
  * group, so the portable path's barriers are reached by every item. */
-__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_insert(
-    DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(cache), DSA_FAULTS) {
-#if !DSA_HAS_NV_PTX
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_cache_insert(DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(cache),
+                 DSA_FAULTS) {
+#if !DSA_HAS_SG32
   __local uint amax_part[ROWS][LANES];
   __local uchar scale_bytes[ROWS][8];
 #endif
@@ -71,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_cache_in
     dsa_paged_slot(&c, valid ? slot : 0, MLA_DATA_BYTES, 8u, &data, &scales);
     const uint w[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
     uint m = dsa_bf16_amax_key(w, 8);
-#if DSA_HAS_NV_PTX
+#if DSA_HAS_SG32
     mla_quant_nope_warp(m, w, lane, valid, data, scales, cache_aligned);
 #else
     amax_part[lr][lane] = m;

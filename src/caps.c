@@ -77,6 +77,14 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   caps->subgroups = has_ext(exts, "cl_khr_subgroups") || has_ext(exts, "cl_intel_subgroups");
   caps->intel_subgroups = has_ext(exts, "cl_intel_subgroups");
   caps->intel_dpas = has_ext(exts, "cl_intel_subgroup_matrix_multiply_accumulate");
+  if (caps->intel_subgroups) {
+    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL (cl_intel_required_subgroup_size). */
+    size_t sizes[16], nb = 0;
+    if (clGetDeviceInfo(dev, 0x4108, sizeof sizes, sizes, &nb) == CL_SUCCESS)
+      for (size_t i = 0; i < nb / sizeof sizes[0] && i < 16; i++)
+        for (unsigned b = 0; b < 16; b++)
+          if (sizes[i] == ((size_t)1 << b)) caps->intel_sg_sizes |= 1u << b;
+  }
   caps->fp16 = has_ext(exts, "cl_khr_fp16");
   caps->amd_builtins = caps->vendor == DSA_VENDOR_AMD;
   /* NVIDIA's OpenCL compiler accepts inline PTX asm(); nobody else's does. */
@@ -143,13 +151,14 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
            "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
            "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
            "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
-           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d",
+           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d -DDSA_INTEL_SG32=%d",
            caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
            caps->vendor == DSA_VENDOR_AMD, !!(on & DSA_CAP_SUBGROUPS),
            !!(on & DSA_CAP_INTEL_SUBGROUPS), !!(on & DSA_CAP_INTEL_DPAS),
            !!(on & DSA_CAP_NV_PTX), !!(on & DSA_CAP_AMD_BUILTINS),
            (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
-           (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0);
+           (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0,
+           (on & DSA_CAP_INTEL_SUBGROUPS) && (caps->intel_sg_sizes & (1u << 5)) ? 1 : 0);
   /* The enum tables that cross into the kernels (dsacl.h X-macros). */
   size_t used = strlen(buf);
 #define DSA_OPT_(...)                                                    \

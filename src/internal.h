@@ -42,6 +42,7 @@ typedef struct dsa_caps {
   int cl_c_major, cl_c_minor;   /* OpenCL C version the device accepts */
   bool subgroups;               /* cl_khr_subgroups or core 2.1+ sub-groups */
   bool intel_subgroups;         /* cl_intel_subgroups */
+  unsigned intel_sg_sizes;      /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: bit n = size 2^n */
   bool intel_dpas;              /* cl_intel_subgroup_matrix_multiply_accumulate */
   bool nv_inline_ptx;           /* NVIDIA driver: inline PTX asm accepted */
   int nv_sm;                    /* NVIDIA compute capability (90 = sm_90), else 0 */

@@ -77,9 +77,13 @@ static void test_picker(void) {
     CHECK(dsa_mla_cache_insert(q, &kt, &st, &cache, NULL) == DSA_OK, "insert: %s",
           dsa_last_error());
     const bool nv = (dsa_context_caps(c) & DSA_CAP_NV_PTX) != 0;
-    CHECK(strcmp(dsa__queue_last_variant(q),
-                 nv ? "dsa_mla_cache_insert: nv-shfl" : "dsa_mla_cache_insert: portable") == 0,
-          "insert variant %s", dsa__queue_last_variant(q));
+    const bool sg32 = (dsa_context_caps(c) & DSA_CAP_INTEL_SUBGROUPS) &&
+                      (c->caps.intel_sg_sizes & (1u << 5));
+    const char *want = nv     ? "dsa_mla_cache_insert: nv-shfl"
+                       : sg32 ? "dsa_mla_cache_insert: intel-sg32"
+                              : "dsa_mla_cache_insert: portable";
+    CHECK(strcmp(dsa__queue_last_variant(q), want) == 0, "insert variant %s, expected %s",
+          dsa__queue_last_variant(q), want);
     clFinish(dsa_queue_cl(q));
     clReleaseMemObject(k);
     clReleaseMemObject(sl);

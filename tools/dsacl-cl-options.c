@@ -92,6 +92,9 @@ int main(int argc, char **argv) {
   caps.subgroups = p->subgroups;
   caps.intel_subgroups = p->intel_subgroups;
   caps.intel_dpas = p->intel_dpas;
+  /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: PVC 16 and 32, DG2 8, 16 and 32. */
+  if (p->intel_subgroups)
+    caps.intel_sg_sizes = (1u << 4) | (1u << 5) | (strstr(p->name, "dg2") ? 1u << 3 : 0u);
   caps.nv_inline_ptx = p->nv_ptx;
   caps.nv_sm = p->nv_ptx ? 90 : 0; /* the nvidia profile is an H100 */
   caps.amd_builtins = p->amd_builtins;
