@@ -5,6 +5,11 @@
 # the library would use on it (OPTIONS_TOOL PROFILE, i.e. dsacl-cl-options).
 #   pvc, dg2               Intel, ocloc (package intel-opencl-icd)
 #   gfx90a, gfx940, gfx1030 AMD, clang -target amdgcn-amd-amdhsa + ROCm device libs
+#   nvptx                  NVIDIA (the H100 profile, sm_90, inline PTX on): clang
+#                          -target nvptx64 with libclc (package libclc-15) to PTX,
+#                          then ptxas -arch=sm_90 when the CUDA toolkit is there
+#                          (it assembles the inline PTX and prints shared memory
+#                          per kernel); without ptxas only the clang stage runs.
 # Exit 0: all compiled; 1: a compiler rejected a kernel (a bug); 77: the
 # compiler is not installed (meson reports the test as skipped).
 #
@@ -18,7 +23,7 @@
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
-  echo "usage: $0 TARGET OPTIONS_TOOL CL_DIR  (TARGET: pvc dg2 gfx90a gfx940 gfx1030)" >&2
+  echo "usage: $0 TARGET OPTIONS_TOOL CL_DIR  (TARGET: pvc dg2 gfx90a gfx940 gfx1030 nvptx)" >&2
   exit 2
 fi
 target=$1 tool=$2 cldir=$3
@@ -38,8 +43,17 @@ case $target in
     command -v "$clang" > /dev/null || skip "$clang not found — install clang-15"
     [ -f "$libs/ockl.bc" ] || skip "no ROCm device libs in $libs — install rocm-device-libs"
     ;;
+  nvptx)
+    profile=nvidia
+    clang=${CLANG:-clang-15}
+    libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
+    command -v "$clang" > /dev/null || skip "$clang not found — install clang-15"
+    [ -f "$libclc" ] || skip "no $libclc — install libclc-15"
+    ptxas=${PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
+    [ -x "$ptxas" ] || ptxas=
+    ;;
   *)
-    echo "unknown target '$target' (pvc dg2 gfx90a gfx940 gfx1030)" >&2
+    echo "unknown target '$target' (pvc dg2 gfx90a gfx940 gfx1030 nvptx)" >&2
     exit 2
     ;;
 esac
@@ -69,7 +83,18 @@ for src in "${sources[@]}"; do
   opts=$("$tool" "$profile" "$name.cl") || { echo "FAIL: $tool $profile $name.cl failed" >&2; exit 1; }
   read -r -a optv <<< "$opts"
   # Run inside the temp dir: ocloc may drop files into the working directory.
-  if [ "$profile" = "${profile#amd-}" ]; then
+  if [ "$profile" = nvidia ]; then
+    # clang's PTX says .target sm_20 / an old .version: the inline PTX (mma,
+    # cvt e4m3x2) needs sm_90 and PTX 7.8, so the header is raised before ptxas.
+    cmd=(bash -c '"$0" -x cl -cl-std=CL1.2 -target nvptx64-unknown-nvidiacl \
+         -Xclang -finclude-default-header -Xclang -mlink-bitcode-file -Xclang "$1" \
+         "${@:5}" -I "$2" -S -O2 "$3" -o "$4.ptx" &&
+         sed -i "s/^\.version .*/.version 7.8/; s/^\.target .*/.target sm_90/" "$4.ptx" &&
+         if [ -n "$PTXAS" ]; then "$PTXAS" -arch=sm_90 -v "$4.ptx" -o "$4.cubin" 2>&1 |
+           grep -E "error|Compiling entry|Used" | sed "s/^ptxas info *: //"; exit "${PIPESTATUS[0]}";
+         fi' "$clang" "$libclc" "$cldir" "$src" "$work/$name" "${optv[@]}")
+    export PTXAS=$ptxas
+  elif [ "$profile" = "${profile#amd-}" ]; then
     cmd=("$ocloc" compile -file "$src" -device "$target" -options "$opts -I $cldir"
          -output_no_suffix -out_dir "$work" -output "$name")
   else
