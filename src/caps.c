@@ -97,6 +97,20 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
       caps->nv_sm = (int)(major * 10 + minor);
   }
   free(exts);
+
+  const char *emu = getenv("DSACL_EMULATE");
+  if (emu && *emu && strcmp(emu, "none") != 0) {
+    if (strcmp(emu, "amd") != 0)
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                       "DSACL_EMULATE = \"%s\": known values are amd and none", emu);
+    if (!caps->intel_subgroups || !(caps->intel_sg_sizes & (1u << 5)))
+      return dsa__fail(DSA_ERR_UNSUPPORTED, 0,
+                       "DSACL_EMULATE=amd needs Intel sub-groups of 32 (Intel's OpenCL CPU "
+                       "runtime has them); %s has none",
+                       caps->device_name);
+    caps->emulate = DSA_EMULATE_AMD;
+    caps->amd_builtins = true;
+  }
   return DSA_OK;
 }
 
@@ -151,14 +165,15 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
            "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
            "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
            "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
-           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d -DDSA_INTEL_SG32=%d",
+           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d -DDSA_INTEL_SG32=%d -DDSA_AMD_EMU=%d",
            caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
            caps->vendor == DSA_VENDOR_AMD, !!(on & DSA_CAP_SUBGROUPS),
            !!(on & DSA_CAP_INTEL_SUBGROUPS), !!(on & DSA_CAP_INTEL_DPAS),
            !!(on & DSA_CAP_NV_PTX), !!(on & DSA_CAP_AMD_BUILTINS),
            (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
            (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0,
-           (on & DSA_CAP_INTEL_SUBGROUPS) && (caps->intel_sg_sizes & (1u << 5)) ? 1 : 0);
+           (on & DSA_CAP_INTEL_SUBGROUPS) && (caps->intel_sg_sizes & (1u << 5)) ? 1 : 0,
+           (on & DSA_CAP_AMD_BUILTINS) && caps->emulate == DSA_EMULATE_AMD ? 1 : 0);
   /* The enum tables that cross into the kernels (dsacl.h X-macros). */
   size_t used = strlen(buf);
 #define DSA_OPT_(...)                                                    \

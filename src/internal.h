@@ -46,7 +46,8 @@ typedef struct dsa_caps {
   bool intel_dpas;              /* cl_intel_subgroup_matrix_multiply_accumulate */
   bool nv_inline_ptx;           /* NVIDIA driver: inline PTX asm accepted */
   int nv_sm;                    /* NVIDIA compute capability (90 = sm_90), else 0 */
-  bool amd_builtins;            /* AMD driver: __builtin_amdgcn_* */
+  bool amd_builtins;            /* AMD driver: __builtin_amdgcn_* (or emulated) */
+  int emulate;                  /* DSA_EMULATE_*: a vendor path emulated for tests */
   bool fp16;                    /* cl_khr_fp16 */
   cl_ulong local_mem;           /* bytes */
   size_t max_wg;                /* max work-group size */
@@ -57,6 +58,11 @@ typedef struct dsa_caps {
   char device_version[256];
   char driver_version[256];
 } dsa_caps;
+
+/* DSACL_EMULATE=amd: run the AMD paths on a device with Intel sub-groups of
+ * 32 (Intel's CPU runtime), every vendor builtin replaced by an exact
+ * emulation over real sub-groups; for tests of the AMD code here. */
+enum { DSA_EMULATE_NONE = 0, DSA_EMULATE_AMD = 1 };
 
 dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps);
 /* The dsa_cap_bits the probed device has. */

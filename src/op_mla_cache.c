@@ -27,11 +27,12 @@ static const char *refuse_no_sg32(const dsa_context *c, const void *shape, char 
 }
 
 /* One kernel each; the insert's NoPE step trades block maxima by sub-group
- * shuffles where a 32-wide row is one sub-group (build-time variants of the
- * same kernel: NVIDIA warps first, then Intel sub-groups), by local memory
- * elsewhere. The same bytes either way. */
+ * shuffles where a 32-wide row shares a sub-group (build-time variants of the
+ * same kernel, in cl/dsa_subgroup.h's order: NVIDIA warps, AMD waves, Intel
+ * sub-groups), by local memory elsewhere. The same bytes either way. */
 DSA_VARIANT_TABLE(dsa__variants_mla_cache_insert, "dsa_mla_cache_insert",
                   {"nv-shfl", DSA_CAP_NV_PTX, NULL, NULL},
+                  {"amd-bperm", DSA_CAP_AMD_BUILTINS, NULL, NULL},
                   {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_no_sg32, NULL},
                   {"portable", 0, NULL, NULL});
 DSA_VARIANT_TABLE(dsa__variants_mla_gather_slots, "dsa_mla_gather_slots",

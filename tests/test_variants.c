@@ -79,7 +79,9 @@ static void test_picker(void) {
     const bool nv = (dsa_context_caps(c) & DSA_CAP_NV_PTX) != 0;
     const bool sg32 = (dsa_context_caps(c) & DSA_CAP_INTEL_SUBGROUPS) &&
                       (c->caps.intel_sg_sizes & (1u << 5));
+    const bool amd = (dsa_context_caps(c) & DSA_CAP_AMD_BUILTINS) != 0;
     const char *want = nv     ? "dsa_mla_cache_insert: nv-shfl"
+                       : amd  ? "dsa_mla_cache_insert: amd-bperm"
                        : sg32 ? "dsa_mla_cache_insert: intel-sg32"
                               : "dsa_mla_cache_insert: portable";
     CHECK(strcmp(dsa__queue_last_variant(q), want) == 0, "insert variant %s, expected %s",
