@@ -26,10 +26,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 meson setup /tmp/dsacl-build -Dgolden_dir="$PWD/$deps/golden" >"$out/setup.log" 2>&1 \
   && ninja -C /tmp/dsacl-build >"$out/build.log" 2>&1 || { tail -40 "$out"/*.log; exit 1; }
 b=/tmp/dsacl-build
-$b/tools/dsacl-info | tee "$out/info.txt" | head -40
+$b/tools/dsacl-info --variants | tee "$out/info.txt" | head -40
 if [ "${1:-}" != "--bench-only" ]; then
   meson test -C $b --no-suite vendor --print-errorlogs --num-processes 4 2>&1 \
     | tee "$out/test.log" | tail -15
+  # The same suites with every vendor capability masked: the portable
+  # variants on this GPU (the runner below also walks the masks).
+  DSACL_DISABLE_CAPS=all meson test -C $b --no-suite vendor --print-errorlogs \
+    --num-processes 4 --logbase portable 2>&1 | tee "$out/test-portable.log" | tail -6
+  if [ -x $b/tests/checkcl ]; then
+    $b/tests/checkcl 2>&1 | tee "$out/checkcl.txt" | tail -30
+  fi
+  if [ -x $b/tests/test_bigmem ]; then
+    $b/tests/test_bigmem 2>&1 | tee "$out/bigmem.txt" | tail -10
+  fi
 fi
 $b/tools/dsacl-bench | tee "$out/bench.txt"
 $b/tools/dsacl-bench --json > "$out/bench.json"
