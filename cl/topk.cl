@@ -3,10 +3,10 @@
  * ascending; emit the first k in that order. Rows with n <= k emit
  * 0..n-1 then -1 without reading logits.
  *
- * Layout: logits f32, row r at logits + l_off + r * l_rs (bytes), unit inner
+ * Layout: logits f32, row r at logits_mem + logits_off + r * logits_s0 (bytes), unit inner
  * stride. Range sources by mode: 0 prefill (starts a[r], ends b[r]),
  * 1 decode 1-D lengths a[r / next_n], 2 decode 2-D lengths a[r / next_n][r %
- * next_n]. Output i32 at out + o_off + r * o_s0 + j * o_s1 (bytes).
+ * next_n]. Output i32 at out_mem + out_off + r * out_s0 + j * out_s1 (bytes).
  *
  * Grid: one work-group per row (group id = row), WG items, WG a power of two
  * in [64, TOPK_MAX_WG] chosen by the host. Algorithm (radix select on an
@@ -31,8 +31,8 @@
  */
 #include "dsa_common.h"
 
-#define TOPK_MAX_K 2048
-#define TOPK_MAX_WG 1024
+/* TOPK_MAX_K (= DSA_TOPK_MAX_K) and TOPK_MAX_WG come from the launcher
+ * (src/op_topk.c) as build options. */
 #define TOPK_BINS 2048
 
 /* Order-preserving key: larger float -> larger key. NaN maps to -inf's key,
@@ -116,11 +116,8 @@ TOPK_SORT_PASS(4)
     }                                                                 \
   } while (0)
 
-__kernel void topk_per_row(__global const uchar *logits, ulong l_off, ulong l_rs, long n_cols,
-                           int mode, __global const uchar *a, ulong a_off, ulong a_s0,
-                           ulong a_s1, __global const uchar *b, ulong b_off, ulong b_s0,
-                           int next_n, __global uchar *out, ulong o_off, ulong o_s0, ulong o_s1,
-                           int k, __global volatile uint *faults) {
+__kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTENSOR2(a),
+                           DSA_CTENSOR1(b), int next_n, DSA_TENSOR2(out), int k, DSA_FAULTS) {
   __local uint hist[TOPK_BINS];
   __local ulong buf[TOPK_SK(TOPK_MAX_K)];
   __local uint tmp[TOPK_MAX_WG];
@@ -134,11 +131,11 @@ __kernel void topk_per_row(__global const uchar *logits, ulong l_off, ulong l_rs
   long start = 0, end;
   bool bad = false;
   if (mode == 0) {
-    start = *(__global const int *)(a + a_off + r * a_s0);
-    end = *(__global const int *)(b + b_off + r * b_s0);
+    start = *(__global const int *)(a_mem + a_off + r * a_s0);
+    end = *(__global const int *)(b_mem + b_off + r * b_s0);
   } else {
     const ulong bi = r / (ulong)next_n, i = r - bi * (ulong)next_n;
-    const long len = *(__global const int *)(a + a_off + bi * a_s0 + (mode == 2 ? i * a_s1 : 0ul));
+    const long len = *(__global const int *)(a_mem + a_off + bi * a_s0 + (mode == 2 ? i * a_s1 : 0ul));
     bad = len < 0;
     end = mode == 2 ? len : len - next_n + (long)i + 1;
     if (!bad && end < 0) end = 0; /* 1-D rule: queries before the context see nothing */
@@ -147,15 +144,15 @@ __kernel void topk_per_row(__global const uchar *logits, ulong l_off, ulong l_rs
   if (bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
   const long s = clamp(start, 0l, n_cols), e = clamp(end, s, n_cols);
   const uint n = (uint)(e - s);
-  __global uchar *orow = out + o_off + r * o_s0;
+  __global uchar *orow = out_mem + out_off + r * out_s0;
 
   if (n <= (uint)k) { /* the whole group leaves together */
     for (uint j = tid; j < (uint)k; j += wg)
-      *(__global int *)(orow + j * o_s1) = j < n ? (int)j : -1;
+      *(__global int *)(orow + j * out_s1) = j < n ? (int)j : -1;
     return;
   }
 
-  __global const float *row = (__global const float *)(logits + l_off + r * l_rs) + s;
+  __global const float *row = (__global const float *)(logits_mem + logits_off + r * logits_s0) + s;
 
   /* ---- radix select: find the prefix (fval under fmask) of the k-th key ---- */
   uint fmask = 0u, fval = 0u, rem = (uint)k;
@@ -265,5 +262,5 @@ __kernel void topk_per_row(__global const uchar *logits, ulong l_off, ulong l_rs
     }
   }
   for (uint j = tid; j < (uint)k; j += wg)
-    *(__global int *)(orow + j * o_s1) = (int)(~(uint)buf[TOPK_SK(j)]);
+    *(__global int *)(orow + j * out_s1) = (int)(~(uint)buf[TOPK_SK(j)]);
 }

@@ -150,7 +150,9 @@ dsa_status dsa__launch_nothing(dsa_queue *q, const dsa_events *ev);
  *   dsa__karg_tensor(a, t, R)  <->  DSA_TENSOR<R>(name) / DSA_CTENSOR<R>(name):
  *       mem, byte offset, R byte strides, alignment (uint: the largest power
  *       of two <= 256 dividing the offset and the strides of every dimension
- *       but the last one that has extent > 1)
+ *       but the last one that has extent > 1); a tensor of lower rank than R
+ *       (an operator taking 1-D or 2-D lengths) gets stride 0 for its
+ *       missing inner dimensions
  *   dsa__karg_paged(a, c)      <->  DSA_PAGED(name) / DSA_CPAGED(name):
  *       mem, byte offset, num_blocks (long), block_size (int), block stride
  *       (ulong, bytes), alignment of offset and block stride (uint)

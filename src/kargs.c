@@ -79,7 +79,7 @@ static bool tensor_empty(const dsa_tensor *t) {
 }
 
 void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank) {
-  if (t && t->ndim != rank) a->bad = true;
+  if (t && t->ndim > rank) a->bad = true;
   const bool empty = tensor_empty(t);
   dsa__karg_mem(a, empty ? NULL : t->mem);
   dsa__karg_u64(a, empty ? 0 : (cl_ulong)t->offset);

@@ -6,8 +6,13 @@
 
 #define TOPK_MAX_WG 1024 /* cl/topk.cl's local arrays are sized for this */
 #define TOPK_MIN_WG 64
+#define TOPK_MAX_K DSA_TOPK_MAX_K
+const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K);
 
-typedef cl_ulong u64;
+/* One kernel: a work-group per row (29.7 KiB of local memory at the
+ * maximum k, inside OpenCL's guaranteed 32 KiB). */
+DSA_VARIANT_TABLE(dsa__variants_topk_prefill, "dsa_topk_prefill", {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_topk_decode, "dsa_topk_decode", {"portable", 0, NULL, NULL});
 
 enum { MODE_PREFILL = 0, MODE_LENS_1D = 1, MODE_LENS_2D = 2 };
 
@@ -33,12 +38,15 @@ static size_t pick_wg(dsa_queue *q, cl_kernel kern, int64_t n_cols) {
 }
 
 /* Shared by both forms: everything after the per-form range arguments are
- * validated. a/b: the range tensors (b unused in decode). */
+ * validated. a/b: the range tensors (b NULL in decode). */
 static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits, int mode,
                          const dsa_tensor *a, const dsa_tensor *b, int32_t next_n,
                          const dsa_tensor *indices, int32_t k, const dsa_events *ev) {
   const int64_t rows = logits->shape[0];
   if (rows == 0) return dsa__launch_nothing(q, ev);
+  if (dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill : &dsa__variants_topk_decode,
+                NULL) < 0)
+    return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_per_row", &kern));
   const size_t wg = pick_wg(q, kern, logits->shape[1]);
@@ -46,24 +54,19 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
     return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: the device runs top-k groups of %zu items, "
                      "fewer than the %d the kernel needs", op, wg, TOPK_MIN_WG);
 
-  /* Empty logits (N = 0) address nothing: any valid buffer will do. */
-  cl_mem lmem = logits->mem ? logits->mem : q->faults;
-  u64 l_off = logits->offset, l_rs = (u64)logits->stride[0] * 4;
-  cl_long n_cols = logits->shape[1];
-  cl_int md = mode, nn = next_n, kk = k;
-  u64 a_off = a->offset, a_s0 = (u64)a->stride[0] * 4,
-      a_s1 = a->ndim > 1 ? (u64)a->stride[1] * 4 : 0;
-  u64 b_off = b->offset, b_s0 = (u64)b->stride[0] * 4;
-  u64 o_off = indices->offset, o_s0 = (u64)indices->stride[0] * 4,
-      o_s1 = (u64)indices->stride[1] * 4;
-  const dsa_karg args[] = {
-      DSA_KARG(lmem),  DSA_KARG(l_off), DSA_KARG(l_rs),  DSA_KARG(n_cols), DSA_KARG(md),
-      DSA_KARG(a->mem), DSA_KARG(a_off), DSA_KARG(a_s0),  DSA_KARG(a_s1),   DSA_KARG(b->mem),
-      DSA_KARG(b_off), DSA_KARG(b_s0),  DSA_KARG(nn),    DSA_KARG(indices->mem),
-      DSA_KARG(o_off), DSA_KARG(o_s0),  DSA_KARG(o_s1),  DSA_KARG(kk),     DSA_KARG(q->faults)};
+  dsa_kargs ka;
+  dsa__kargs_init(&ka, q);
+  dsa__karg_tensor(&ka, logits, 2);
+  dsa__karg_i64(&ka, logits->shape[1]);
+  dsa__karg_i32(&ka, mode);
+  dsa__karg_tensor(&ka, a, 2); /* lengths: 1-D or 2-D */
+  dsa__karg_tensor(&ka, b, 1);
+  dsa__karg_i32(&ka, next_n);
+  dsa__karg_tensor(&ka, indices, 2);
+  dsa__karg_i32(&ka, k);
+  dsa__karg_faults(&ka);
   const size_t global[1] = {(size_t)rows * wg}, local[1] = {wg};
-  return dsa__launch(q, kern, "topk_per_row", (int)(sizeof args / sizeof args[0]), args, 1,
-                     global, local, ev);
+  return dsa__launch_args(q, kern, "topk_per_row", &ka, 1, global, local, ev);
 }
 
 /* logits [rows, N] f32 and indices [rows, k] i32; returns k in *k_out. */
@@ -162,6 +165,6 @@ dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits, const dsa_ten
                      "rows (%lld)",
                      op, (long long)lengths->shape[0], (long long)next_n,
                      (long long)logits->shape[0]);
-  return launch(q, op, logits, rank == 1 ? MODE_LENS_1D : MODE_LENS_2D, lengths, lengths,
+  return launch(q, op, logits, rank == 1 ? MODE_LENS_1D : MODE_LENS_2D, lengths, NULL,
                 (int32_t)next_n, indices, k, ev);
 }
