@@ -3,15 +3,17 @@
  * cl/indexer_k.cl. */
 #include "internal.h"
 
-typedef cl_ulong u64;
-
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
 #define IK_DIM 128
 #define IK_ROWS 64   /* insert: rows per work-group (cl/indexer_k.cl) */
 #define IKG_ROWS 32  /* gather: rows per work-group */
+const char dsa__defines_indexer_k[] = DSA_KDEF(IK_ROWS) DSA_KDEF(IKG_ROWS);
 
-static int al16(u64 a) { return a % 16 == 0; }
+DSA_VARIANT_TABLE(dsa__variants_indexer_k_insert, "dsa_indexer_k_insert",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_indexer_k_gather, "dsa_indexer_k_gather",
+                  {"portable", 0, NULL, NULL});
 
 /* The cache is one of the two indexer formats. */
 static dsa_status check_indexer_cache(const dsa_paged_cache *c, const char *op) {
@@ -42,25 +44,21 @@ dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   const int64_t n = k->shape[0];
   if (n == 0) return dsa__launch_nothing(q, ev);
 
+  if (dsa__pick(q, &dsa__variants_indexer_k_insert, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_K, "indexer_k_insert", &kern));
-  u64 k_off = k->offset, k_rs = (u64)k->stride[0] * 2;
-  cl_int k_al = al16(k_off) && al16(k_rs);
-  u64 s_off = slot_mapping->offset, s_st = (u64)slot_mapping->stride[0] * 8;
-  cl_long nt = n, nb = cache->num_blocks;
-  u64 c_off = cache->offset, c_bs = (u64)cache->block_stride;
-  cl_int bs = cache->block_size, c_al = al16(c_off) && al16(c_bs);
-  cl_int mx = cache->format == DSA_CACHE_INDEXER_MXFP4, mode = e2m1;
-  cl_mem cmem = cache->mem ? cache->mem : q->faults;
-  const dsa_karg args[] = {DSA_KARG(k->mem), DSA_KARG(k_off), DSA_KARG(k_rs), DSA_KARG(k_al),
-                           DSA_KARG(slot_mapping->mem), DSA_KARG(s_off), DSA_KARG(s_st),
-                           DSA_KARG(nt),     DSA_KARG(cmem),  DSA_KARG(c_off), DSA_KARG(nb),
-                           DSA_KARG(bs),     DSA_KARG(c_bs),  DSA_KARG(c_al),  DSA_KARG(mx),
-                           DSA_KARG(mode),   DSA_KARG(q->faults)};
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, k, 2);
+  dsa__karg_tensor(&a, slot_mapping, 1);
+  dsa__karg_i64(&a, n);
+  dsa__karg_paged(&a, cache);
+  dsa__karg_i32(&a, cache->format == DSA_CACHE_INDEXER_MXFP4);
+  dsa__karg_i32(&a, e2m1);
+  dsa__karg_faults(&a);
   const size_t global[2] = {4, (size_t)((n + IK_ROWS - 1) / IK_ROWS * IK_ROWS)},
                local[2] = {4, IK_ROWS};
-  return dsa__launch(q, kern, "indexer_k_insert", (int)(sizeof args / sizeof args[0]), args, 2,
-                     global, local, ev);
+  return dsa__launch_args(q, kern, "indexer_k_insert", &a, 2, global, local, ev);
 }
 
 dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_paged_cache *cache,
@@ -97,32 +95,23 @@ dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_paged_cache *cache,
 
   if (R == 0 || total == 0) return dsa__launch_nothing(q, ev);
 
+  if (dsa__pick(q, &dsa__variants_indexer_k_gather, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_K, "indexer_k_gather", &kern));
-  u64 c_off = cache->offset, c_bs = (u64)cache->block_stride;
-  cl_long nb = cache->num_blocks;
-  cl_int bs = cache->block_size, c_al = al16(c_off) && al16(c_bs), mx = mxfp4;
-  u64 bt_off = block_table->offset, bt_rs = (u64)block_table->stride[0] * 4,
-      bt_cs = (u64)block_table->stride[1] * 4;
-  cl_long W = block_table->shape[1];
-  u64 cu_off = cu_seqlens->offset, cu_st = (u64)cu_seqlens->stride[0] * 4;
-  cl_int rr = (cl_int)R;
-  u64 ko_off = k_out->offset, ko_rs = (u64)k_out->stride[0];
-  cl_int ko_al = al16(ko_off) && al16(ko_rs);
-  u64 ks_off = k_scale->offset, ks_rs = (u64)k_scale->stride[0] * (mxfp4 ? 1 : 4);
-  cl_long tt = total;
-  cl_mem cmem = cache->mem ? cache->mem : q->faults;
-  cl_mem tmem = block_table->mem ? block_table->mem : q->faults;
-  const dsa_karg args[] = {
-      DSA_KARG(cmem),  DSA_KARG(c_off), DSA_KARG(nb),     DSA_KARG(bs),    DSA_KARG(c_bs),
-      DSA_KARG(c_al),  DSA_KARG(mx),    DSA_KARG(tmem),   DSA_KARG(bt_off), DSA_KARG(bt_rs),
-      DSA_KARG(bt_cs), DSA_KARG(W),     DSA_KARG(cu_seqlens->mem), DSA_KARG(cu_off),
-      DSA_KARG(cu_st), DSA_KARG(rr),    DSA_KARG(k_out->mem), DSA_KARG(ko_off), DSA_KARG(ko_rs),
-      DSA_KARG(ko_al), DSA_KARG(k_scale->mem), DSA_KARG(ks_off), DSA_KARG(ks_rs), DSA_KARG(tt),
-      DSA_KARG(q->faults)};
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_paged(&a, cache);
+  dsa__karg_i32(&a, mxfp4);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i64(&a, block_table->shape[1]);
+  dsa__karg_tensor(&a, cu_seqlens, 1);
+  dsa__karg_i32(&a, (cl_int)R);
+  dsa__karg_tensor(&a, k_out, 2);
+  dsa__karg_tensor(&a, k_scale, 2); /* f32 [N] or ue8m0 [N, 4] */
+  dsa__karg_i64(&a, total);
+  dsa__karg_faults(&a);
   const size_t lanes = mxfp4 ? 4 : 8;
   const size_t global[2] = {lanes, (size_t)((total + IKG_ROWS - 1) / IKG_ROWS * IKG_ROWS)},
                local[2] = {lanes, IKG_ROWS};
-  return dsa__launch(q, kern, "indexer_k_gather", (int)(sizeof args / sizeof args[0]), args, 2,
-                     global, local, ev);
+  return dsa__launch_args(q, kern, "indexer_k_gather", &a, 2, global, local, ev);
 }
