@@ -1,7 +1,7 @@
 /* Indexer Q: RoPE + FP8 or MXFP4 quantization (SPEC-reference §4).
  *
- * Per (token t, head h): q[t, h, :D] bf16 (byte strides q_ts, q_hs, unit
- * inner). The trailing R dims are GPT-J pairs rotated with row positions[t]
+ * Per (token t, head h): q[t, h, :D] bf16 (qin, byte strides qin_s0/_s1,
+ * unit inner). The trailing R dims are GPT-J pairs rotated with row positions[t]
  * of cos_sin (cos in columns [0, R/2), sin in [R/2, R)) and rounded to bf16.
  *   FP8:   one e4m3 scale 2^e per head (amax over the D values, floor 1e-4);
  *          out_q [t, h, :D] bytes, out_w = ((w * 2^e) * ss) * hs.
@@ -54,17 +54,17 @@ DSA_INLINE uint iq_rope_pair_bf16(float e, float o, float c, float s) {
 #endif
 }
 
-__kernel void indexer_q_quant(
-    __global const uchar *pos, ulong pos_off, ulong pos_stride, int pos_i32,
-    __global const uchar *qin, ulong q_off, ulong q_ts, ulong q_hs, int q_al,
-    __global const uchar *cs, ulong cs_off, ulong cs_rs, int cs_bf16, int cs_al, long n_pos, int R,
-    __global const uchar *win, ulong w_off, ulong w_ts, ulong w_hs, int w_bf16,
-    float softmax_scale, float head_scale,
-    __global uchar *oq, ulong oq_off, ulong oq_ts, ulong oq_hs, int oq_al,
-    __global uchar *os, ulong os_off, ulong os_ts, ulong os_hs,
-    __global uchar *ow, ulong ow_off, ulong ow_ts, ulong ow_hs,
-    uint n_pairs, uint H, int D, int hpg, int mxfp4, int mode,
-    __global volatile uint *faults, __local uint *amax_part) {
+__kernel void indexer_q_quant(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR3(qin),
+                              DSA_CTENSOR2(cs), int cs_bf16, long n_pos, int R, DSA_CTENSOR2(win),
+                              int w_bf16, float softmax_scale, float head_scale, DSA_TENSOR3(oq),
+                              DSA_TENSOR3(os), DSA_TENSOR2(ow), uint n_pairs, uint H, int D,
+                              int hpg, int mxfp4, int mode, DSA_FAULTS,
+                              __local uint *amax_part) {
+  const int q_al = qin_al >= 16, oq_aligned = oq_al >= 16;
+  /* Vector cos/sin loads need 16-byte aligned rows, halves and block starts. */
+  const uint cs_esz = cs_bf16 ? 2u : 4u;
+  const int cs_aligned = cs_al >= 16 && ((uint)(R >> 1) * cs_esz) % 16u == 0u &&
+                         ((uint)((D - R) >> 1) * cs_esz) % 16u == 0u;
   const uint lid = get_local_id(0);
   const uint ipd = (uint)D >> 5;
   const uint hl = lid / ipd, blk = lid - hl * ipd;
@@ -75,7 +75,7 @@ __kernel void indexer_q_quant(
   uint wd[16];
   uint m = 0u;
   if (valid) {
-    __global const uchar *src = qin + q_off + (ulong)t * q_ts + (ulong)h * q_hs + blk * 64u;
+    __global const uchar *src = qin_mem + qin_off + (ulong)t * qin_s0 + (ulong)h * qin_s1 + blk * 64u;
 #pragma unroll
     for (int v = 0; v < 4; v++) {
       const uint4 x = dsa_load16(src + 16 * v, q_al);
@@ -83,11 +83,11 @@ __kernel void indexer_q_quant(
     }
     const int nope = D - R, c0 = (int)blk * 32;
     if (c0 + 32 > nope) {
-      const long p = pos_i32 ? (long)*(__global const int *)(pos + pos_off + (ulong)t * pos_stride)
-                             : *(__global const long *)(pos + pos_off + (ulong)t * pos_stride);
+      const long p = pos_i32 ? (long)*(__global const int *)(pos_mem + pos_off + (ulong)t * pos_s0)
+                             : *(__global const long *)(pos_mem + pos_off + (ulong)t * pos_s0);
       const bool pok = p >= 0 && p < n_pos;
       if (!pok && blk == ipd - 1u) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
-      __global const uchar *row = cs + cs_off + (ulong)(pok ? p : 0) * cs_rs;
+      __global const uchar *row = cs_mem + cs_off + (ulong)(pok ? p : 0) * cs_s0;
       const uint esz = cs_bf16 ? 2u : 4u;
       float cv[16], sv[16];
       if (c0 >= nope) {
@@ -95,12 +95,12 @@ __kernel void indexer_q_quant(
         __global const uchar *cp = row + (uint)((c0 - nope) >> 1) * esz;
         __global const uchar *sp = cp + (uint)(R >> 1) * esz;
         float16 c16, s16;
-        if (cs_al && !cs_bf16) {
+        if (cs_aligned && !cs_bf16) {
           /* 16-byte aligned rows (the usual case): 8 vector loads, not 32. */
           __global const float4 *c4 = (__global const float4 *)cp, *s4 = (__global const float4 *)sp;
           c16 = (float16)(c4[0], c4[1], c4[2], c4[3]);
           s16 = (float16)(s4[0], s4[1], s4[2], s4[3]);
-        } else if (cs_al) {
+        } else if (cs_aligned) {
           __global const uint4 *c4 = (__global const uint4 *)cp, *s4 = (__global const uint4 *)sp;
           c16 = as_float16(convert_uint16(as_ushort16((uint8)(c4[0], c4[1]))) << 16);
           s16 = as_float16(convert_uint16(as_ushort16((uint8)(s4[0], s4[1]))) << 16);
@@ -153,25 +153,25 @@ __kernel void indexer_q_quant(
     for (int j = 0; j < 8; j++) {
       ob[j] = dsa_bf16x4_to_e4m3_pow2(wd[2 * j], wd[2 * j + 1], e);
     }
-    __global uchar *dst = oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 32u;
-    dsa_store16(dst, (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_al);
-    dsa_store16(dst + 16, (uint4)(ob[4], ob[5], ob[6], ob[7]), oq_al);
+    __global uchar *dst = oq_mem + oq_off + (ulong)t * oq_s0 + (ulong)h * oq_s1 + blk * 32u;
+    dsa_store16(dst, (uint4)(ob[0], ob[1], ob[2], ob[3]), oq_aligned);
+    dsa_store16(dst + 16, (uint4)(ob[4], ob[5], ob[6], ob[7]), oq_aligned);
     if (blk == 0u) {
-      const float w = iq_load_f(win + w_off + (ulong)t * w_ts + (ulong)h * w_hs, w_bf16, 0u);
+      const float w = iq_load_f(win_mem + win_off + (ulong)t * win_s0 + (ulong)h * win_s1, w_bf16, 0u);
       const float w1 = w * as_float((uint)(e + 127) << 23);
       const float w2 = w1 * softmax_scale;
-      *(__global float *)(ow + ow_off + (ulong)t * ow_ts + (ulong)h * ow_hs) = w2 * head_scale;
+      *(__global float *)(ow_mem + ow_off + (ulong)t * ow_s0 + (ulong)h * ow_s1) = w2 * head_scale;
     }
     return;
   }
 
   const int e = dsa_mxfp4_scale_exp(m, mode);
-  dsa_store16(oq + oq_off + (ulong)t * oq_ts + (ulong)h * oq_hs + blk * 16u,
-              dsa_bf16x32_to_e2m1(wd, e, mode), oq_al);
-  os[os_off + (ulong)t * os_ts + (ulong)h * os_hs + blk] = (uchar)(e + 127);
+  dsa_store16(oq_mem + oq_off + (ulong)t * oq_s0 + (ulong)h * oq_s1 + blk * 16u,
+              dsa_bf16x32_to_e2m1(wd, e, mode), oq_aligned);
+  os_mem[os_off + (ulong)t * os_s0 + (ulong)h * os_s1 + blk] = (uchar)(e + 127);
   if (blk == 0u) {
-    const float w = iq_load_f(win + w_off + (ulong)t * w_ts + (ulong)h * w_hs, w_bf16, 0u);
+    const float w = iq_load_f(win_mem + win_off + (ulong)t * win_s0 + (ulong)h * win_s1, w_bf16, 0u);
     const float w1 = w * softmax_scale;
-    *(__global float *)(ow + ow_off + (ulong)t * ow_ts + (ulong)h * ow_hs) = w1 * head_scale;
+    *(__global float *)(ow_mem + ow_off + (ulong)t * ow_s0 + (ulong)h * ow_s1) = w1 * head_scale;
   }
 }

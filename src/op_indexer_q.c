@@ -5,8 +5,6 @@
 
 #include "internal.h"
 
-typedef cl_ulong u64;
-
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
 void dsa_indexer_q_params_default(dsa_indexer_q_params *p) {
@@ -26,7 +24,11 @@ static dsa_status check_tensor2(const dsa_tensor *t, const char *op, const char 
   return dsa__check_tensor(t, op, arg, t ? t->dtype : a, ndim);
 }
 
-static int al16(u64 a) { return a % 16 == 0; }
+/* One kernel; on NVIDIA (sm_80+) the RoPE pair rounds by cvt.rn.bf16x2 and
+ * (sm_89+) the e4m3 encode by cvt.rn.satfinite.e4m3x2: a build-time variant
+ * with the same bytes. */
+DSA_VARIANT_TABLE(dsa__variants_indexer_q_quant, "dsa_indexer_q_quant",
+                  {"nv-cvt", DSA_CAP_NV_PTX, NULL, NULL}, {"portable", 0, NULL, NULL});
 
 dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
                                const dsa_tensor *index_q, const dsa_tensor *cos_sin,
@@ -109,47 +111,32 @@ dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
   const size_t local = hpg * ipd, groups = (size_t)((npairs + hpg - 1) / hpg);
   const size_t global = groups * local;
 
+  if (dsa__pick(q, &dsa__variants_indexer_q_quant, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_Q, "indexer_q_quant", &kern));
-  const size_t cs_es = dsa_dtype_size(cos_sin->dtype), w_es = dsa_dtype_size(weights->dtype);
-  u64 pos_off = positions->offset, pos_st = (u64)positions->stride[0] * dsa_dtype_size(positions->dtype);
-  cl_int pos_i32 = positions->dtype == DSA_I32;
-  u64 q_off = index_q->offset, q_ts = (u64)index_q->stride[0] * 2, q_hs = (u64)index_q->stride[1] * 2;
-  cl_int q_al = al16(q_off) && al16(q_ts) && al16(q_hs);
-  u64 cs_off = cos_sin->offset, cs_rs = (u64)cos_sin->stride[0] * cs_es;
-  cl_int cs_bf16 = cos_sin->dtype == DSA_BF16;
-  /* Vector cos/sin loads need 16-byte aligned rows, halves and block starts. */
-  cl_int cs_al = al16(cs_off) && al16(cs_rs) && al16((u64)(R / 2) * cs_es) &&
-                 al16((u64)((D - R) / 2) * cs_es);
-  cl_long n_pos = P;
-  cl_int rr = (cl_int)R;
-  u64 w_off = weights->offset, w_ts = (u64)weights->stride[0] * w_es,
-      w_hs = (u64)weights->stride[1] * w_es;
-  cl_int w_bf16 = weights->dtype == DSA_BF16;
-  cl_float ss = prm.softmax_scale, hs = prm.head_scale;
-  u64 oq_off = out_q->offset, oq_ts = (u64)out_q->stride[0], oq_hs = (u64)out_q->stride[1];
-  cl_int oq_al = al16(oq_off) && al16(oq_ts) && al16(oq_hs);
-  const dsa_tensor *osc = mxfp4 ? out_scales : out_q; /* unused for FP8 */
-  u64 os_off = osc->offset, os_ts = (u64)osc->stride[0], os_hs = (u64)osc->stride[1];
-  u64 ow_off = out_weights->offset, ow_ts = (u64)out_weights->stride[0] * 4,
-      ow_hs = (u64)out_weights->stride[1] * 4;
-  cl_uint np = (cl_uint)npairs, hh = (cl_uint)H;
-  cl_int dd = (cl_int)D, hpg_i = (cl_int)hpg, mx = mxfp4, mode = prm.e2m1;
-  /* Empty tensors may carry no buffer; any valid one stands in (never read). */
-  cl_mem pos_m = R > 0 && positions->mem ? positions->mem : q->faults;
-  cl_mem cs_m = cos_sin->mem && P > 0 && R > 0 ? cos_sin->mem : q->faults;
-  const dsa_karg args[] = {
-      DSA_KARG(pos_m),   DSA_KARG(pos_off), DSA_KARG(pos_st), DSA_KARG(pos_i32),
-      DSA_KARG(index_q->mem), DSA_KARG(q_off), DSA_KARG(q_ts), DSA_KARG(q_hs), DSA_KARG(q_al),
-      DSA_KARG(cs_m),    DSA_KARG(cs_off), DSA_KARG(cs_rs), DSA_KARG(cs_bf16), DSA_KARG(cs_al), DSA_KARG(n_pos),
-      DSA_KARG(rr),
-      DSA_KARG(weights->mem), DSA_KARG(w_off), DSA_KARG(w_ts), DSA_KARG(w_hs), DSA_KARG(w_bf16),
-      DSA_KARG(ss),      DSA_KARG(hs),
-      DSA_KARG(out_q->mem), DSA_KARG(oq_off), DSA_KARG(oq_ts), DSA_KARG(oq_hs), DSA_KARG(oq_al),
-      DSA_KARG(osc->mem), DSA_KARG(os_off), DSA_KARG(os_ts), DSA_KARG(os_hs),
-      DSA_KARG(out_weights->mem), DSA_KARG(ow_off), DSA_KARG(ow_ts), DSA_KARG(ow_hs),
-      DSA_KARG(np),      DSA_KARG(hh), DSA_KARG(dd), DSA_KARG(hpg_i), DSA_KARG(mx), DSA_KARG(mode),
-      DSA_KARG(q->faults), DSA_KLOCAL(local * sizeof(cl_uint))};
-  return dsa__launch(q, kern, "indexer_q_quant", (int)(sizeof args / sizeof args[0]), args, 1,
-                     &global, &local, ev);
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_i32(&a, positions->dtype == DSA_I32);
+  dsa__karg_tensor(&a, index_q, 3);
+  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_i32(&a, cos_sin->dtype == DSA_BF16);
+  dsa__karg_i64(&a, P);
+  dsa__karg_i32(&a, (cl_int)R);
+  dsa__karg_tensor(&a, weights, 2);
+  dsa__karg_i32(&a, weights->dtype == DSA_BF16);
+  dsa__karg_f32(&a, prm.softmax_scale);
+  dsa__karg_f32(&a, prm.head_scale);
+  dsa__karg_tensor(&a, out_q, 3);
+  dsa__karg_tensor(&a, mxfp4 ? out_scales : NULL, 3); /* FP8: none */
+  dsa__karg_tensor(&a, out_weights, 2);
+  dsa__karg_u32(&a, (cl_uint)npairs);
+  dsa__karg_u32(&a, (cl_uint)H);
+  dsa__karg_i32(&a, (cl_int)D);
+  dsa__karg_i32(&a, (cl_int)hpg);
+  dsa__karg_i32(&a, mxfp4);
+  dsa__karg_i32(&a, prm.e2m1);
+  dsa__karg_faults(&a);
+  dsa__karg_local(&a, local * sizeof(cl_uint));
+  return dsa__launch_args(q, kern, "indexer_q_quant", &a, 1, &global, &local, ev);
 }

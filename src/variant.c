@@ -66,7 +66,8 @@ const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_var
   X(dsa__variants_topk_prefill)         \
   X(dsa__variants_topk_decode)          \
   X(dsa__variants_indexer_k_insert)     \
-  X(dsa__variants_indexer_k_gather)
+  X(dsa__variants_indexer_k_gather)     \
+  X(dsa__variants_indexer_q_quant)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
