@@ -24,8 +24,11 @@
 #pragma OPENCL FP_CONTRACT OFF
 #include "dsa_mla.h"
 
-#define LANES 32
-#define ROWS 8
+/* LANES (32: a row's lane l owns dims [16l, 16l+16)) and ROWS come from the
+ * launcher (src/op_mla_qnorm.c) as build options. */
+#if LANES != 32
+#error "mla_qnorm.cl: the lane mapping needs LANES = 32"
+#endif
 
 /* (2y + 1)^2 * X > 2^73, exactly (128-bit product): the midpoint above
  * y * 2^-24 lies above 1 / sqrt(X * 2^-23). */
@@ -85,21 +88,20 @@ DSA_INLINE uint4 qn_pack(const float *v, int h) {
   return (uint4)(w[0], w[1], w[2], w[3]);
 }
 
-__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_rope_kv_insert(
-    __global const uchar *qin, ulong qin_off, ulong qin_ts, ulong qin_hs, /* bytes */
-    __global uchar *qout, ulong qout_off, ulong qout_ts, ulong qout_hs, int H,
-    __global const uchar *kv, ulong kv_off, ulong kv_rs, __global const uchar *pos,
-    ulong pos_off, ulong pos_st, __global const uchar *cs, ulong cs_off, ulong cs_rs,
-    long n_pos, __global const uchar *slots, ulong slot_off, ulong slot_st, long T,
-    float eps, __global uchar *cache, ulong cache_off, long num_blocks, int block_size,
-    ulong block_stride, int q_aligned, int kv_aligned, int cache_aligned,
-    __global volatile uint *faults) {
-#if !DSA_HAS_NV_PTX
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSOR2(kv),
+                         DSA_CTENSOR1(pos), DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(slots),
+                         long T, float eps, DSA_PAGED(cache), DSA_FAULTS) {
+#if !DSA_HAS_SG32
   __local uint part[ROWS][LANES];
   __local uchar scale_bytes[ROWS][8];
 #endif
   const uint lane = get_local_id(0), lr = get_local_id(1);
   const ulong n = get_global_id(1);
+  const dsa_paged kvc = DSA_PAGED_OF(cache);
+  /* Only rows that exist are addressed: with H = 0 the q strides are moot. */
+  const int q_aligned = qin_al >= 16 && qout_al >= 16, kv_aligned = kv_al >= 16;
+  const int cache_aligned = kvc.align >= 16;
   const ulong nrows = (ulong)T * (ulong)(H + 1);
   const bool live = n < nrows;
   const bool is_kv = n < (ulong)T;
@@ -115,14 +117,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
   }
 
   /* Position and, on RoPE lanes, its cos/sin. */
-  const long p = live ? *(__global const long *)(pos + pos_off + t * pos_st) : 0;
+  const long p = live ? *(__global const long *)(pos_mem + pos_off + t * pos_s0) : 0;
   const bool pos_ok = p >= 0 && p < n_pos;
   if (live && is_kv && !pos_ok && lane == 0) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
   float c[8], s[8];
 #pragma unroll
   for (int i = 0; i < 8; i++) c[i] = 1.0f, s[i] = 0.0f;
   if (live && pos_ok && lane >= NOPE_LANES) {
-    __global const float *row = (__global const float *)(cs + cs_off + (ulong)p * cs_rs);
+    __global const float *row = (__global const float *)(cs_mem + cs_off + (ulong)p * cs_s0);
     const float8 cv = vload8(0, row + 8u * (lane - NOPE_LANES));
     const float8 sv = vload8(0, row + 32 + 8u * (lane - NOPE_LANES));
     c[0] = cv.s0, c[1] = cv.s1, c[2] = cv.s2, c[3] = cv.s3;
@@ -133,15 +135,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
 
   /* KV: slot (loaded alongside the data, as in mla_cache_insert). */
   long slot = -1;
-  if (live && is_kv) slot = *(__global const long *)(slots + slot_off + t * slot_st);
-  const long capacity = num_blocks * (long)block_size;
-  if (live && is_kv && slot >= capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
-  const bool kv_valid = live && is_kv && slot >= 0 && slot < capacity && pos_ok;
+  if (live && is_kv) slot = *(__global const long *)(slots_mem + slots_off + t * slots_s0);
+  if (live && is_kv && slot >= kvc.capacity && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+  const bool kv_valid = live && is_kv && slot >= 0 && slot < kvc.capacity && pos_ok;
 
   uint4 raw0 = (uint4)(0u), raw1 = (uint4)(0u);
   if (live) {
-    __global const uchar *src = is_kv ? kv + kv_off + t * kv_rs + lane * 32u
-                                      : qin + qin_off + t * qin_ts + h * qin_hs + lane * 32u;
+    __global const uchar *src = is_kv ? kv_mem + kv_off + t * kv_s0 + lane * 32u
+                                      : qin_mem + qin_off + t * qin_s0 + h * qin_s1 + lane * 32u;
     const int al = is_kv ? kv_aligned : q_aligned;
     raw0 = dsa_load16(src, al);
     raw1 = dsa_load16(src + 16, al);
@@ -164,14 +165,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
 #pragma unroll
     for (int j = 0; j < 16; j++) ss = ss + v[j] * v[j];
   }
-#if DSA_HAS_NV_PTX
-  /* A row is one warp. The butterfly over 16, 8, 4, 2, 1 forms exactly the
+#if DSA_HAS_SG32
+  /* A row is one 32-wide sub-group (cl/dsa_subgroup.h). The butterfly over 16, 8, 4, 2, 1 forms exactly the
    * tree of the numerics note in lane 0 (s[i] + s[i + 16], ...), and every
    * other lane the same sums with operands swapped, which fp addition does
    * not notice: all lanes end with lane 0's total. (KV block maxima are
    * traded in mla_quant_nope_warp below.) */
 #pragma unroll
-  for (int wd = 16; wd > 0; wd >>= 1) ss = ss + dsa_nv_shfl_xor_f32(ss, wd);
+  for (int wd = 16; wd > 0; wd >>= 1) ss = ss + dsa_sg32_shfl_xor_f32(ss, wd);
 #else
   part[lr][lane] = is_kv ? m : as_uint(ss);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -193,17 +194,14 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void mla_qnorm_ro
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = v[j] * rho;
     if (lane >= NOPE_LANES && pos_ok) qn_rotate(v, c, s);
-    __global uchar *dst = qout + qout_off + t * qout_ts + h * qout_hs + lane * 32u;
+    __global uchar *dst = qout_mem + qout_off + t * qout_s0 + h * qout_s1 + lane * 32u;
     dsa_store16(dst, qn_pack(v, 0), q_aligned);
     dsa_store16(dst + 16, qn_pack(v, 1), q_aligned);
   }
 
-  const long blk = kv_valid ? dsa_div_nonneg(slot, block_size) : 0;
-  const long tb = kv_valid ? slot - blk * block_size : 0;
-  const ulong base = cache_off + (ulong)blk * block_stride;
-  __global uchar *data = cache + base + (ulong)tb * MLA_DATA_BYTES;
-  __global uchar *scales = cache + base + (ulong)block_size * MLA_DATA_BYTES + (ulong)tb * 8u;
-#if DSA_HAS_NV_PTX
+  __global uchar *data, *scales;
+  dsa_paged_slot(&kvc, kv_valid ? slot : 0, MLA_DATA_BYTES, 8u, &data, &scales);
+#if DSA_HAS_SG32
   mla_quant_nope_warp(m, w, lane, kv_valid, data, scales, cache_aligned);
   if (!kv_valid) return;
 #else

@@ -11,10 +11,22 @@
 /* Kernel geometry: 32 lanes per row, 8 rows per group. */
 #define LANES 32
 #define ROWS 8
+const char dsa__defines_mla_qnorm[] = DSA_KDEF(LANES) DSA_KDEF(ROWS);
 
-typedef cl_ulong u64;
-
-static int aligned16(u64 a, u64 b) { return a % 16 == 0 && b % 16 == 0; }
+/* A row trades its sum of squares and block maxima by sub-group shuffles
+ * where it is one 32-wide sub-group (cl/dsa_subgroup.h; build-time variants
+ * of the one kernel, same bytes), through local memory elsewhere. */
+static const char *refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  (void)buf;
+  (void)n;
+  return c->caps.intel_sg_sizes & (1u << 5) ? NULL : "needs sub-groups of 32";
+}
+DSA_VARIANT_TABLE(dsa__variants_mla_qnorm, "dsa_mla_qnorm_rope_kv_insert",
+                  {"nv-shfl", DSA_CAP_NV_PTX, NULL, NULL},
+                  {"amd-bperm", DSA_CAP_AMD_BUILTINS, NULL, NULL},
+                  {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_no_sg32, NULL},
+                  {"portable", 0, NULL, NULL});
 
 void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p) {
   if (!p) return;
@@ -70,42 +82,25 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
                      (long long)t, (long long)h);
 
   if (t == 0) return dsa__launch_nothing(q, ev);
+  if (dsa__pick(q, &dsa__variants_mla_qnorm, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_QNORM, "mla_qnorm_rope_kv_insert", &kern));
-  u64 qi_off = q_in->offset, qi_ts = (u64)q_in->stride[0] * 2, qi_hs = (u64)q_in->stride[1] * 2;
-  u64 qo_off = qo->offset, qo_ts = (u64)qo->stride[0] * 2, qo_hs = (u64)qo->stride[1] * 2;
-  cl_int hh = (cl_int)h;
-  u64 kv_off = kv->offset, kv_rs = (u64)kv->stride[0] * 2;
-  u64 p_off = positions->offset, p_st = (u64)positions->stride[0] * 8;
-  u64 cs_off = cos_sin->offset, cs_rs = (u64)cos_sin->stride[0] * 4;
-  cl_long npos = cos_sin->shape[0];
-  u64 s_off = slot_mapping->offset, s_st = (u64)slot_mapping->stride[0] * 8;
-  cl_long nt = t;
-  cl_float eps = p->eps;
-  u64 c_off = cache->offset, c_bs = (u64)cache->block_stride;
-  cl_long nb = cache->num_blocks;
-  cl_int bs = cache->block_size;
-  /* Only rows that exist are addressed: with H = 0 the q strides are moot. */
-  cl_int q_al = h == 0 || (aligned16(qi_off, qi_ts) && aligned16(qi_hs, qo_off) &&
-                           aligned16(qo_ts, qo_hs));
-  cl_int kv_al = aligned16(kv_off, kv_rs), c_al = aligned16(c_off, c_bs);
-  /* Empty tensors may carry a NULL buffer; the kernel never touches them. */
-  cl_mem qim = q_in->mem ? q_in->mem : q->faults, qom = qo->mem ? qo->mem : q->faults;
-  cl_mem csm = cos_sin->mem ? cos_sin->mem : q->faults;
-  cl_mem cmem = cache->mem ? cache->mem : q->faults;
-  const dsa_karg args[] = {
-      DSA_KARG(qim),    DSA_KARG(qi_off), DSA_KARG(qi_ts),   DSA_KARG(qi_hs),
-      DSA_KARG(qom),    DSA_KARG(qo_off), DSA_KARG(qo_ts),   DSA_KARG(qo_hs),
-      DSA_KARG(hh),     DSA_KARG(kv->mem), DSA_KARG(kv_off), DSA_KARG(kv_rs),
-      DSA_KARG(positions->mem), DSA_KARG(p_off), DSA_KARG(p_st), DSA_KARG(csm),
-      DSA_KARG(cs_off), DSA_KARG(cs_rs),  DSA_KARG(npos),    DSA_KARG(slot_mapping->mem),
-      DSA_KARG(s_off),  DSA_KARG(s_st),   DSA_KARG(nt),      DSA_KARG(eps),
-      DSA_KARG(cmem),   DSA_KARG(c_off),  DSA_KARG(nb),      DSA_KARG(bs),
-      DSA_KARG(c_bs),   DSA_KARG(q_al),   DSA_KARG(kv_al),   DSA_KARG(c_al),
-      DSA_KARG(q->faults)};
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, q_in, 3);
+  dsa__karg_tensor(&a, qo, 3);
+  dsa__karg_i32(&a, (cl_int)h);
+  dsa__karg_tensor(&a, kv, 2);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_i64(&a, cos_sin->shape[0]);
+  dsa__karg_tensor(&a, slot_mapping, 1);
+  dsa__karg_i64(&a, t);
+  dsa__karg_f32(&a, p->eps);
+  dsa__karg_paged(&a, cache);
+  dsa__karg_faults(&a);
   const uint64_t rows = (uint64_t)t * (uint64_t)(h + 1);
   const size_t global[2] = {LANES, (size_t)((rows + ROWS - 1) / ROWS * ROWS)},
                local[2] = {LANES, ROWS};
-  return dsa__launch(q, kern, "mla_qnorm_rope_kv_insert", (int)(sizeof args / sizeof args[0]),
-                     args, 2, global, local, ev);
+  return dsa__launch_args(q, kern, "mla_qnorm_rope_kv_insert", &a, 2, global, local, ev);
 }

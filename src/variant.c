@@ -67,7 +67,8 @@ const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_var
   X(dsa__variants_topk_decode)          \
   X(dsa__variants_indexer_k_insert)     \
   X(dsa__variants_indexer_k_gather)     \
-  X(dsa__variants_indexer_q_quant)
+  X(dsa__variants_indexer_q_quant)      \
+  X(dsa__variants_mla_qnorm)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
@@ -85,7 +86,8 @@ const int dsa__num_variant_tables =
 #define DSA_PROGRAM_DEFINES(X)          \
   X(MLA_CACHE, dsa__defines_mla_cache)  \
   X(TOPK, dsa__defines_topk)            \
-  X(INDEXER_K, dsa__defines_indexer_k)
+  X(INDEXER_K, dsa__defines_indexer_k)  \
+  X(MLA_QNORM, dsa__defines_mla_qnorm)
 
 #define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
 DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)
