@@ -12,7 +12,7 @@
  */
 #include "dsa_common.h"
 
-#define IH_LANES 64
+/* IH_LANES comes from the launcher (src/op_index_helpers.c) as a build option. */
 #define IH_INT_MAX 2147483647L
 #define IH_POS_LIMIT 2147483647L /* positions must be < this (p + 1 fits i32) */
 
@@ -72,20 +72,17 @@ DSA_INLINE int ih_group_sum(__local int *buf, int v) {
 }
 
 /* ---- §10.1 compressed slot mapping: one item per token ---------------------- */
-__kernel void ih_compressed_slot_mapping(
-    __global const uchar *qsl, ulong qsl_off, ulong qsl_st, __global const uchar *seq,
-    ulong seq_off, ulong seq_st, __global const uchar *bt, ulong bt_off, ulong bt_rs,
-    ulong bt_cs, int R, int W, int ratio, int bs, __global uchar *out, ulong out_off,
-    ulong out_st, long T, __global volatile uint *faults) {
+__kernel void ih_compressed_slot_mapping(DSA_CTENSOR1(qsl), DSA_CTENSOR1(seq), DSA_CTENSOR2(bt),
+    int R, int W, int ratio, int bs, DSA_TENSOR1(out), long T, DSA_FAULTS) {
   const long t = get_global_id(0);
   if (t >= T) return;
   uint fb = 0;
   long slot = -1;
-  const int r = ih_find_req(qsl, qsl_off, qsl_st, R, 0, t);
-  if (r >= 0 && t < LD_I32(qsl, qsl_off + (ulong)(r + 1) * qsl_st)) {
-    const long qs = LD_I32(qsl, qsl_off + (ulong)r * qsl_st);
-    const long qe = LD_I32(qsl, qsl_off + (ulong)(r + 1) * qsl_st);
-    const long p = (long)LD_I32(seq, seq_off + (ulong)r * seq_st) - (qe - qs) + (t - qs);
+  const int r = ih_find_req(qsl_mem, qsl_off, qsl_s0, R, 0, t);
+  if (r >= 0 && t < LD_I32(qsl_mem, qsl_off + (ulong)(r + 1) * qsl_s0)) {
+    const long qs = LD_I32(qsl_mem, qsl_off + (ulong)r * qsl_s0);
+    const long qe = LD_I32(qsl_mem, qsl_off + (ulong)(r + 1) * qsl_s0);
+    const long p = (long)LD_I32(seq_mem, seq_off + (ulong)r * seq_s0) - (qe - qs) + (t - qs);
     if (p < 0) {
       fb |= DSA_FAULT_LENGTH_RANGE;
     } else if ((p + 1) % ratio == 0) {
@@ -94,31 +91,28 @@ __kernel void ih_compressed_slot_mapping(
       if (bi >= W) {
         fb |= DSA_FAULT_INDEX_RANGE;
       } else {
-        const int blk = LD_I32(bt, bt_off + (ulong)r * bt_rs + (ulong)bi * bt_cs);
+        const int blk = LD_I32(bt_mem, bt_off + (ulong)r * bt_s0 + (ulong)bi * bt_s1);
         if (blk >= 0) slot = (long)blk * bs + (c - bi * bs);
       }
     }
   }
-  *(__global long *)(out + out_off + (ulong)t * out_st) = slot;
+  *(__global long *)(out_mem + out_off + (ulong)t * out_s0) = slot;
   ih_post(faults, fb);
 }
 
 /* ---- §10.2 SWA indices and lengths: one group per token ---------------------- */
-__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_swa_indices(
-    __global const uchar *pos, ulong pos_off, ulong pos_st, __global const uchar *t2r,
-    ulong t2r_off, ulong t2r_st, __global const uchar *valid, ulong valid_off, ulong valid_st,
-    int has_valid, __global const uchar *bt, ulong bt_off, ulong bt_rs, ulong bt_cs, int R,
-    int W, int window, int bs, __global uchar *idx, ulong idx_off, ulong idx_rs, ulong idx_cs,
-    int width, __global uchar *lens, ulong lens_off, ulong lens_st,
-    __global volatile uint *faults) {
+__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
+void ih_swa_indices(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), DSA_CTENSOR1(valid), int has_valid,
+                    DSA_CTENSOR2(bt), int R, int W, int window, int bs, DSA_TENSOR2(idx), int width,
+                    DSA_TENSOR1(lens), DSA_FAULTS) {
   const ulong t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
-  const int ok_tok = has_valid ? valid[valid_off + t * valid_st] != 0 : 1;
+  const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
   int len = 0, start = 0, r = 0;
   if (ok_tok) {
-    const long p = LD_I64(pos, pos_off + t * pos_st);
-    r = LD_I32(t2r, t2r_off + t * t2r_st);
+    const long p = LD_I64(pos_mem, pos_off + t * pos_s0);
+    r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
     if (p < 0 || p >= IH_POS_LIMIT) {
       fb |= DSA_FAULT_POSITION_RANGE;
     } else if (r < 0 || r >= R) {
@@ -128,68 +122,62 @@ __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_swa_indic
       len = (int)p - start + 1;
     }
   }
-  if (lane == 0) ST_I32(lens, lens_off + t * lens_st, len);
+  if (lane == 0) ST_I32(lens_mem, lens_off + t * lens_s0, len);
   else fb = 0; /* the row-level faults are posted once, by lane 0 */
-  const ulong row = bt_off + (ulong)r * bt_rs;
+  const ulong row = bt_off + (ulong)r * bt_s0;
   for (int i = lane; i < width; i += IH_LANES) {
-    const int v = i < len ? ih_map(bt, row, bt_cs, W, start + i, bs, &fb) : -1;
-    ST_I32(idx, idx_off + t * idx_rs + (ulong)i * idx_cs, v);
+    const int v = i < len ? ih_map(bt_mem, row, bt_s1, W, start + i, bs, &fb) : -1;
+    ST_I32(idx_mem, idx_off + t * idx_s0 + (ulong)i * idx_s1, v);
   }
   ih_post(faults, fb);
 }
 
 /* ---- §10.3 top-k local -> global: one group per token ------------------------- */
-__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_global_topk(
-    __global const uchar *tk, ulong tk_off, ulong tk_rs, ulong tk_cs, int K,
-    __global const uchar *t2r, ulong t2r_off, ulong t2r_st, __global const uchar *bt,
-    ulong bt_off, ulong bt_rs, ulong bt_cs, int R, int W, int bs, __global const uchar *valid,
-    ulong valid_off, ulong valid_st, int has_valid, __global uchar *out, ulong out_off,
-    ulong out_rs, ulong out_cs, __global uchar *lens, ulong lens_off, ulong lens_st,
-    int has_lens, __global volatile uint *faults) {
+__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
+void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), DSA_CTENSOR2(bt), int R, int W,
+                    int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out), DSA_TENSOR1(lens),
+                    int has_lens, DSA_FAULTS) {
   __local int cnt[IH_LANES];
   const ulong t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
-  const int ok_tok = has_valid ? valid[valid_off + t * valid_st] != 0 : 1;
-  const int r = LD_I32(t2r, t2r_off + t * t2r_st);
+  const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
+  const int r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
   const int r_ok = r >= 0 && r < R;
   if (!r_ok && ok_tok && lane == 0) fb |= DSA_FAULT_INDEX_RANGE;
-  const ulong row = bt_off + (ulong)(r_ok ? r : 0) * bt_rs;
+  const ulong row = bt_off + (ulong)(r_ok ? r : 0) * bt_s0;
   int n = 0;
   for (int j = lane; j < K; j += IH_LANES) {
-    const int i = LD_I32(tk, tk_off + t * tk_rs + (ulong)j * tk_cs);
+    const int i = LD_I32(tk_mem, tk_off + t * tk_s0 + (ulong)j * tk_s1);
     int v = -1;
     if (i >= 0) {
       n++;
-      if (r_ok) v = ih_map(bt, row, bt_cs, W, i, bs, &fb);
+      if (r_ok) v = ih_map(bt_mem, row, bt_s1, W, i, bs, &fb);
     }
-    ST_I32(out, out_off + t * out_rs + (ulong)j * out_cs, v);
+    ST_I32(out_mem, out_off + t * out_s0 + (ulong)j * out_s1, v);
   }
   n = ih_group_sum(cnt, n);
-  if (has_lens && lane == 0) ST_I32(lens, lens_off + t * lens_st, ok_tok && r_ok ? n : 0);
+  if (has_lens && lane == 0) ST_I32(lens_mem, lens_off + t * lens_s0, ok_tok && r_ok ? n : 0);
   ih_post(faults, fb);
 }
 
 /* ---- C128 dense form: one group per token ---------------------------------------- */
-__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_c128_topk(
-    __global const uchar *pos, ulong pos_off, ulong pos_st, __global const uchar *t2r,
-    ulong t2r_off, ulong t2r_st, int global_form, __global const uchar *bt, ulong bt_off,
-    ulong bt_rs, ulong bt_cs, int R, int W, int ratio, int bs, __global const uchar *valid,
-    ulong valid_off, ulong valid_st, int has_valid, __global uchar *out, ulong out_off,
-    ulong out_rs, ulong out_cs, int K, __global uchar *lens, ulong lens_off, ulong lens_st,
-    int has_lens, __global volatile uint *faults) {
+__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
+void ih_c128_topk(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), int global_form, DSA_CTENSOR2(bt), int R,
+                  int W, int ratio, int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out),
+                  int K, DSA_TENSOR1(lens), int has_lens, DSA_FAULTS) {
   const ulong t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
-  const int ok_tok = has_valid ? valid[valid_off + t * valid_st] != 0 : 1;
-  const long p = LD_I64(pos, pos_off + t * pos_st);
+  const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
+  const long p = LD_I64(pos_mem, pos_off + t * pos_s0);
   int n = 0, r = 0;
   if (p < 0 || p >= IH_POS_LIMIT) {
     if (ok_tok) fb |= DSA_FAULT_POSITION_RANGE;
   } else {
     n = min(((int)p + 1) / ratio, K);
     if (global_form) {
-      r = LD_I32(t2r, t2r_off + t * t2r_st);
+      r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
       if (r < 0 || r >= R) {
         if (ok_tok) fb |= DSA_FAULT_INDEX_RANGE;
         n = 0;
@@ -197,53 +185,50 @@ __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_c128_topk
     }
   }
   if (lane == 0) {
-    if (has_lens) ST_I32(lens, lens_off + t * lens_st, ok_tok ? n : 0);
+    if (has_lens) ST_I32(lens_mem, lens_off + t * lens_s0, ok_tok ? n : 0);
   } else {
     fb = 0;
   }
-  const ulong row = bt_off + (ulong)r * bt_rs;
+  const ulong row = bt_off + (ulong)r * bt_s0;
   for (int i = lane; i < K; i += IH_LANES) {
-    const int v = i >= n ? -1 : global_form ? ih_map(bt, row, bt_cs, W, i, bs, &fb) : i;
-    ST_I32(out, out_off + t * out_rs + (ulong)i * out_cs, v);
+    const int v = i >= n ? -1 : global_form ? ih_map(bt_mem, row, bt_s1, W, i, bs, &fb) : i;
+    ST_I32(out_mem, out_off + t * out_s0 + (ulong)i * out_s1, v);
   }
   ih_post(faults, fb);
 }
 
 /* ---- §10.4 prefill top-k + SWA combination: one group per token ---------------- */
-__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_combine_topk_swa(
-    __global const uchar *tk, ulong tk_off, ulong tk_rs, ulong tk_cs,
-    __global const uchar *qsl, ulong qsl_off, ulong qsl_st, __global const uchar *seq,
-    ulong seq_off, ulong seq_st, __global const uchar *gl, ulong gl_off, ulong gl_st, int R,
-    int window, int ratio, int topk, long M, long N, __global uchar *out, ulong out_off,
-    ulong out_rs, ulong out_cs, int width, __global uchar *lens, ulong lens_off,
-    ulong lens_st, __global volatile uint *faults) {
+__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
+void ih_combine_topk_swa(DSA_CTENSOR2(tk), DSA_CTENSOR1(qsl), DSA_CTENSOR1(seq), DSA_CTENSOR1(gl),
+                         int R, int window, int ratio, int topk, long M, long N, DSA_TENSOR2(out),
+                         int width, DSA_TENSOR1(lens), DSA_FAULTS) {
   const long t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
-  const long base = R > 0 ? LD_I32(qsl, qsl_off) : 0;
-  const int b = ih_find_req(qsl, qsl_off, qsl_st, R, base, t);
+  const long base = R > 0 ? LD_I32(qsl_mem, qsl_off) : 0;
+  const int b = ih_find_req(qsl_mem, qsl_off, qsl_s0, R, base, t);
   int topk_len = 0, swa_len = 0;
   long p = 0, seq_len = 0, gstart = 0;
-  if (b >= 0 && t < (long)LD_I32(qsl, qsl_off + (ulong)(b + 1) * qsl_st) - base) {
-    const long qs = (long)LD_I32(qsl, qsl_off + (ulong)b * qsl_st) - base;
-    const long qe = (long)LD_I32(qsl, qsl_off + (ulong)(b + 1) * qsl_st) - base;
-    seq_len = LD_I32(seq, seq_off + (ulong)b * seq_st);
+  if (b >= 0 && t < (long)LD_I32(qsl_mem, qsl_off + (ulong)(b + 1) * qsl_s0) - base) {
+    const long qs = (long)LD_I32(qsl_mem, qsl_off + (ulong)b * qsl_s0) - base;
+    const long qe = (long)LD_I32(qsl_mem, qsl_off + (ulong)(b + 1) * qsl_s0) - base;
+    seq_len = LD_I32(seq_mem, seq_off + (ulong)b * seq_s0);
     p = seq_len - (qe - qs) + (t - qs);
     if (p < 0) {
       if (lane == 0) fb |= DSA_FAULT_LENGTH_RANGE;
     } else {
       topk_len = (int)min((p + 1) / ratio, (long)topk);
       swa_len = (int)min(p + 1, (long)window);
-      gstart = seq_len - LD_I32(gl, gl_off + (ulong)b * gl_st);
+      gstart = seq_len - LD_I32(gl_mem, gl_off + (ulong)b * gl_s0);
     }
   }
-  if (lane == 0) ST_I32(lens, lens_off + (ulong)t * lens_st, topk_len + swa_len);
+  if (lane == 0) ST_I32(lens_mem, lens_off + (ulong)t * lens_s0, topk_len + swa_len);
   const long slab = M * (long)max(b, 0);
   const long first = p - swa_len + 1; /* position of SWA entry 0 */
   for (int c = lane; c < width; c += IH_LANES) {
     long v = -1;
     if (c < topk_len) {
-      const int e = LD_I32(tk, tk_off + (ulong)t * tk_rs + (ulong)c * tk_cs);
+      const int e = LD_I32(tk_mem, tk_off + (ulong)t * tk_s0 + (ulong)c * tk_s1);
       if (e >= 0) v = slab + e;
     } else if (c < topk_len + swa_len) {
       const long q = first + (c - topk_len);
@@ -254,74 +239,68 @@ __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_combine_t
       fb |= DSA_FAULT_SLOT_RANGE;
       v = -1;
     }
-    ST_I32(out, out_off + (ulong)t * out_rs + (ulong)c * out_cs, (int)v);
+    ST_I32(out_mem, out_off + (ulong)t * out_s0 + (ulong)c * out_s1, (int)v);
   }
   ih_post(faults, fb);
 }
 
 /* ---- §10.5 mixed sparse-index matrix: one group per token ---------------------- */
-__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_mixed_sparse(
-    __global const uchar *dswa, ulong dswa_off, ulong dswa_rs, ulong dswa_cs,
-    __global const uchar *dci, ulong dci_off, ulong dci_rs, ulong dci_cs, int Kd,
-    __global const uchar *dlens, ulong dlens_off, ulong dlens_st, int has_dlens,
-    __global const uchar *dvalid, ulong dvalid_off, ulong dvalid_st, int has_dvalid,
-    __global const uchar *pti, ulong pti_off, ulong pti_rs, ulong pti_cs, int Kp,
-    __global const uchar *qsl, ulong qsl_off, ulong qsl_st, __global const uchar *seq,
-    ulong seq_off, ulong seq_st, __global const uchar *t2r, ulong t2r_off, ulong t2r_st,
-    int R, __global const uchar *sbt, ulong sbt_off, ulong sbt_rs, ulong sbt_cs, int Ws,
-    int sbs, __global const uchar *cbt, ulong cbt_off, ulong cbt_rs, ulong cbt_cs, int Wc,
-    int cbs, int Td, int window, int ratio, int topk, int local_dec, __global uchar *out,
-    ulong out_off, ulong out_rs, ulong out_cs, int P, __global uchar *lens, ulong lens_off,
-    ulong lens_st, __global volatile uint *faults) {
+__kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
+void ih_mixed_sparse(DSA_CTENSOR2(dswa), DSA_CTENSOR2(dci), int Kd, DSA_CTENSOR1(dlens),
+                     int has_dlens, DSA_CTENSOR1(dvalid), int has_dvalid, DSA_CTENSOR2(pti), int Kp,
+                     DSA_CTENSOR1(qsl), DSA_CTENSOR1(seq), DSA_CTENSOR1(t2r), int R,
+                     DSA_CTENSOR2(sbt), int Ws, int sbs, DSA_CTENSOR2(cbt), int Wc, int cbs, int Td,
+                     int window, int ratio, int topk, int local_dec, DSA_TENSOR2(out), int P,
+                     DSA_TENSOR1(lens), DSA_FAULTS) {
   __local int cnt[IH_LANES];
   const long t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
-  __global uchar *orow = out + out_off + (ulong)t * out_rs;
+  __global uchar *orow = out_mem + out_off + (ulong)t * out_s0;
 
   if (t < Td) {
     /* Uniform per group: every item takes this branch, so the barriers of
      * ih_group_sum are reached by all. */
     for (int c = lane; c < window; c += IH_LANES)
-      ST_I32(orow, (ulong)c * out_cs, LD_I32(dswa, dswa_off + (ulong)t * dswa_rs + (ulong)c * dswa_cs));
-    const int ok_tok = has_dvalid ? dvalid[dvalid_off + (ulong)t * dvalid_st] != 0 : 1;
+      ST_I32(orow, (ulong)c * out_s1, LD_I32(dswa_mem, dswa_off + (ulong)t * dswa_s0 + (ulong)c * dswa_s1));
+    const int ok_tok = has_dvalid ? dvalid_mem[dvalid_off + (ulong)t * dvalid_s0] != 0 : 1;
     int r = 0, r_ok = 1;
     if (local_dec && Kd > 0) {
-      r = LD_I32(t2r, t2r_off + (ulong)t * t2r_st);
+      r = LD_I32(t2r_mem, t2r_off + (ulong)t * t2r_s0);
       r_ok = r >= 0 && r < R;
       if (!r_ok && ok_tok && lane == 0) fb |= DSA_FAULT_INDEX_RANGE;
     }
-    const ulong row = cbt_off + (ulong)(r_ok ? r : 0) * cbt_rs;
+    const ulong row = cbt_off + (ulong)(r_ok ? r : 0) * cbt_s0;
     int n = 0;
     for (int j = lane; j < P; j += IH_LANES) {
-      int v = j < Kd ? LD_I32(dci, dci_off + (ulong)t * dci_rs + (ulong)j * dci_cs) : -1;
+      int v = j < Kd ? LD_I32(dci_mem, dci_off + (ulong)t * dci_s0 + (ulong)j * dci_s1) : -1;
       if (local_dec && v >= 0) {
         n++;
-        v = r_ok ? ih_map(cbt, row, cbt_cs, Wc, v, cbs, &fb) : -1;
+        v = r_ok ? ih_map(cbt_mem, row, cbt_s1, Wc, v, cbs, &fb) : -1;
       }
-      ST_I32(orow, (ulong)(window + j) * out_cs, v);
+      ST_I32(orow, (ulong)(window + j) * out_s1, v);
     }
     n = ih_group_sum(cnt, n);
     if (lane == 0) {
       const int clen = Kd == 0 ? 0
                        : local_dec ? (ok_tok ? n : 0)
-                       : has_dlens ? LD_I32(dlens, dlens_off + (ulong)t * dlens_st)
+                       : has_dlens ? LD_I32(dlens_mem, dlens_off + (ulong)t * dlens_s0)
                                    : Kd;
-      ST_I32(lens, lens_off + (ulong)t * lens_st, window + clen);
+      ST_I32(lens_mem, lens_off + (ulong)t * lens_s0, window + clen);
     }
     ih_post(faults, fb);
     return;
   }
 
-  const int r = LD_I32(t2r, t2r_off + (ulong)t * t2r_st);
+  const int r = LD_I32(t2r_mem, t2r_off + (ulong)t * t2r_s0);
   int ok = 0, swa_len = 0, topk_len = 0;
   long p = 0;
   if (r < 0 || r >= R) {
     if (lane == 0) fb |= DSA_FAULT_INDEX_RANGE;
   } else {
-    const long qs = LD_I32(qsl, qsl_off + (ulong)r * qsl_st);
-    const long qe = LD_I32(qsl, qsl_off + (ulong)(r + 1) * qsl_st);
-    p = (long)LD_I32(seq, seq_off + (ulong)r * seq_st) - (qe - qs) + (t - qs);
+    const long qs = LD_I32(qsl_mem, qsl_off + (ulong)r * qsl_s0);
+    const long qe = LD_I32(qsl_mem, qsl_off + (ulong)(r + 1) * qsl_s0);
+    p = (long)LD_I32(seq_mem, seq_off + (ulong)r * seq_s0) - (qe - qs) + (t - qs);
     if (t < qs || t >= qe || p < 0) {
       if (lane == 0) fb |= DSA_FAULT_LENGTH_RANGE;
     } else {
@@ -330,23 +309,23 @@ __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1))) void ih_mixed_spa
       topk_len = (int)min((p + 1) / ratio, (long)topk);
     }
   }
-  if (lane == 0) ST_I32(lens, lens_off + (ulong)t * lens_st, ok ? window + topk_len : 0);
+  if (lane == 0) ST_I32(lens_mem, lens_off + (ulong)t * lens_s0, ok ? window + topk_len : 0);
   const int first = (int)p - swa_len + 1;
-  const ulong srow = sbt_off + (ulong)(ok ? r : 0) * sbt_rs;
-  const ulong crow = cbt_off + (ulong)(ok ? r : 0) * cbt_rs;
+  const ulong srow = sbt_off + (ulong)(ok ? r : 0) * sbt_s0;
+  const ulong crow = cbt_off + (ulong)(ok ? r : 0) * cbt_s0;
   for (int c = lane; c < window; c += IH_LANES) {
-    const int v = c < swa_len ? ih_map(sbt, srow, sbt_cs, Ws, first + c, sbs, &fb) : -1;
-    ST_I32(orow, (ulong)c * out_cs, v);
+    const int v = c < swa_len ? ih_map(sbt_mem, srow, sbt_s1, Ws, first + c, sbs, &fb) : -1;
+    ST_I32(orow, (ulong)c * out_s1, v);
   }
-  const ulong prow = pti_off + (ulong)(t - Td) * pti_rs;
+  const ulong prow = pti_off + (ulong)(t - Td) * pti_s0;
   const int kl = min(topk_len, Kp);
   for (int j = lane; j < P; j += IH_LANES) {
     int v = -1;
     if (j < kl) {
-      const int e = LD_I32(pti, prow + (ulong)j * pti_cs);
-      if (e >= 0) v = ih_map(cbt, crow, cbt_cs, Wc, e, cbs, &fb);
+      const int e = LD_I32(pti_mem, prow + (ulong)j * pti_s1);
+      if (e >= 0) v = ih_map(cbt_mem, crow, cbt_s1, Wc, e, cbs, &fb);
     }
-    ST_I32(orow, (ulong)(window + j) * out_cs, v);
+    ST_I32(orow, (ulong)(window + j) * out_s1, v);
   }
   ih_post(faults, fb);
 }

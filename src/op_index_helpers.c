@@ -7,10 +7,23 @@
 #include "internal.h"
 #include "dsacl/index_helpers.h"
 
-#define LANES 64 /* IH_LANES in the kernel file */
+#define IH_LANES 64 /* work-items per token row (cl/index_helpers.cl) */
+#define LANES IH_LANES
 #define I32_MAX_ROWS (((int64_t)1 << 31) - 1)
+const char dsa__defines_index_helpers[] = DSA_KDEF(IH_LANES);
 
-typedef cl_ulong u64;
+/* One portable kernel each (index arithmetic, no vendor path). */
+DSA_VARIANT_TABLE(dsa__variants_compressed_slot_mapping, "dsa_compressed_slot_mapping",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_swa_indices, "dsa_swa_indices", {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_global_topk_indices, "dsa_global_topk_indices",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_c128_topk_indices, "dsa_c128_topk_indices",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_combine_topk_swa, "dsa_combine_topk_swa",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_mixed_sparse_indices, "dsa_mixed_sparse_indices",
+                  {"portable", 0, NULL, NULL});
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
@@ -56,25 +69,6 @@ void dsa_mixed_sparse_params_default(dsa_mixed_sparse_params *p) {
 
 /* ---- argument helpers ----------------------------------------------------------- */
 
-/* A tensor as kernel arguments: buffer (never NULL: empty tensors get the
- * fault word, which the kernel then does not touch), byte offset, byte
- * strides. */
-typedef struct karg_t {
-  cl_mem mem;
-  u64 off, st0, st1;
-} karg_t;
-
-static karg_t kt(const dsa_queue *q, const dsa_tensor *t) {
-  karg_t k = {q->faults, 0, 0, 0};
-  if (!t) return k;
-  if (t->mem) k.mem = t->mem;
-  k.off = t->offset;
-  size_t es = dsa_dtype_size(t->dtype);
-  if (t->ndim >= 1) k.st0 = (u64)t->stride[0] * es;
-  if (t->ndim >= 2) k.st1 = (u64)t->stride[1] * es;
-  return k;
-}
-
 static dsa_status check_vec(const dsa_tensor *t, const char *op, const char *arg, dsa_dtype dt,
                             int64_t n) {
   DSA_CHECK(dsa__check_tensor(t, op, arg, dt, 1));
@@ -105,17 +99,13 @@ static dsa_status check_rows(const char *op, const char *arg, int64_t t) {
 }
 
 static dsa_status launch_rows(dsa_queue *q, dsa_program_id prog, const char *name, int64_t rows,
-                              const dsa_karg *args, int nargs, const dsa_events *ev) {
+                              const dsa_kargs *a, const dsa_events *ev) {
   if (rows == 0) return dsa__launch_nothing(q, ev);
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, prog, name, &kern));
   const size_t global[1] = {(size_t)rows * LANES}, local[1] = {LANES};
-  return dsa__launch(q, kern, name, nargs, args, 1, global, local, ev);
+  return dsa__launch_args(q, kern, name, a, 1, global, local, ev);
 }
-
-#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-#define KT(x) DSA_KARG(x.mem), DSA_KARG(x.off), DSA_KARG(x.st0)
-#define KT2(x) DSA_KARG(x.mem), DSA_KARG(x.off), DSA_KARG(x.st0), DSA_KARG(x.st1)
 
 /* ---- §10.1 ---------------------------------------------------------------------- */
 
@@ -141,18 +131,26 @@ dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_sta
   DSA_CHECK(check_rows(op, "slot_mapping", t));
   if (t == 0) return dsa__launch_nothing(q, ev);
 
-  karg_t a = kt(q, query_start_loc), b = kt(q, seq_lens), c = kt(q, block_table),
-         o = kt(q, slot_mapping);
   cl_int rr = (cl_int)r, w = (cl_int)block_table->shape[1], ratio = p->compress_ratio,
          bs = p->block_size;
   cl_long tt = t;
-  const dsa_karg args[] = {KT(a), KT(b), KT2(c), DSA_KARG(rr), DSA_KARG(w), DSA_KARG(ratio),
-                           DSA_KARG(bs), KT(o), DSA_KARG(tt), DSA_KARG(q->faults)};
+  if (dsa__pick(q, &dsa__variants_compressed_slot_mapping, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, query_start_loc, 1);
+  dsa__karg_tensor(&a, seq_lens, 1);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_i32(&a, w);
+  dsa__karg_i32(&a, ratio);
+  dsa__karg_i32(&a, bs);
+  dsa__karg_tensor(&a, slot_mapping, 1);
+  dsa__karg_i64(&a, tt);
+  dsa__karg_faults(&a);
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEX_HELPERS, "ih_compressed_slot_mapping", &kern));
   const size_t global[1] = {(size_t)((t + LANES - 1) / LANES * LANES)}, local[1] = {LANES};
-  return dsa__launch(q, kern, "ih_compressed_slot_mapping", NARGS(args), args, 1, global, local,
-                     ev);
+  return dsa__launch_args(q, kern, "ih_compressed_slot_mapping", &a, 1, global, local, ev);
 }
 
 /* ---- §10.2 ---------------------------------------------------------------------- */
@@ -183,16 +181,26 @@ dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
                (long long)indices->shape[1], (int)p->window);
   DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
 
-  karg_t a = kt(q, positions), b = kt(q, token_to_req), v = kt(q, is_valid_token),
-         c = kt(q, block_table), o = kt(q, indices), l = kt(q, lens);
   cl_int hv = is_valid_token != NULL, rr = (cl_int)block_table->shape[0],
          w = (cl_int)block_table->shape[1], win = p->window, bs = p->block_size,
          width = (cl_int)indices->shape[1];
-  const dsa_karg args[] = {KT(a),        KT(b),       KT(v),        DSA_KARG(hv),
-                           KT2(c),       DSA_KARG(rr), DSA_KARG(w), DSA_KARG(win),
-                           DSA_KARG(bs), KT2(o),      DSA_KARG(width), KT(l),
-                           DSA_KARG(q->faults)};
-  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_swa_indices", t, args, NARGS(args), ev);
+  if (dsa__pick(q, &dsa__variants_swa_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_tensor(&a, is_valid_token, 1);
+  dsa__karg_i32(&a, hv);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_i32(&a, w);
+  dsa__karg_i32(&a, win);
+  dsa__karg_i32(&a, bs);
+  dsa__karg_tensor(&a, indices, 2);
+  dsa__karg_i32(&a, width);
+  dsa__karg_tensor(&a, lens, 1);
+  dsa__karg_faults(&a);
+  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_swa_indices", t, &a, ev);
 }
 
 /* ---- §10.3 ---------------------------------------------------------------------- */
@@ -219,14 +227,25 @@ dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
   DSA_CHECK(dsa__check_dim(out, op, "out", 1, k));
   if (lens) DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
 
-  karg_t a = kt(q, topk_local), b = kt(q, token_to_req), c = kt(q, block_table),
-         v = kt(q, is_valid_token), o = kt(q, out), l = kt(q, lens);
   cl_int kk = (cl_int)k, rr = (cl_int)block_table->shape[0], w = (cl_int)block_table->shape[1],
          bs = p->block_size, hv = is_valid_token != NULL, hl = lens != NULL;
-  const dsa_karg args[] = {KT2(a), DSA_KARG(kk), KT(b),        KT2(c),       DSA_KARG(rr),
-                           DSA_KARG(w), DSA_KARG(bs), KT(v),   DSA_KARG(hv), KT2(o),
-                           KT(l),  DSA_KARG(hl), DSA_KARG(q->faults)};
-  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_global_topk", t, args, NARGS(args), ev);
+  if (dsa__pick(q, &dsa__variants_global_topk_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, topk_local, 2);
+  dsa__karg_i32(&a, kk);
+  dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_i32(&a, w);
+  dsa__karg_i32(&a, bs);
+  dsa__karg_tensor(&a, is_valid_token, 1);
+  dsa__karg_i32(&a, hv);
+  dsa__karg_tensor(&a, out, 2);
+  dsa__karg_tensor(&a, lens, 1);
+  dsa__karg_i32(&a, hl);
+  dsa__karg_faults(&a);
+  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_global_topk", t, &a, ev);
 }
 
 dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
@@ -256,17 +275,29 @@ dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
   DSA_CHECK(check_table(out, op, "out", t));
   if (lens) DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
 
-  karg_t a = kt(q, positions), b = kt(q, token_to_req), c = kt(q, block_table),
-         v = kt(q, is_valid_token), o = kt(q, out), l = kt(q, lens);
   cl_int gf = block_table != NULL, rr = block_table ? (cl_int)block_table->shape[0] : 0,
          w = block_table ? (cl_int)block_table->shape[1] : 0, ratio = p->compress_ratio,
          bs = p->block_size, hv = is_valid_token != NULL, kk = (cl_int)out->shape[1],
          hl = lens != NULL;
-  const dsa_karg args[] = {KT(a),          KT(b),        DSA_KARG(gf), KT2(c),
-                           DSA_KARG(rr),   DSA_KARG(w),  DSA_KARG(ratio), DSA_KARG(bs),
-                           KT(v),          DSA_KARG(hv), KT2(o),       DSA_KARG(kk),
-                           KT(l),          DSA_KARG(hl), DSA_KARG(q->faults)};
-  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_c128_topk", t, args, NARGS(args), ev);
+  if (dsa__pick(q, &dsa__variants_c128_topk_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, gf);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_i32(&a, w);
+  dsa__karg_i32(&a, ratio);
+  dsa__karg_i32(&a, bs);
+  dsa__karg_tensor(&a, is_valid_token, 1);
+  dsa__karg_i32(&a, hv);
+  dsa__karg_tensor(&a, out, 2);
+  dsa__karg_i32(&a, kk);
+  dsa__karg_tensor(&a, lens, 1);
+  dsa__karg_i32(&a, hl);
+  dsa__karg_faults(&a);
+  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_c128_topk", t, &a, ev);
 }
 
 /* ---- §10.4 ---------------------------------------------------------------------- */
@@ -310,16 +341,27 @@ dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
   DSA_CHECK(check_vec(gather_lens, op, "gather_lens", DSA_I32, r));
   DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
 
-  karg_t a = kt(q, topk), b = kt(q, query_start_loc), c = kt(q, seq_lens), g = kt(q, gather_lens),
-         o = kt(q, out), l = kt(q, lens);
   cl_int rr = (cl_int)r, win = p->window, ratio = p->compress_ratio, tk = p->topk,
          width = (cl_int)out->shape[1];
   cl_long m = p->M, n = p->N;
-  const dsa_karg args[] = {KT2(a),        KT(b),        KT(c),       KT(g),
-                           DSA_KARG(rr),  DSA_KARG(win), DSA_KARG(ratio), DSA_KARG(tk),
-                           DSA_KARG(m),   DSA_KARG(n),  KT2(o),      DSA_KARG(width),
-                           KT(l),         DSA_KARG(q->faults)};
-  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_combine_topk_swa", t, args, NARGS(args), ev);
+  if (dsa__pick(q, &dsa__variants_combine_topk_swa, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, topk, 2);
+  dsa__karg_tensor(&a, query_start_loc, 1);
+  dsa__karg_tensor(&a, seq_lens, 1);
+  dsa__karg_tensor(&a, gather_lens, 1);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_i32(&a, win);
+  dsa__karg_i32(&a, ratio);
+  dsa__karg_i32(&a, tk);
+  dsa__karg_i64(&a, m);
+  dsa__karg_i64(&a, n);
+  dsa__karg_tensor(&a, out, 2);
+  dsa__karg_i32(&a, width);
+  dsa__karg_tensor(&a, lens, 1);
+  dsa__karg_faults(&a);
+  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_combine_topk_swa", t, &a, ev);
 }
 
 /* ---- §10.5 ---------------------------------------------------------------------- */
@@ -381,23 +423,42 @@ dsa_status dsa_mixed_sparse_indices(dsa_queue *q, const dsa_mixed_sparse_inputs 
                (long long)out->shape[1], (long long)need);
   DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
 
-  karg_t ds = kt(q, in->decode_swa_indices), dc = kt(q, in->decode_compressed_indices),
-         dl = kt(q, in->decode_compressed_lens), dv = kt(q, in->decode_is_valid_token),
-         pt = kt(q, in->prefill_topk_indices), qs = kt(q, in->query_start_loc),
-         sl = kt(q, in->seq_lens), tr = kt(q, in->token_to_req), sb = kt(q, in->swa_block_table),
-         cb = kt(q, cbt), o = kt(q, out), l = kt(q, lens);
   cl_int ckd = (cl_int)kd, hdl = in->decode_compressed_lens != NULL,
          hdv = in->decode_is_valid_token != NULL, ckp = (cl_int)kp, rr = (cl_int)r,
          ws = (cl_int)in->swa_block_table->shape[1], sbs = p->swa_block_size,
          wc = (cl_int)cbt->shape[1], cbs = p->compressed_block_size, ctd = (cl_int)td,
          win = p->window, ratio = p->compress_ratio, tk = p->topk, loc = local,
          pp = (cl_int)(out->shape[1] - p->window);
-  const dsa_karg args[] = {KT2(ds),       KT2(dc),       DSA_KARG(ckd),  KT(dl),
-                           DSA_KARG(hdl), KT(dv),        DSA_KARG(hdv),  KT2(pt),
-                           DSA_KARG(ckp), KT(qs),        KT(sl),         KT(tr),
-                           DSA_KARG(rr),  KT2(sb),       DSA_KARG(ws),   DSA_KARG(sbs),
-                           KT2(cb),       DSA_KARG(wc),  DSA_KARG(cbs),  DSA_KARG(ctd),
-                           DSA_KARG(win), DSA_KARG(ratio), DSA_KARG(tk), DSA_KARG(loc),
-                           KT2(o),        DSA_KARG(pp),  KT(l),          DSA_KARG(q->faults)};
-  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_mixed_sparse", t, args, NARGS(args), ev);
+  if (dsa__pick(q, &dsa__variants_mixed_sparse_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, in->decode_swa_indices, 2);
+  dsa__karg_tensor(&a, in->decode_compressed_indices, 2);
+  dsa__karg_i32(&a, ckd);
+  dsa__karg_tensor(&a, in->decode_compressed_lens, 1);
+  dsa__karg_i32(&a, hdl);
+  dsa__karg_tensor(&a, in->decode_is_valid_token, 1);
+  dsa__karg_i32(&a, hdv);
+  dsa__karg_tensor(&a, in->prefill_topk_indices, 2);
+  dsa__karg_i32(&a, ckp);
+  dsa__karg_tensor(&a, in->query_start_loc, 1);
+  dsa__karg_tensor(&a, in->seq_lens, 1);
+  dsa__karg_tensor(&a, in->token_to_req, 1);
+  dsa__karg_i32(&a, rr);
+  dsa__karg_tensor(&a, in->swa_block_table, 2);
+  dsa__karg_i32(&a, ws);
+  dsa__karg_i32(&a, sbs);
+  dsa__karg_tensor(&a, cbt, 2);
+  dsa__karg_i32(&a, wc);
+  dsa__karg_i32(&a, cbs);
+  dsa__karg_i32(&a, ctd);
+  dsa__karg_i32(&a, win);
+  dsa__karg_i32(&a, ratio);
+  dsa__karg_i32(&a, tk);
+  dsa__karg_i32(&a, loc);
+  dsa__karg_tensor(&a, out, 2);
+  dsa__karg_i32(&a, pp);
+  dsa__karg_tensor(&a, lens, 1);
+  dsa__karg_faults(&a);
+  return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_mixed_sparse", t, &a, ev);
 }

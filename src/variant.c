@@ -68,7 +68,13 @@ const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_var
   X(dsa__variants_indexer_k_insert)     \
   X(dsa__variants_indexer_k_gather)     \
   X(dsa__variants_indexer_q_quant)      \
-  X(dsa__variants_mla_qnorm)
+  X(dsa__variants_mla_qnorm)                 \
+  X(dsa__variants_compressed_slot_mapping)   \
+  X(dsa__variants_swa_indices)               \
+  X(dsa__variants_global_topk_indices)       \
+  X(dsa__variants_c128_topk_indices)         \
+  X(dsa__variants_combine_topk_swa)          \
+  X(dsa__variants_mixed_sparse_indices)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
@@ -87,7 +93,8 @@ const int dsa__num_variant_tables =
   X(MLA_CACHE, dsa__defines_mla_cache)  \
   X(TOPK, dsa__defines_topk)            \
   X(INDEXER_K, dsa__defines_indexer_k)  \
-  X(MLA_QNORM, dsa__defines_mla_qnorm)
+  X(MLA_QNORM, dsa__defines_mla_qnorm)  \
+  X(INDEX_HELPERS, dsa__defines_index_helpers)
 
 #define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
 DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)
