@@ -24,12 +24,19 @@
   __global uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, uint t##_al
 #define DSA_TENSOR3(t) \
   __global uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, ulong t##_s2, uint t##_al
+#define DSA_TENSOR4(t)                                                                    \
+  __global uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, ulong t##_s2, ulong t##_s3, \
+      uint t##_al
 #define DSA_CTENSOR1(t) __global const uchar *t##_mem, ulong t##_off, ulong t##_s0, uint t##_al
 #define DSA_CTENSOR2(t) \
   __global const uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, uint t##_al
 #define DSA_CTENSOR3(t)                                                                  \
   __global const uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, ulong t##_s2, \
       uint t##_al
+
+#define DSA_CTENSOR4(t)                                                                   \
+  __global const uchar *t##_mem, ulong t##_off, ulong t##_s0, ulong t##_s1, ulong t##_s2,      \
+      ulong t##_s3, uint t##_al
 
 #define DSA_PAGED(c) \
   __global uchar *c##_mem, ulong c##_off, long c##_nb, int c##_bs, ulong c##_bstride, uint c##_al

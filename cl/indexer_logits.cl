@@ -25,9 +25,9 @@
  * heads x 64 keys, DC 64) for H > 16, "h16" (HG 4, KG 64: 16 x 256, DC 16).
  *
  * The NVIDIA tensor-core path (DSA_HAS_NV_PTX) lives in the *_mma kernels at
- * the end of the file: FP8 paged and ragged with D = 128 and H <= 128; the
- * launcher uses the portable kernels for everything else, and for everything
- * under DSA_CONTEXT_FORCE_PORTABLE / DSACL_FORCE_PORTABLE=1.
+ * the end of the file: FP8 paged and ragged with D = 128 and H <= 128. The
+ * launcher's variant tables choose among nv-mma, the wide and the narrow
+ * portable kernels (the wide one needs more than 32 KiB of local memory).
  *
  * PoCL note: no barrier sits inside data-dependent control flow, not even
  * uniform flow (PoCL 5 mishandled barriers after a data-dependent early
@@ -38,7 +38,10 @@
 #include "dsa_common.h"
 #include "dsa_mxfp4.h"
 
-#define IL_NT 256
+/* Geometry (host-owned, src/op_indexer_logits.c, passed as build options):
+ * IL_NT work-items per portable group; the wide variant IL_W_HG x IL_W_KG
+ * (heads/4 x keys/4) with IL_W_DC dims per chunk, the narrow one IL_N_*;
+ * the NVIDIA path's MMA_NT, MMA_KT, MMA_SUB and MMA_PITCH below. */
 
 /* Exact e4m3 value; the NaN codes 0x7F / 0xFF decode to +-480 as in vLLM's
  * logits kernels (no special case: the bits' value without the NaN rule). */
@@ -79,6 +82,27 @@ DSA_INLINE void il_load16(__global const uchar *p, __global const uchar *sp, con
       __global const uchar *bt, ulong bt_off, ulong bt_rs, ulong bt_cs, long W, int ncols,     \
       int clean, __global uchar *out, ulong o_off, ulong o_rs, int out_bf16, int q_al,         \
       int k_al, int ntiles, int tile0, uint row0, __global volatile uint *faults
+
+/* The kernels' parameter list, argument groups of cl/dsa_args.h laid by the
+ * launcher in this order. The query (and its MXFP4 scales) is a rank-4 view
+ * [B, next_n, H, D] (ragged: next_n = 1); k / k_scale are the ragged keys,
+ * lim / lim2 the row limits (ragged ks / ke; paged context_lens, 1-D or
+ * 2-D, and none), cache + bt the paged keys. */
+#define IL_KARGS                                                                               \
+  DSA_CTENSOR4(q), DSA_CTENSOR4(qs), int H, int D, int next_n, DSA_CTENSOR2(wt),               \
+      DSA_CTENSOR2(kv), DSA_CTENSOR2(ksc), DSA_CTENSOR2(lim), DSA_CTENSOR1(lim2), int ctx_rank, \
+      DSA_CPAGED(cache), DSA_CTENSOR2(bt), long W, int ncols, int clean, DSA_TENSOR2(out),      \
+      int out_bf16, int ntiles, int tile0, uint row0, DSA_FAULTS
+
+/* IL_KARGS as the bodies' IL_PARAMS; va: the vector width of a 16-value
+ * load (16 bytes of e4m3, 8 of e2m1). */
+#define IL_FROM_KARGS(PAGED, FP4)                                                              \
+  q_mem, q_off, q_s0, q_s1, q_s2, qs_mem, qs_off, qs_s0, qs_s1, qs_s2, qs_s3, H, D, next_n,    \
+      wt_mem, wt_off, wt_s0, wt_s1, kv_mem, kv_off, kv_s0, ksc_mem, ksc_off, ksc_s0, ksc_s1,   \
+      lim_mem, lim_off, lim_s0, lim_s1, lim2_mem, lim2_off, lim2_s0, ctx_rank, cache_mem,      \
+      cache_off, cache_nb, cache_bs, cache_bstride, bt_mem, bt_off, bt_s0, bt_s1, W, ncols,    \
+      clean, out_mem, out_off, out_s0, out_bf16, q_al >= ((FP4) ? 8u : 16u),                   \
+      ((PAGED) ? cache_al : kv_al) >= ((FP4) ? 8u : 16u), ntiles, tile0, row0, faults
 
 #define IL_NAMES                                                                               \
   qv, qv_off, qv_bs, qv_rs, qv_hs, qsc, qsc_off, qsc_bs, qsc_rs, qsc_hs, qsc_ds, H, D, next_n,  \
@@ -294,25 +318,25 @@ DSA_INLINE void il_body(IL_PARAMS, __local float *qs, __local float *ks, __local
 }
 
 #define IL_KERNEL(NAME, HG, KG, DC, PAGED, FP4)                                               \
-  __kernel __attribute__((reqd_work_group_size(IL_NT, 1, 1))) void NAME(IL_PARAMS) {          \
+  __kernel __attribute__((reqd_work_group_size(IL_NT, 1, 1))) void NAME(IL_KARGS) {           \
     __local float4 qs[(4 * HG) * DC / 4];                                                      \
     __local float4 ks[(4 * KG) * DC / 4];                                                      \
     __local float red[HG * 4 * KG];                                                            \
     __local ulong koff[4 * KG], ksoff[4 * KG];                                                 \
     __local float kscale[4 * KG];                                                              \
     __local int kstate[4 * KG];                                                                \
-    il_body(IL_NAMES, (__local float *)qs, (__local float *)ks, red, koff, ksoff, kscale,      \
-            kstate, HG, KG, DC, PAGED, FP4);                                                   \
+    il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks, red, koff,    \
+            ksoff, kscale, kstate, HG, KG, DC, PAGED, FP4);                                    \
   }
 
-IL_KERNEL(mqa_logits_h64, 16, 16, 64, 0, 0)
-IL_KERNEL(mqa_logits_h16, 4, 64, 16, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64, 16, 16, 64, 1, 0)
-IL_KERNEL(paged_mqa_logits_h16, 4, 64, 16, 1, 0)
-IL_KERNEL(mqa_logits_mxfp4_h64, 16, 16, 64, 0, 1)
-IL_KERNEL(mqa_logits_mxfp4_h16, 4, 64, 16, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, 16, 16, 64, 1, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h16, 4, 64, 16, 1, 1)
+IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_DC, 0, 0)
+IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_DC, 0, 0)
+IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_DC, 1, 0)
+IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_DC, 1, 0)
+IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_DC, 0, 1)
+IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 0, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_DC, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 1, 1)
 
 /* ---- NVIDIA tensor-core path ------------------------------------------------
  * FP8 logits with D = 128 and H <= 128 through mma.sync m16n8k16 bf16 (sm_80+;
@@ -331,10 +355,11 @@ IL_KERNEL(paged_mqa_logits_mxfp4_h16, 4, 64, 16, 1, 1)
  *   C: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1). */
 #if DSA_HAS_NV_PTX && (!defined(DSA_NV_SM) || DSA_NV_SM >= 80)
 #define IL_HAS_MMA 1
-#define MMA_NT 128
-#define MMA_KT 64
-#define MMA_SUB 4
-#define MMA_PITCH 68 /* words per staged key row: 64 bf16 pairs + 4 */
+/* MMA_NT (128), MMA_KT (64 keys per sub-tile), MMA_SUB (4) and MMA_PITCH (68
+ * words per staged key row: 64 bf16 pairs + 4) come from the launcher. */
+#if MMA_NT != 128 || MMA_KT != 64
+#error "indexer_logits.cl: the mma path's warp mapping needs MMA_NT = 128, MMA_KT = 64"
+#endif
 #define MMA_MAXHB 2
 
 /* bf16 bits of an e4m3 byte's value (NaN codes as +-480, like il_e4m3). */
@@ -467,13 +492,14 @@ DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __
 }
 
 #define IL_MMA_KERNEL(NAME, PAGED)                                                            \
-  __kernel __attribute__((reqd_work_group_size(MMA_NT, 1, 1))) void NAME(IL_PARAMS) {         \
+  __kernel __attribute__((reqd_work_group_size(MMA_NT, 1, 1))) void NAME(IL_KARGS) {          \
     __local uint4 kst[MMA_KT * MMA_PITCH / 4];                                                 \
     __local float red[4 * MMA_KT];                                                             \
     __local ulong koff[MMA_KT];                                                                \
     __local float kscale[MMA_KT];                                                              \
     __local int kstate[MMA_KT];                                                                \
-    il_mma_body(IL_NAMES, (__local uint *)kst, red, koff, kscale, kstate, PAGED);             \
+    il_mma_body(IL_FROM_KARGS(PAGED, 0), (__local uint *)kst, red, koff, kscale, kstate,       \
+                PAGED);                                                                        \
   }
 
 IL_MMA_KERNEL(mqa_logits_mma, 0)

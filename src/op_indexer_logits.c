@@ -1,5 +1,6 @@
 /* Indexer MQA logits: ragged prefill and paged decode, FP8 and MXFP4
  * (SPEC-reference §6). Kernels: cl/indexer_logits.cl. */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -19,73 +20,132 @@ typedef cl_ulong u64;
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
+/* Kernel geometry (cl/indexer_logits.cl): portable groups of IL_NT items as
+ * HG x KG, each item 4 heads x 4 keys, DC dims per chunk; the wide tile for
+ * many heads, the narrow one for few (and for devices with 32 KiB of local
+ * memory). The NVIDIA tensor-core kernels: MMA_NT items, MMA_SUB sub-tiles
+ * of MMA_KT keys staged at MMA_PITCH words per key. */
+#define IL_NT NT
+#define IL_W_HG 16
+#define IL_W_KG 16
+#define IL_W_DC 64
+#define IL_N_HG 4
+#define IL_N_KG 64
+#define IL_N_DC 16
+#define MMA_NT 128
+#define MMA_KT 64
+#define MMA_SUB 4
+#define MMA_PITCH 68
+#define MMA_TILE (MMA_KT * MMA_SUB)
+const char dsa__defines_indexer_logits[] =
+    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
+        DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(MMA_NT) DSA_KDEF(MMA_KT) DSA_KDEF(MMA_SUB)
+            DSA_KDEF(MMA_PITCH);
+
+/* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
+ * partials, and per key its two offsets, scale and state. */
+static size_t tile_local_bytes(int hg, int kg, int dc) {
+  return (size_t)(4 * hg + 4 * kg) * dc * 4 + (size_t)hg * 4 * kg * 4 + (size_t)4 * kg * 24;
+}
+/* The mma kernel's: staged keys, warp partials, key offsets, scales, states. */
+static size_t mma_local_bytes(void) {
+  return (size_t)MMA_KT * MMA_PITCH * 4 + 4 * MMA_KT * 4 + (size_t)MMA_KT * 16;
+}
+
 void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->clean = 1;
 }
 
-/* Everything a logits kernel needs, in the kernel's argument order. */
+/* Everything a logits launch needs. q / qs are rank-4 views [B, next_n, H,
+ * D] (ragged: [M, 1, H, D]); absent tensors are NULL. */
 typedef struct il_job {
-  cl_mem qv;
-  u64 qv_off, qv_bs, qv_rs, qv_hs;
-  cl_mem qsc;
-  u64 qsc_off, qsc_bs, qsc_rs, qsc_hs, qsc_ds;
-  cl_int H, D, next_n;
-  cl_mem w;
-  u64 w_off, w_rs, w_hs;
-  cl_mem kv;
-  u64 kv_off, kv_rs;
-  cl_mem ksc;
-  u64 ksc_off, ksc_rs, ksc_ds;
-  cl_mem lim;
-  u64 lim_off, lim_s0, lim_s1;
-  cl_mem lim2;
-  u64 lim2_off, lim2_s0;
-  cl_int ctx_rank;
-  cl_mem cache;
-  u64 c_off;
-  cl_long num_blocks;
-  cl_int bs;
-  u64 c_bstride;
-  cl_mem bt;
-  u64 bt_off, bt_rs, bt_cs;
+  dsa_tensor q, qs;
+  const dsa_tensor *w, *kv, *ksc, *lim, *lim2, *bt, *out;
+  const dsa_paged_cache *cache;
+  cl_int H, D, next_n, ctx_rank, ncols, clean, out_bf16;
   cl_long W;
-  cl_int ncols, clean;
-  cl_mem out;
-  u64 o_off, o_rs;
-  cl_int out_bf16, q_al, k_al;
   int64_t rows;
   int paged, fp4;
 } il_job;
 
-static u64 bytes(const dsa_tensor *t, int dim) {
-  return (u64)t->stride[dim] * dsa_dtype_size(t->dtype);
+/* ---- variants ------------------------------------------------------------------ */
+
+static const char *refuse_local(const dsa_context *c, size_t need, char *buf, size_t n) {
+  if (need <= c->caps.local_mem) return NULL;
+  snprintf(buf, n, "needs %zu B of local memory, the device has %llu", need,
+           (unsigned long long)c->caps.local_mem);
+  return buf;
 }
 
-static int aligned(u64 a, unsigned n) { return a % n == 0; }
-
-/* The NVIDIA tensor-core kernels (cl/indexer_logits.cl, built when the
- * program has DSA_HAS_NV_PTX, i.e. an NVIDIA device and no
- * DSA_CONTEXT_FORCE_PORTABLE / DSACL_FORCE_PORTABLE): FP8, D = 128, H <= 128.
- * Group geometry: 128 work-items, 256 keys. */
-#define MMA_NT 128
-#define MMA_TILE 256
-static int use_mma(const dsa_queue *q, const il_job *j) {
-  return q->ctx->caps.nv_inline_ptx && !q->ctx->force_portable && !j->fp4 && j->D == 128 &&
-         j->H <= 128;
+/* FP8 only, D = 128 (the fragments' k-steps), H <= 128 (two 16-head blocks
+ * per warp). */
+static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  const char *r = refuse_local(c, mma_local_bytes(), buf, n);
+  if (r || !shape) return r;
+  const il_job *j = shape;
+  if (j->fp4) return "MXFP4 has no tensor-core path";
+  if (j->D != 128) {
+    snprintf(buf, n, "D = %d, the mma path needs 128", (int)j->D);
+    return buf;
+  }
+  if (j->H > 128) {
+    snprintf(buf, n, "H = %d > 128", (int)j->H);
+    return buf;
+  }
+  return NULL;
 }
 
-static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_events *ev) {
+/* The wide tile serves H > 16 (with fewer heads the narrow one wastes less). */
+static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  const char *r = refuse_local(c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_DC), buf, n);
+  if (r || !shape) return r;
+  const il_job *j = shape;
+  if (j->H <= 4 * IL_N_HG) {
+    snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, 4 * IL_N_HG);
+    return buf;
+  }
+  return NULL;
+}
+
+static const char *refuse_narrow(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  return refuse_local(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
+}
+
+enum { V_MMA, V_WIDE, V_NARROW };
+#define IL_VARIANTS(mma)                                                                       \
+  {"nv-mma", DSA_CAP_NV_PTX, (mma) ? refuse_mma : refuse_no_mma, "FP8, D = 128, H <= 128"},    \
+      {"portable-h64", 0, refuse_wide, "H > 16"},                                            \
+      {"portable-h16", 0, refuse_narrow, "any H"}
+
+static const char *refuse_no_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)c;
+  (void)shape;
+  (void)buf;
+  (void)n;
+  return "MXFP4 has no tensor-core path";
+}
+
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS(1));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4", IL_VARIANTS(0));
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits", IL_VARIANTS(1));
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_paged_mqa_logits_mxfp4",
+                  IL_VARIANTS(0));
+
+static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
+                         const dsa_events *ev) {
   static const char *names[2][2][2] = {
       {{"mqa_logits_h16", "mqa_logits_h64"}, {"paged_mqa_logits_h16", "paged_mqa_logits_h64"}},
       {{"mqa_logits_mxfp4_h16", "mqa_logits_mxfp4_h64"},
        {"paged_mqa_logits_mxfp4_h16", "paged_mqa_logits_mxfp4_h64"}}};
-  const int wide = j->H > 16;
-  const char *kname = names[j->fp4][j->paged][wide];
-  cl_int tk = wide ? 64 : 256;
+  const int v = dsa__pick(q, table, j);
+  if (v < 0) return DSA_ERR_UNSUPPORTED;
+  const char *kname = names[j->fp4][j->paged][v == V_WIDE];
+  cl_int tk = v == V_WIDE ? 4 * IL_W_KG : 4 * IL_N_KG;
   size_t nt = NT;
-  if (use_mma(q, j)) {
+  if (v == V_MMA) {
     kname = j->paged ? "paged_mqa_logits_mma" : "mqa_logits_mma";
     tk = MMA_TILE;
     nt = MMA_NT;
@@ -100,40 +160,40 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_events *ev) {
       total_tiles < (int64_t)MAX_GROUPS_PER_LAUNCH ? total_tiles : (int64_t)MAX_GROUPS_PER_LAUNCH;
   const int64_t rows_cap = (int64_t)MAX_GROUPS_PER_LAUNCH / tiles_per;
   const int64_t rows_per = rows_cap > 0 ? rows_cap : 1;
-  /* A zero-block cache or an empty tensor may carry no buffer; any valid
-   * buffer stands in, since nothing is read through it. */
-  cl_mem dummy = q->faults;
-#define M_(x) cl_mem x##_ = j->x ? j->x : dummy
-  M_(qv); M_(qsc); M_(w); M_(kv); M_(ksc); M_(lim); M_(lim2); M_(cache); M_(bt); M_(out);
-#undef M_
   for (int64_t t0 = 0; t0 < total_tiles; t0 += tiles_per)
   for (int64_t r0 = 0; r0 < j->rows; r0 += rows_per) {
     const int64_t nr = j->rows - r0 < rows_per ? j->rows - r0 : rows_per;
     const cl_int ntiles = (cl_int)(total_tiles - t0 < tiles_per ? total_tiles - t0 : tiles_per);
-    const cl_int tile0 = (cl_int)t0;
-    cl_uint row0 = (cl_uint)r0;
-    const dsa_karg args[] = {
-        DSA_KARG(qv_),        DSA_KARG(j->qv_off),   DSA_KARG(j->qv_bs),    DSA_KARG(j->qv_rs),
-        DSA_KARG(j->qv_hs),   DSA_KARG(qsc_),        DSA_KARG(j->qsc_off),  DSA_KARG(j->qsc_bs),
-        DSA_KARG(j->qsc_rs),  DSA_KARG(j->qsc_hs),   DSA_KARG(j->qsc_ds),   DSA_KARG(j->H),
-        DSA_KARG(j->D),       DSA_KARG(j->next_n),   DSA_KARG(w_),          DSA_KARG(j->w_off),
-        DSA_KARG(j->w_rs),    DSA_KARG(j->w_hs),     DSA_KARG(kv_),         DSA_KARG(j->kv_off),
-        DSA_KARG(j->kv_rs),   DSA_KARG(ksc_),        DSA_KARG(j->ksc_off),  DSA_KARG(j->ksc_rs),
-        DSA_KARG(j->ksc_ds),  DSA_KARG(lim_),        DSA_KARG(j->lim_off),  DSA_KARG(j->lim_s0),
-        DSA_KARG(j->lim_s1),  DSA_KARG(lim2_),       DSA_KARG(j->lim2_off), DSA_KARG(j->lim2_s0),
-        DSA_KARG(j->ctx_rank), DSA_KARG(cache_),     DSA_KARG(j->c_off),    DSA_KARG(j->num_blocks),
-        DSA_KARG(j->bs),      DSA_KARG(j->c_bstride), DSA_KARG(bt_),        DSA_KARG(j->bt_off),
-        DSA_KARG(j->bt_rs),   DSA_KARG(j->bt_cs),    DSA_KARG(j->W),        DSA_KARG(j->ncols),
-        DSA_KARG(j->clean),   DSA_KARG(out_),        DSA_KARG(j->o_off),    DSA_KARG(j->o_rs),
-        DSA_KARG(j->out_bf16), DSA_KARG(j->q_al),    DSA_KARG(j->k_al),     DSA_KARG(ntiles),
-        DSA_KARG(tile0),      DSA_KARG(row0),        DSA_KARG(q->faults)};
+    dsa_kargs a;
+    dsa__kargs_init(&a, q);
+    dsa__karg_tensor(&a, &j->q, 4);
+    dsa__karg_tensor(&a, j->fp4 ? &j->qs : NULL, 4);
+    dsa__karg_i32(&a, j->H);
+    dsa__karg_i32(&a, j->D);
+    dsa__karg_i32(&a, j->next_n);
+    dsa__karg_tensor(&a, j->w, 2);
+    dsa__karg_tensor(&a, j->kv, 2);
+    dsa__karg_tensor(&a, j->ksc, 2);
+    dsa__karg_tensor(&a, j->lim, 2);
+    dsa__karg_tensor(&a, j->lim2, 1);
+    dsa__karg_i32(&a, j->ctx_rank);
+    dsa__karg_paged(&a, j->cache);
+    dsa__karg_tensor(&a, j->bt, 2);
+    dsa__karg_i64(&a, j->W);
+    dsa__karg_i32(&a, j->ncols);
+    dsa__karg_i32(&a, j->clean);
+    dsa__karg_tensor(&a, j->out, 2);
+    dsa__karg_i32(&a, j->out_bf16);
+    dsa__karg_i32(&a, ntiles);
+    dsa__karg_i32(&a, (cl_int)t0);
+    dsa__karg_u32(&a, (cl_uint)r0);
+    dsa__karg_faults(&a);
     /* In-order queue: the first launch waits, the last returns the event. */
     const int first = t0 == 0 && r0 == 0, last = t0 + ntiles >= total_tiles && r0 + nr >= j->rows;
     dsa_events sub = {first && ev ? ev->num_wait : 0, first && ev ? ev->wait : NULL,
                       last && ev ? ev->done : NULL};
     const size_t global = (size_t)nr * (size_t)ntiles * nt, local = nt;
-    DSA_CHECK(dsa__launch(q, k, kname, (int)(sizeof args / sizeof args[0]), args, 1, &global,
-                          &local, &sub));
+    DSA_CHECK(dsa__launch_args(q, k, kname, &a, 1, &global, &local, &sub));
   }
   return DSA_OK;
 }
@@ -165,12 +225,21 @@ static dsa_status check_logits(const dsa_tensor *t, const char *op, int64_t rows
 }
 
 static void set_logits(il_job *j, const dsa_tensor *t, const dsa_mqa_logits_params *p) {
-  j->out = t->mem;
-  j->o_off = t->offset;
-  j->o_rs = bytes(t, 0);
+  j->out = t;
   j->out_bf16 = t->dtype == DSA_BF16;
   j->ncols = (cl_int)t->shape[1];
   j->clean = p ? p->clean : 1;
+}
+
+/* A rank-3 [M, H, D] tensor as the rank-4 view [M, 1, H, D]. */
+static dsa_tensor as_rank4(const dsa_tensor *t) {
+  dsa_tensor v = *t;
+  v.ndim = 4;
+  v.shape[0] = t->shape[0], v.stride[0] = t->stride[0];
+  v.shape[1] = 1, v.stride[1] = 0;
+  v.shape[2] = t->shape[1], v.stride[2] = t->stride[1];
+  v.shape[3] = t->shape[2], v.stride[3] = t->stride[2];
+  return v;
 }
 
 static dsa_status check_head_dim(int64_t d, const char *op, const char *arg, int dim) {
@@ -186,13 +255,6 @@ static dsa_status check_heads(int64_t h, const char *op, const char *arg, int di
     return BAD("%s: %s shape[%d] = %lld heads, must be in [1, 65536]", op, arg, dim,
                (long long)h);
   return DSA_OK;
-}
-
-static void set_weights(il_job *j, const dsa_tensor *w) {
-  j->w = w->mem;
-  j->w_off = w->offset;
-  j->w_rs = bytes(w, 0);
-  j->w_hs = bytes(w, 1);
 }
 
 /* ---- ragged prefill ------------------------------------------------------------ */
@@ -248,39 +310,18 @@ static dsa_status ragged(dsa_queue *q, const char *op, int fp4, const dsa_tensor
   j.paged = 0;
   j.fp4 = fp4;
   j.rows = m;
-  j.qv = query->mem;
-  j.qv_off = query->offset;
-  j.qv_bs = bytes(query, 0);
-  j.qv_hs = bytes(query, 1);
-  if (fp4) {
-    j.qsc = query_scale->mem;
-    j.qsc_off = query_scale->offset;
-    j.qsc_bs = bytes(query_scale, 0);
-    j.qsc_hs = bytes(query_scale, 1);
-    j.qsc_ds = bytes(query_scale, 2);
-  }
+  j.q = as_rank4(query);
+  if (fp4) j.qs = as_rank4(query_scale);
   j.H = (cl_int)h;
   j.D = (cl_int)d;
   j.next_n = 1;
-  set_weights(&j, weights);
-  j.kv = k->mem;
-  j.kv_off = k->offset;
-  j.kv_rs = bytes(k, 0);
-  j.ksc = k_scale->mem;
-  j.ksc_off = k_scale->offset;
-  j.ksc_rs = bytes(k_scale, 0);
-  j.ksc_ds = fp4 ? bytes(k_scale, 1) : 0;
-  j.lim = ks->mem;
-  j.lim_off = ks->offset;
-  j.lim_s0 = bytes(ks, 0);
-  j.lim2 = ke->mem;
-  j.lim2_off = ke->offset;
-  j.lim2_s0 = bytes(ke, 0);
+  j.w = weights;
+  j.kv = k;
+  j.ksc = k_scale;
+  j.lim = ks;
+  j.lim2 = ke;
   set_logits(&j, logits, p);
-  const unsigned va = fp4 ? 8 : 16;
-  j.q_al = aligned(j.qv_off, va) && aligned(j.qv_bs, va) && aligned(j.qv_hs, va);
-  j.k_al = aligned(j.kv_off, va) && aligned(j.kv_rs, va);
-  return launch(q, &j, ev);
+  return launch(q, &j, fp4 ? &dsa__variants_mqa_logits_mxfp4 : &dsa__variants_mqa_logits, ev);
 }
 
 dsa_status dsa_mqa_logits(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *k,
@@ -354,44 +395,20 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
   j.paged = 1;
   j.fp4 = fp4;
   j.rows = rows;
-  j.qv = query->mem;
-  j.qv_off = query->offset;
-  j.qv_bs = bytes(query, 0);
-  j.qv_rs = bytes(query, 1);
-  j.qv_hs = bytes(query, 2);
-  if (fp4) {
-    j.qsc = query_scale->mem;
-    j.qsc_off = query_scale->offset;
-    j.qsc_bs = bytes(query_scale, 0);
-    j.qsc_rs = bytes(query_scale, 1);
-    j.qsc_hs = bytes(query_scale, 2);
-    j.qsc_ds = bytes(query_scale, 3);
-  }
+  j.q = *query;
+  if (fp4) j.qs = *query_scale;
   j.H = (cl_int)h;
   j.D = PAGED_D;
   j.next_n = (cl_int)next_n;
-  set_weights(&j, weights);
-  j.lim = context_lens->mem;
-  j.lim_off = context_lens->offset;
-  j.lim_s0 = bytes(context_lens, 0);
-  j.lim_s1 = rank == 2 ? bytes(context_lens, 1) : 0;
+  j.w = weights;
+  j.lim = context_lens;
   j.ctx_rank = rank;
-  j.cache = cache->num_blocks ? cache->mem : NULL;
-  j.c_off = cache->offset;
-  j.num_blocks = cache->num_blocks;
-  j.bs = cache->block_size;
-  j.c_bstride = (u64)cache->block_stride;
-  j.bt = block_tables->mem;
-  j.bt_off = block_tables->offset;
-  j.bt_rs = bytes(block_tables, 0);
-  j.bt_cs = bytes(block_tables, 1);
+  j.cache = cache;
+  j.bt = block_tables;
   j.W = block_tables->shape[1];
   set_logits(&j, logits, p);
-  const unsigned va = fp4 ? 8 : 16;
-  j.q_al = aligned(j.qv_off, va) && aligned(j.qv_bs, va) && aligned(j.qv_rs, va) &&
-           aligned(j.qv_hs, va);
-  j.k_al = aligned(j.c_off, va) && aligned(j.c_bstride, va);
-  return launch(q, &j, ev);
+  return launch(q, &j,
+                fp4 ? &dsa__variants_paged_mqa_logits_mxfp4 : &dsa__variants_paged_mqa_logits, ev);
 }
 
 dsa_status dsa_paged_mqa_logits(dsa_queue *q, const dsa_tensor *query,

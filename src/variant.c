@@ -74,7 +74,11 @@ const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_var
   X(dsa__variants_global_topk_indices)       \
   X(dsa__variants_c128_topk_indices)         \
   X(dsa__variants_combine_topk_swa)          \
-  X(dsa__variants_mixed_sparse_indices)
+  X(dsa__variants_mixed_sparse_indices)      \
+  X(dsa__variants_mqa_logits)                \
+  X(dsa__variants_mqa_logits_mxfp4)          \
+  X(dsa__variants_paged_mqa_logits)          \
+  X(dsa__variants_paged_mqa_logits_mxfp4)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
@@ -94,7 +98,8 @@ const int dsa__num_variant_tables =
   X(TOPK, dsa__defines_topk)            \
   X(INDEXER_K, dsa__defines_indexer_k)  \
   X(MLA_QNORM, dsa__defines_mla_qnorm)  \
-  X(INDEX_HELPERS, dsa__defines_index_helpers)
+  X(INDEX_HELPERS, dsa__defines_index_helpers) \
+  X(INDEXER_LOGITS, dsa__defines_indexer_logits)
 
 #define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
 DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)
