@@ -23,27 +23,52 @@
  * still -inf contributes nothing, so empty rows and fully masked first tiles
  * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
  *
- * NVIDIA: the *_mma variants at the end of the file (tensor cores, inline
- * PTX, under DSA_HAS_NV_PTX) replace both attention kernels unless the
- * context is forced portable.
+ * Variants (the launcher's tables): the *_mma kernels at the end of the file
+ * (NVIDIA tensor cores, inline PTX, under DSA_HAS_NV_PTX); the portable
+ * kernels with a double tile buffer (43 KB of local memory); the *_lm32
+ * twins with one buffer for devices with OpenCL's guaranteed 32 KiB.
  *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
  * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
  * bf16 workspace row t*Ktot + j, and the combined index list (t*Ktot + j, or
  * -1 for an unused entry) and the lengths are written for sparse_attn_bf16.
  */
-#include "dsa_common.h"
+#include "dsa_mla.h"
 
 #define MLA_DIM 512
-#define MLA_NOPE 448
-#define MLA_DATA_BYTES 576
-#define NOPE_LANES 28
 
-#define WG 256
-#define HG 16 /* heads per work-group */
-#define NT 8  /* entries per tile */
-#define DSL 16 /* d-slices of the QK step */
-#define PSTRIDE (NT * DSL + 16) /* partial sums per head, padded against bank conflicts */
+/* Host-owned geometry (src/op_sparse_mla.c, build options): WG work-items
+ * and HG heads per portable group, NT entries per tile, DSL d-slices of the
+ * QK step, PSTRIDE partial sums per head (padded against bank conflicts),
+ * GROWS rows per gather group; the mma path's SM_* below. */
+#if WG != 256 || HG != 16 || NT != 8 || DSL != 16
+#error "sparse_mla.cl: the portable mappings need WG 256, HG 16, NT 8, DSL 16"
+#endif
+
+/* The argument groups of the attention kernels (cl/dsa_args.h), laid by the
+ * launcher in this order. A set over a paged MLA cache: the cache, the
+ * indices [T, K] with their width, the lengths [T]. */
+#define SA_QUERY DSA_CTENSOR3(q), int n_heads
+#define SA_SET(x) DSA_CPAGED(c##x), DSA_CTENSOR2(i##x), int k##x, DSA_CTENSOR1(l##x)
+#define SA_OUTPUT                                                                             \
+  DSA_CTENSOR1(sink), int has_sink, float scale, DSA_TENSOR3(out), DSA_TENSOR2(lse),            \
+      int has_lse, DSA_FAULTS
+#define SA_BF16_PARAMS                                                                        \
+  SA_QUERY, DSA_CTENSOR2(kv), long n_rows, DSA_CTENSOR2(idx), int width, DSA_CTENSOR1(lens),    \
+      int has_lens, SA_OUTPUT
+#define SA_FUSED_PARAMS SA_QUERY, SA_SET(a), SA_SET(b), SA_OUTPUT
+/* The set structs of SA_SET(x) and of the bf16 kernel's KV matrix. */
+#define SA_ISET(x)                                                                            \
+  dsa_iset_make(i##x##_mem, i##x##_off, i##x##_s0, i##x##_s1, k##x, c##x##_mem, c##x##_off,      \
+                c##x##_bstride, c##x##_nb * (long)c##x##_bs, c##x##_bs, c##x##_al >= 16)
+#define SA_ISET_BF16                                                                          \
+  dsa_iset_make(idx_mem, idx_off, idx_s0, idx_s1, width, kv_mem, kv_off, kv_s0, n_rows, 1,      \
+                kv_al >= 16)
+/* The query and output arguments of the bodies. */
+#define SA_Q_ARGS q_mem, q_off, q_s0, q_s1
+#define SA_OUT_ARGS                                                                           \
+  sink_mem, sink_off, sink_s0, has_sink, scale, out_mem, out_off, out_s0, out_s1
+#define SA_LSE_ARGS lse_mem, lse_off, lse_s0, lse_s1, has_lse, faults
 
 /* One index set: the indices matrix, its lengths, and (fused) its cache. */
 typedef struct {
@@ -159,7 +184,7 @@ DSA_INLINE void attn_body(
     int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
     int o_al, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
     __global volatile uint *faults, __local float *ks, __local float *part, __local float *sl,
-    __local float *pl, __local float *al, __local int *vm, __local float *fin) {
+    __local float *pl, __local float *al, __local int *vm, __local float *fin, const int nbuf) {
   const uint tid = get_local_id(0);
   const int g = get_group_id(1);
   const ulong t = get_group_id(2);
@@ -199,7 +224,9 @@ DSA_INLINE void attn_body(
 
   dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
   for (int it = 0; it < ntiles; it++) {
-    const int buf = it & 1;
+    /* Two tile buffers (the next tile is written while the last is read), or
+     * one (32 KiB devices) and a barrier at the end of the step. */
+    const int buf = nbuf == 2 ? it & 1 : 0;
     __local float *kt = ks + buf * (NT * MLA_DIM);
     {
       uint w[8];
@@ -296,6 +323,7 @@ DSA_INLINE void attn_body(
         }
       }
     }
+    if (nbuf == 1) barrier(CLK_LOCAL_MEM_FENCE); /* kt, vm rewritten next */
   }
 
   /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
@@ -332,98 +360,79 @@ DSA_INLINE void attn_body(
   }
 }
 
-#define ATTN_LOCALS                                   \
-  /* float4 accesses below: 16-byte alignment is not implied by float. */ \
-  __local float ks[2 * NT * MLA_DIM] __attribute__((aligned(16)));         \
-  __local float part[HG * PSTRIDE] __attribute__((aligned(16)));           \
-  __local float sl[HG * NT] __attribute__((aligned(16)));                  \
-  __local float pl[NT * HG] __attribute__((aligned(16)));                  \
-  __local float al[HG] __attribute__((aligned(16)));                       \
-  __local float fin[HG] __attribute__((aligned(16)));                      \
-  __local int vm[2 * NT]
+#define ATTN_LOCALS(NBUF)                                                            \
+  /* float4 accesses below: 16-byte alignment is not implied by float. */     \
+  __local float ks[(NBUF) * NT * MLA_DIM] __attribute__((aligned(16)));        \
+  __local float part[HG * PSTRIDE] __attribute__((aligned(16)));               \
+  __local float sl[HG * NT] __attribute__((aligned(16)));                      \
+  __local float pl[NT * HG] __attribute__((aligned(16)));                      \
+  __local float al[HG] __attribute__((aligned(16)));                           \
+  __local float fin[HG] __attribute__((aligned(16)));                          \
+  __local int vm[(NBUF) * NT]
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_attn_bf16(
-    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
-    __global const uchar *kv, ulong kv_off, ulong kv_rs, long n_rows, int kv_al,
-    __global const uchar *idx, ulong idx_off, ulong idx_ts, ulong idx_cs, int width,
-    __global const uchar *lens, ulong l_off, ulong l_st, int has_lens,
-    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
-    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
-    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
-  ATTN_LOCALS;
-  dsa_iset sa =
-      dsa_iset_make(idx, idx_off, idx_ts, idx_cs, width, kv, kv_off, kv_rs, n_rows, 1, kv_al);
-  attn_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
-            q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs,
-            o_al, lse, lse_off, lse_ts, lse_hs, has_lse, faults, ks, part, sl, pl, al, vm, fin);
-}
+/* NBUF 2: the tile buffer doubled (43 KB of local memory); 1: for devices
+ * with OpenCL's guaranteed 32 KiB. */
+#define SA_BF16_KERNEL(NAME, NBUF)                                                             \
+  __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(SA_BF16_PARAMS) {         \
+    ATTN_LOCALS(NBUF);                                                                         \
+    dsa_iset sa = SA_ISET_BF16;                                                                \
+    attn_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, \
+              0, SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks,    \
+              part, sl, pl, al, vm, fin, NBUF);                                                \
+  }
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void sparse_mla_decode_fused(
-    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
-    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
-    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
-    __global const uchar *la, ulong la_off, ulong la_st,
-    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
-    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
-    __global const uchar *lb, ulong lb_off, ulong lb_st,
-    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
-    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
-    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
-  ATTN_LOCALS;
-  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
-                              ca_nb * (long)ca_bs, ca_bs, ca_al);
-  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
-                              cb_nb * (long)cb_bs, cb_bs, cb_al);
-  /* An absent set has width 0: its lengths are never read. */
-  attn_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
-            q_hs, q_al, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts,
-            o_hs, o_al, lse, lse_off, lse_ts, lse_hs, has_lse, faults, ks, part, sl, pl, al, vm,
-            fin);
-}
+/* An absent set has width 0: its lengths are never read. */
+#define SA_FUSED_KERNEL(NAME, NBUF)                                                            \
+  __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(SA_FUSED_PARAMS) {        \
+    ATTN_LOCALS(NBUF);                                                                         \
+    dsa_iset sa = SA_ISET(a);                                                                  \
+    dsa_iset sb = SA_ISET(b);                                                                  \
+    attn_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1,       \
+              SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks, part, \
+              sl, pl, al, vm, fin, NBUF);                                                      \
+  }
 
-/* Two-stage decode, stage 1: gather the used entries and pack the indices.
- * ws rows are 1024 bytes (16-byte aligned); ws_idx [T, Ktot] i32; ws_len [T]. */
-#define GROWS 8
+SA_BF16_KERNEL(sparse_attn_bf16, 2)
+SA_BF16_KERNEL(sparse_attn_bf16_lm32, 1)
+SA_FUSED_KERNEL(sparse_mla_decode_fused, 2)
+SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
+
+/* Two-stage decode, stage 1: gather the used entries and pack the indices
+ * into the workspace: rows [T*Ktot, 512] bf16 (1024-byte rows), indices
+ * [T, Ktot] i32, lengths [T] i32. */
 __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gather_pack(
-    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
-    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
-    __global const uchar *la, ulong la_off, ulong la_st,
-    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
-    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
-    __global const uchar *lb, ulong lb_off, ulong lb_st, __global uchar *ws, ulong rows_off,
-    ulong idx_off, ulong len_off, __global volatile uint *faults) {
+    SA_SET(a), SA_SET(b), DSA_TENSOR2(wsr), DSA_TENSOR2(wsi), DSA_TENSOR1(wsl), DSA_FAULTS) {
   const uint lane = get_local_id(0);
   const int j = get_global_id(1);
   const ulong t = get_global_id(2);
   const int ktot = ka + kb;
   if (j >= ktot) return;
-  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
-                              ca_nb * (long)ca_bs, ca_bs, ca_al);
-  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
-                              cb_nb * (long)cb_bs, cb_bs, cb_al);
+  dsa_iset sa = SA_ISET(a);
+  dsa_iset sb = SA_ISET(b);
   int bad = 0;
-  const int len_a = set_len(la, la_off, la_st, ka > 0, ka, t, &bad);
-  const int len_b = set_len(lb, lb_off, lb_st, kb > 0, kb, t, &bad);
+  const int len_a = set_len(la_mem, la_off, la_s0, ka > 0, ka, t, &bad);
+  const int len_b = set_len(lb_mem, lb_off, lb_s0, kb > 0, kb, t, &bad);
   const int len = len_a + len_b;
   const ulong row = t * (ulong)ktot + (ulong)j;
   if (j == 0 && lane == 0) {
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
-    *(__global int *)(ws + len_off + t * 4u) = len;
+    *(__global int *)(wsl_mem + wsl_off + t * wsl_s0) = len;
   }
   const dsa_raw raw = fetch_entry(&sa, &sb, len_a, len, t, j, lane, 1, faults);
-  if (lane == 0) *(__global int *)(ws + idx_off + row * 4u) = raw.valid ? (int)row : -1;
+  if (lane == 0)
+    *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) = raw.valid ? (int)row : -1;
   if (!raw.valid) return;
   uint w[8];
   lane_bf16(&raw, lane, 1, w);
-  __global uchar *dst = ws + rows_off + row * (MLA_DIM * 2) + lane * 32u;
-  dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), 1);
-  dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), 1);
+  __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
+  dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
+  dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
 }
 
 /* ---- NVIDIA tensor-core path (DSA_HAS_NV_PTX) ---------------------------
  * sparse_attn_bf16_mma, sparse_mla_decode_fused_mma: same arguments, grid
- * (SM_WI, ceil(H/16), T) (the launcher reads SM_WI back from the kernel's
- * reqd_work_group_size), one work-group per (token, 16 heads), SM_NW warps.
+ * (SM_WI, ceil(H/16), T) (SM_WI = 32 SM_NW, both host-owned), one
+ * work-group per (token, 16 heads), SM_NW warps.
  * Per tile of SM_NT = 16 entries of the virtual list:
  *   load  item unit (pair p = idx/32, lane l = idx%32) dequantizes entries
  *         2p, 2p+1, dims [16 l, +16) to bf16 (NaN -> 0, masked -> 0) and
@@ -443,17 +452,16 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *   A: (g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)
  *   B: (k 2t..2t+1, n g), (k 2t+8.., n g); C: (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1). */
 #if DSA_HAS_NV_PTX && (!defined(DSA_NV_SM) || DSA_NV_SM >= 80)
-#ifndef SM_NW
-#define SM_NW 8
+/* Host-owned: SM_NW warps, SM_NT entries per tile, SM_KDP words per kd row
+ * (256 dim pairs + 4, bank spread), SM_KVP words per kv row (512 dims + 8),
+ * SM_PP floats per partial row. */
+#if SM_NT != 16
+#error "sparse_mla.cl: the mma path's softmax mapping needs SM_NT = 16"
 #endif
 #define SM_WI (32 * SM_NW)
-#define SM_NT 16
 #define SM_DPW (MLA_DIM / SM_NW)
 #define SM_KS (SM_DPW / 16)
 #define SM_NTL (SM_DPW / 8)
-#define SM_KDP 260 /* words per kd row: 256 dim pairs + 4 (bank spread) */
-#define SM_KVP 520 /* words per kv row: 512 dims + 8 */
-#define SM_PP 16   /* floats per partial row */
 #define SM_UNITS (256 / SM_WI)
 
 /* A bf16 pair with NaN halves zeroed. */
@@ -680,43 +688,21 @@ DSA_INLINE void mma_body(
   __local int vm[SM_NT]
 
 __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_attn_bf16_mma(
-    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
-    __global const uchar *kv, ulong kv_off, ulong kv_rs, long n_rows, int kv_al,
-    __global const uchar *idx, ulong idx_off, ulong idx_ts, ulong idx_cs, int width,
-    __global const uchar *lens, ulong l_off, ulong l_st, int has_lens,
-    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
-    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
-    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+    SA_BF16_PARAMS) {
   SM_LOCALS;
-  dsa_iset sa =
-      dsa_iset_make(idx, idx_off, idx_ts, idx_cs, width, kv, kv_off, kv_rs, n_rows, 1, kv_al);
-  (void)q_al, (void)o_al;
-  mma_body(&sa, &sa, lens, l_off, l_st, has_lens, lens, l_off, l_st, 0, 0, q, q_off, q_ts, q_hs,
-           n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,
-           lse_off, lse_ts, lse_hs, has_lse, faults, (__local uint *)kd4, (__local uint *)kv4,
+  dsa_iset sa = SA_ISET_BF16;
+  mma_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0,
+           SA_Q_ARGS, n_heads, SA_OUT_ARGS, SA_LSE_ARGS, (__local uint *)kd4, (__local uint *)kv4,
            part, pw, al, vm, fin);
 }
 
 __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_mla_decode_fused_mma(
-    __global const uchar *q, ulong q_off, ulong q_ts, ulong q_hs, int q_al, int n_heads,
-    __global const uchar *ca, ulong ca_off, long ca_nb, int ca_bs, ulong ca_stride, int ca_al,
-    __global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
-    __global const uchar *la, ulong la_off, ulong la_st,
-    __global const uchar *cb, ulong cb_off, long cb_nb, int cb_bs, ulong cb_stride, int cb_al,
-    __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs, int kb,
-    __global const uchar *lb, ulong lb_off, ulong lb_st,
-    __global const uchar *sink, ulong sink_off, ulong sink_st, int has_sink, float scale,
-    __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs, int o_al, __global uchar *lse,
-    ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse, __global volatile uint *faults) {
+    SA_FUSED_PARAMS) {
   SM_LOCALS;
-  dsa_iset sa = dsa_iset_make(ia, ia_off, ia_ts, ia_cs, ka, ca, ca_off, ca_stride,
-                              ca_nb * (long)ca_bs, ca_bs, ca_al);
-  dsa_iset sb = dsa_iset_make(ib, ib_off, ib_ts, ib_cs, kb, cb, cb_off, cb_stride,
-                              cb_nb * (long)cb_bs, cb_bs, cb_al);
-  (void)q_al, (void)o_al;
-  mma_body(&sa, &sb, la, la_off, la_st, ka > 0, lb, lb_off, lb_st, kb > 0, 1, q, q_off, q_ts,
-           q_hs, n_heads, sink, sink_off, sink_st, has_sink, scale, out, o_off, o_ts, o_hs, lse,
-           lse_off, lse_ts, lse_hs, has_lse, faults, (__local uint *)kd4, (__local uint *)kv4,
-           part, pw, al, vm, fin);
+  dsa_iset sa = SA_ISET(a);
+  dsa_iset sb = SA_ISET(b);
+  mma_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1, SA_Q_ARGS,
+           n_heads, SA_OUT_ARGS, SA_LSE_ARGS, (__local uint *)kd4, (__local uint *)kv4, part, pw,
+           al, vm, fin);
 }
 #endif

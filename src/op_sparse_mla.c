@@ -8,23 +8,79 @@
 #include "dsacl/sparse_mla.h"
 
 #define MLA_DIM 512
-#define WG 256 /* attention work-group: one token x 16 heads */
+/* Kernel geometry (cl/sparse_mla.cl), passed as build options: the portable
+ * attention work-group (WG items: one token x HG heads, tiles of NT entries,
+ * DSL d-slices, PSTRIDE partials per head), GROWS rows per gather group, and
+ * the mma path's SM_NW warps, SM_NT entries per tile and its local row
+ * pitches SM_KDP / SM_KVP / SM_PP. */
+#define WG 256
 #define HG 16
-#define GROWS 8 /* gather_pack rows per work-group */
+#define NT 8
+#define DSL 16
+#define PSTRIDE 144 /* NT * DSL + 16: padded against bank conflicts */
+_Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
+#define GROWS 8
+#define SM_NW 8
+#define SM_NT 16
+#define SM_KDP 260
+#define SM_KVP 520
+#define SM_PP 16
+const char dsa__defines_sparse_mla[] =
+    DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE) DSA_KDEF(GROWS)
+        DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP) DSA_KDEF(SM_PP);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
 #define MAX_ROWS (((int64_t)1 << 31) - 1)
 
-typedef cl_ulong u64;
+/* Local memory of each attention kernel, from the constants above. */
+static size_t attn_local_bytes(int nbuf) {
+  return (size_t)nbuf * NT * MLA_DIM * 4 + (size_t)HG * PSTRIDE * 4 + (size_t)HG * NT * 4 * 2 +
+         (size_t)HG * 4 * 2 + (size_t)nbuf * NT * 4;
+}
+static size_t mma_local_bytes(void) {
+  return (size_t)SM_NT * SM_KDP * 4 + (size_t)SM_NT / 2 * SM_KVP * 4 +
+         (size_t)SM_NW * HG * SM_PP * 4 + (size_t)2 * HG * 8 * 4 + (size_t)HG * 4 * 2 +
+         (size_t)SM_NT * 4;
+}
+
+static const char *refuse_local(const dsa_context *c, size_t need, char *buf, size_t n) {
+  if (need <= c->caps.local_mem) return NULL;
+  snprintf(buf, n, "needs %zu B of local memory, the device has %llu", need,
+           (unsigned long long)c->caps.local_mem);
+  return buf;
+}
+static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  return refuse_local(c, mma_local_bytes(), buf, n);
+}
+static const char *refuse_2buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  return refuse_local(c, attn_local_bytes(2), buf, n);
+}
+static const char *refuse_1buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  return refuse_local(c, attn_local_bytes(1), buf, n);
+}
+
+/* Best first: tensor cores, then the portable kernel with a double tile
+ * buffer, then its single-buffer twin for 32 KiB devices. */
+enum { V_MMA, V_PORTABLE, V_LM32 };
+#define SA_VARIANTS                                                        \
+  {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL},                            \
+      {"portable", 0, refuse_2buf, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
+DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16", SA_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode", SA_VARIANTS);
+/* The two-stage form's gather is portable; its attention is the bf16
+ * kernel's table. */
+DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode_two_stage, "dsa_sparse_mla_decode_two_stage",
+                  {"gather+bf16", 0, NULL, "then dsa_sparse_attn_bf16's pick"});
 
 void dsa_sparse_attn_params_default(dsa_sparse_attn_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->softmax_scale = (float)(1.0 / sqrt((double)MLA_DIM));
 }
-
-static int al(u64 a, u64 b, u64 c, u64 n) { return a % n == 0 && b % n == 0 && c % n == 0; }
 
 static dsa_status check_params(const dsa_sparse_attn_params *p, const char *op) {
   if (!p) return DSA_OK;
@@ -91,147 +147,75 @@ static dsa_status check_set(const dsa_mla_index_set *s, int64_t t, const char *o
   return check_index(s->indices, s->lens, 0, t, op, i, l);
 }
 
-/* Kernel arguments shared by both attention kernels: the query block and the
- * sink/scale/out/lse block, in kernel order. */
-typedef struct qargs {
-  cl_mem q;
-  u64 off, ts, hs;
-  cl_int al, h;
-} qargs;
-typedef struct oargs {
-  cl_mem sink;
-  u64 sink_off, sink_st;
-  cl_int has_sink;
-  cl_float scale;
-  cl_mem out;
-  u64 o_off, o_ts, o_hs;
-  cl_int o_al;
-  cl_mem lse;
-  u64 lse_off, lse_ts, lse_hs;
-  cl_int has_lse;
-} oargs;
-
-static qargs q_args(const dsa_tensor *query) {
-  qargs a = {query->mem, query->offset, (u64)query->stride[0] * 2, (u64)query->stride[1] * 2, 0,
-             (cl_int)query->shape[1]};
-  a.al = al(a.off, a.ts, a.hs, 8);
-  return a;
+/* The query and output groups of every attention kernel (SA_QUERY,
+ * SA_OUTPUT in cl/sparse_mla.cl). */
+static void karg_query(dsa_kargs *a, const dsa_tensor *query) {
+  dsa__karg_tensor(a, query, 3);
+  dsa__karg_i32(a, (cl_int)query->shape[1]);
 }
-
-static oargs o_args(dsa_queue *q, const dsa_tensor *sink, const dsa_sparse_attn_params *p,
-                    const dsa_tensor *out, const dsa_tensor *lse) {
-  oargs a;
-  memset(&a, 0, sizeof a);
-  a.sink = sink && sink->mem ? sink->mem : q->faults;
-  if (sink) a.sink_off = sink->offset, a.sink_st = (u64)sink->stride[0] * 4;
-  a.has_sink = sink != NULL;
+static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+                        const dsa_tensor *out, const dsa_tensor *lse) {
   dsa_sparse_attn_params d;
   dsa_sparse_attn_params_default(&d);
-  a.scale = p ? p->softmax_scale : d.softmax_scale;
-  a.out = out->mem;
-  a.o_off = out->offset, a.o_ts = (u64)out->stride[0] * 2, a.o_hs = (u64)out->stride[1] * 2;
-  a.o_al = al(a.o_off, a.o_ts, a.o_hs, 4);
-  a.lse = lse && lse->mem ? lse->mem : q->faults;
-  if (lse)
-    a.lse_off = lse->offset, a.lse_ts = (u64)lse->stride[0] * 4, a.lse_hs = (u64)lse->stride[1] * 4;
-  a.has_lse = lse != NULL;
-  return a;
+  dsa__karg_tensor(a, sink, 1);
+  dsa__karg_i32(a, sink != NULL);
+  dsa__karg_f32(a, p ? p->softmax_scale : d.softmax_scale);
+  dsa__karg_tensor(a, out, 3);
+  dsa__karg_tensor(a, lse, 2);
+  dsa__karg_i32(a, lse != NULL);
+  dsa__karg_faults(a);
 }
-
-#define QARGS(a) DSA_KARG(a.q), DSA_KARG(a.off), DSA_KARG(a.ts), DSA_KARG(a.hs), DSA_KARG(a.al), \
-                 DSA_KARG(a.h)
-#define OARGS(a)                                                                              \
-  DSA_KARG(a.sink), DSA_KARG(a.sink_off), DSA_KARG(a.sink_st), DSA_KARG(a.has_sink),          \
-      DSA_KARG(a.scale), DSA_KARG(a.out), DSA_KARG(a.o_off), DSA_KARG(a.o_ts),                \
-      DSA_KARG(a.o_hs), DSA_KARG(a.o_al), DSA_KARG(a.lse), DSA_KARG(a.lse_off),               \
-      DSA_KARG(a.lse_ts), DSA_KARG(a.lse_hs), DSA_KARG(a.has_lse)
-
-/* An index set as kernel arguments (an absent set: width 0, any buffers). */
-typedef struct sargs {
-  cl_mem c;
-  u64 c_off;
-  cl_long nb;
-  cl_int bs;
-  u64 c_stride;
-  cl_int c_al;
-  cl_mem i;
-  u64 i_off, i_ts, i_cs;
-  cl_int k;
-  cl_mem l;
-  u64 l_off, l_st;
-} sargs;
-
-static sargs s_args(dsa_queue *q, const dsa_mla_index_set *s) {
-  sargs a;
-  memset(&a, 0, sizeof a);
-  a.c = a.i = a.l = q->faults;
-  a.bs = 1;
-  if (!s || s->indices->shape[1] == 0) return a;
-  const dsa_paged_cache *c = s->cache;
-  a.c = c->mem ? c->mem : q->faults;
-  a.c_off = c->offset, a.nb = c->num_blocks, a.bs = c->block_size, a.c_stride = (u64)c->block_stride;
-  a.c_al = al(a.c_off, a.c_stride, 0, 16);
-  a.i = s->indices->mem, a.i_off = s->indices->offset;
-  a.i_ts = (u64)s->indices->stride[0] * 4, a.i_cs = (u64)s->indices->stride[1] * 4;
-  a.k = (cl_int)s->indices->shape[1];
-  a.l = s->lens->mem, a.l_off = s->lens->offset, a.l_st = (u64)s->lens->stride[0] * 4;
-  return a;
+/* SA_SET: an index set (absent: width 0 and stand-ins). */
+static void karg_set(dsa_kargs *a, const dsa_mla_index_set *s) {
+  const int empty = !s || s->indices->shape[1] == 0;
+  dsa__karg_paged(a, empty ? NULL : s->cache);
+  dsa__karg_tensor(a, empty ? NULL : s->indices, 2);
+  dsa__karg_i32(a, empty ? 0 : (cl_int)s->indices->shape[1]);
+  dsa__karg_tensor(a, empty ? NULL : s->lens, 1);
 }
-
-#define SARGS(a)                                                                              \
-  DSA_KARG(a.c), DSA_KARG(a.c_off), DSA_KARG(a.nb), DSA_KARG(a.bs), DSA_KARG(a.c_stride),     \
-      DSA_KARG(a.c_al), DSA_KARG(a.i), DSA_KARG(a.i_off), DSA_KARG(a.i_ts), DSA_KARG(a.i_cs), \
-      DSA_KARG(a.k), DSA_KARG(a.l), DSA_KARG(a.l_off), DSA_KARG(a.l_st)
 
 static void attn_grid(int64_t t, int64_t h, size_t wg, size_t global[3], size_t local[3]) {
   global[0] = wg, global[1] = (size_t)((h + HG - 1) / HG), global[2] = (size_t)t;
   local[0] = wg, local[1] = 1, local[2] = 1;
 }
 
-/* The attention kernel for this queue: the NVIDIA tensor-core variant
- * (cl/sparse_mla.cl, built under DSA_HAS_NV_PTX) unless the context is forced
- * portable, else the portable one. *wg: its work-group size (the mma kernels
- * declare theirs with reqd_work_group_size). */
-static dsa_status attn_kernel(dsa_queue *q, const char *portable, const char *mma,
-                              cl_kernel *k, const char **name, size_t *wg) {
-  if (q->ctx->caps.nv_inline_ptx && !q->ctx->force_portable) {
-    size_t cw[3] = {0, 0, 0};
-    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, mma, k));
-    if (clGetKernelWorkGroupInfo(*k, q->ctx->dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                 sizeof cw, cw, NULL) == CL_SUCCESS &&
-        cw[0] > 0) {
-      *name = mma;
-      *wg = cw[0];
-      return DSA_OK;
-    }
-  }
-  *name = portable;
-  *wg = WG;
-  return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, portable, k);
+/* The attention kernel the table picks: its name and work-group size. */
+static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fused, cl_kernel *k,
+                              const char **name, size_t *wg) {
+  static const char *names[2][3] = {
+      {"sparse_attn_bf16_mma", "sparse_attn_bf16", "sparse_attn_bf16_lm32"},
+      {"sparse_mla_decode_fused_mma", "sparse_mla_decode_fused", "sparse_mla_decode_fused_lm32"}};
+  const int v = dsa__pick(q, t, NULL);
+  if (v < 0) return DSA_ERR_UNSUPPORTED;
+  *name = names[fused][v];
+  *wg = v == V_MMA ? 32 * SM_NW : WG;
+  return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, *name, k);
 }
 
-/* The bf16 attention launch over prepared arguments (shared with the
- * two-stage decode). */
-static dsa_status launch_bf16(dsa_queue *q, const qargs *qa, cl_mem kv, u64 kv_off, u64 kv_rs,
-                              cl_long n_rows, cl_int kv_al, cl_mem idx, u64 i_off, u64 i_ts,
-                              u64 i_cs, cl_int width, cl_mem lens, u64 l_off, u64 l_st,
-                              cl_int has_lens, const oargs *oa, int64_t t,
-                              const dsa_events *ev) {
+/* The bf16 attention over kv [rows, 512] with indices [T, K] and optional
+ * lens [T] (shared with the two-stage decode, whose workspace views these
+ * are). */
+static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
+                              const dsa_tensor *idx, const dsa_tensor *lens, int has_lens,
+                              const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+                              const dsa_tensor *out, const dsa_tensor *lse, const dsa_events *ev) {
   cl_kernel kern;
   const char *kname;
   size_t wg;
-  DSA_CHECK(attn_kernel(q, "sparse_attn_bf16", "sparse_attn_bf16_mma", &kern, &kname, &wg));
-  qargs qv = *qa;
-  oargs ov = *oa;
-  const dsa_karg args[] = {QARGS(qv),        DSA_KARG(kv),    DSA_KARG(kv_off), DSA_KARG(kv_rs),
-                           DSA_KARG(n_rows), DSA_KARG(kv_al), DSA_KARG(idx),    DSA_KARG(i_off),
-                           DSA_KARG(i_ts),   DSA_KARG(i_cs),  DSA_KARG(width),  DSA_KARG(lens),
-                           DSA_KARG(l_off),  DSA_KARG(l_st),  DSA_KARG(has_lens), OARGS(ov),
-                           DSA_KARG(q->faults)};
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &kern, &kname, &wg));
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  karg_query(&a, query);
+  dsa__karg_tensor(&a, kv, 2);
+  dsa__karg_i64(&a, kv->shape[0]);
+  dsa__karg_tensor(&a, idx, 2);
+  dsa__karg_i32(&a, (cl_int)idx->shape[1]);
+  dsa__karg_tensor(&a, has_lens ? lens : NULL, 1);
+  dsa__karg_i32(&a, has_lens);
+  karg_output(&a, sink, p, out, lse);
   size_t global[3], local[3];
-  attn_grid(t, qa->h, wg, global, local);
-  return dsa__launch(q, kern, kname, (int)(sizeof args / sizeof args[0]), args, 3,
-                     global, local, ev);
+  attn_grid(query->shape[0], query->shape[1], wg, global, local);
+  return dsa__launch_args(q, kern, kname, &a, 3, global, local, ev);
 }
 
 dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
@@ -255,18 +239,9 @@ dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa
   DSA_CHECK(check_index(indices, lens, 1, t, op, "indices", "lens"));
   if (t == 0) return dsa__launch_nothing(q, ev);
 
-  const qargs qa = q_args(query);
-  const oargs oa = o_args(q, attn_sink, p, out, lse);
   const int has_k = indices->shape[1] > 0;
-  cl_mem kvm = kv->mem ? kv->mem : q->faults;
-  u64 kv_rs = (u64)kv->stride[0] * 2;
-  cl_int kv_al = al(kv->offset, kv_rs, 0, 16);
-  cl_mem im = has_k ? indices->mem : q->faults;
-  cl_mem lm = lens && has_k ? lens->mem : q->faults;
-  return launch_bf16(q, &qa, kvm, kv->offset, kv_rs, kv->shape[0], kv_al, im, indices->offset,
-                     (u64)indices->stride[0] * 4, (u64)indices->stride[1] * 4,
-                     (cl_int)indices->shape[1], lm, lens ? lens->offset : 0,
-                     lens ? (u64)lens->stride[0] * 4 : 0, lens != NULL && has_k, &oa, t, ev);
+  return launch_bf16(q, query, kv, indices, lens, lens != NULL && has_k, attn_sink, p, out, lse,
+                     ev);
 }
 
 static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
@@ -299,16 +274,16 @@ dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
   cl_kernel kern;
   const char *kname;
   size_t wg;
-  DSA_CHECK(attn_kernel(q, "sparse_mla_decode_fused", "sparse_mla_decode_fused_mma", &kern,
-                        &kname, &wg));
-  qargs qa = q_args(query);
-  oargs oa = o_args(q, attn_sink, p, out, lse);
-  sargs sa = s_args(q, main_set), sb = s_args(q, extra_set);
-  const dsa_karg args[] = {QARGS(qa), SARGS(sa), SARGS(sb), OARGS(oa), DSA_KARG(q->faults)};
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_mla_decode, 1, &kern, &kname, &wg));
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  karg_query(&a, query);
+  karg_set(&a, main_set);
+  karg_set(&a, extra_set);
+  karg_output(&a, attn_sink, p, out, lse);
   size_t global[3], local[3];
-  attn_grid(t, qa.h, wg, global, local);
-  return dsa__launch(q, kern, kname, (int)(sizeof args / sizeof args[0]),
-                     args, 3, global, local, ev);
+  attn_grid(t, query->shape[1], wg, global, local);
+  return dsa__launch_args(q, kern, kname, &a, 3, global, local, ev);
 }
 
 static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -361,15 +336,20 @@ dsa_status dsa_sparse_mla_decode_two_stage(
                      "%s: workspace needs %llu bytes from offset %zu but its buffer holds %zu",
                      op, (unsigned long long)need, workspace_offset, size);
 
-  const qargs qa = q_args(query);
-  const oargs oa = o_args(q, attn_sink, p, out, lse);
   const int64_t ktot = k1 + k2;
-  const u64 rows_off = workspace_offset, ws_idx = workspace_offset + idx_off,
-            ws_len = workspace_offset + len_off;
+  if (dsa__pick(q, &dsa__variants_sparse_mla_decode_two_stage, NULL) < 0)
+    return DSA_ERR_UNSUPPORTED;
+  /* The workspace as three tensors: rows [T*Ktot, 512] bf16 (rows of 1024
+   * bytes from a WS_ALIGN boundary), indices [T, Ktot] i32, lengths [T] i32. */
+  dsa_tensor ws_rows = dsa_tensor_make(workspace, workspace_offset, DSA_BF16, 2,
+                                       (int64_t[]){t * ktot, MLA_DIM});
+  dsa_tensor ws_idx = dsa_tensor_make(workspace, workspace_offset + idx_off, DSA_I32, 2,
+                                      (int64_t[]){t, ktot});
+  dsa_tensor ws_len = dsa_tensor_make(workspace, workspace_offset + len_off, DSA_I32, 1,
+                                      (int64_t[]){t});
   /* Nothing to gather: the attention alone writes zeros and -inf. */
   if (ktot == 0)
-    return launch_bf16(q, &qa, workspace, rows_off, MLA_DIM * 2, 0, 1, workspace, ws_idx, 0, 4, 0,
-                       workspace, ws_len, 4, 0, &oa, t, ev);
+    return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 0, attn_sink, p, out, lse, ev);
 
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_mla_gather_pack", &kern));
@@ -378,21 +358,21 @@ dsa_status dsa_sparse_mla_decode_two_stage(
   cl_kernel attn;
   const char *aname;
   size_t awg;
-  DSA_CHECK(attn_kernel(q, "sparse_attn_bf16", "sparse_attn_bf16_mma", &attn, &aname, &awg));
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &attn, &aname, &awg));
   (void)attn, (void)aname, (void)awg;
-  sargs sa = s_args(q, main_set), sb = s_args(q, extra_set);
-  cl_mem ws = workspace;
-  u64 r_off = rows_off, i_off = ws_idx, l_off = ws_len;
-  const dsa_karg args[] = {SARGS(sa),       SARGS(sb),       DSA_KARG(ws), DSA_KARG(r_off),
-                           DSA_KARG(i_off), DSA_KARG(l_off), DSA_KARG(q->faults)};
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  karg_set(&a, main_set);
+  karg_set(&a, extra_set);
+  dsa__karg_tensor(&a, &ws_rows, 2);
+  dsa__karg_tensor(&a, &ws_idx, 2);
+  dsa__karg_tensor(&a, &ws_len, 1);
+  dsa__karg_faults(&a);
   const size_t global[3] = {32, (size_t)round_up((uint64_t)ktot, GROWS), (size_t)t},
                local[3] = {32, GROWS, 1};
   const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
-  DSA_CHECK(dsa__launch(q, kern, "sparse_mla_gather_pack", (int)(sizeof args / sizeof args[0]),
-                        args, 3, global, local, &first));
+  DSA_CHECK(dsa__launch_args(q, kern, "sparse_mla_gather_pack", &a, 3, global, local, &first));
   /* In-order queue: the attention follows the gather. */
   const dsa_events second = {0, NULL, ev ? ev->done : NULL};
-  return launch_bf16(q, &qa, workspace, rows_off, MLA_DIM * 2, (cl_long)(t * ktot), 1, workspace,
-                     ws_idx, (u64)ktot * 4, 4, (cl_int)ktot, workspace, ws_len, 4, 1, &oa, t,
-                     &second);
+  return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 1, attn_sink, p, out, lse, &second);
 }

@@ -78,7 +78,10 @@ const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_var
   X(dsa__variants_mqa_logits)                \
   X(dsa__variants_mqa_logits_mxfp4)          \
   X(dsa__variants_paged_mqa_logits)          \
-  X(dsa__variants_paged_mqa_logits_mxfp4)
+  X(dsa__variants_paged_mqa_logits_mxfp4)    \
+  X(dsa__variants_sparse_attn_bf16)          \
+  X(dsa__variants_sparse_mla_decode)         \
+  X(dsa__variants_sparse_mla_decode_two_stage)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
@@ -99,7 +102,8 @@ const int dsa__num_variant_tables =
   X(INDEXER_K, dsa__defines_indexer_k)  \
   X(MLA_QNORM, dsa__defines_mla_qnorm)  \
   X(INDEX_HELPERS, dsa__defines_index_helpers) \
-  X(INDEXER_LOGITS, dsa__defines_indexer_logits)
+  X(INDEXER_LOGITS, dsa__defines_indexer_logits) \
+  X(SPARSE_MLA, dsa__defines_sparse_mla)
 
 #define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
 DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)
