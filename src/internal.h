@@ -128,19 +128,11 @@ struct dsa_queue {
 dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
                            cl_kernel *out);
 
-/* Argument setting and launch, with the error naming the kernel. */
-typedef struct dsa_karg {
-  size_t size;
-  const void *ptr;
-} dsa_karg;
-#define DSA_KARG(x) ((dsa_karg){sizeof(x), &(x)})
-#define DSA_KLOCAL(bytes) ((dsa_karg){(bytes), NULL})
-
-/* Sets args, enqueues an ND range (dims 1..3; global already a multiple of
- * local), passes ev->wait and ev->done. */
-dsa_status dsa__launch(dsa_queue *q, cl_kernel k, const char *kname, int nargs,
-                       const dsa_karg *args, cl_uint dims, const size_t *global,
-                       const size_t *local, const dsa_events *ev);
+/* Enqueues kernel k (arguments already set) over an ND range (dims 1..3;
+ * global already a multiple of local), passing ev->wait and ev->done; the
+ * error names the kernel. Launchers call dsa__launch_args (kargs.c). */
+dsa_status dsa__enqueue(dsa_queue *q, cl_kernel k, const char *kname, cl_uint dims,
+                        const size_t *global, const size_t *local, const dsa_events *ev);
 /* No work to do: a marker that honours the wait list and returns the event. */
 dsa_status dsa__launch_nothing(dsa_queue *q, const dsa_events *ev);
 

@@ -123,5 +123,5 @@ dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const 
       return DSA_ERR_OPENCL;
     }
   }
-  return dsa__launch(q, k, kname, 0, NULL, dims, global, local, ev);
+  return dsa__enqueue(q, k, kname, dims, global, local, ev);
 }

@@ -140,19 +140,8 @@ dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
   return DSA_OK;
 }
 
-dsa_status dsa__launch(dsa_queue *q, cl_kernel k, const char *kname, int nargs,
-                       const dsa_karg *args, cl_uint dims, const size_t *global,
-                       const size_t *local, const dsa_events *ev) {
-  for (int i = 0; i < nargs; i++) {
-    cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
-    if (e != CL_SUCCESS) {
-      dsa__fail_cl(e, "clSetKernelArg");
-      char buf[160];
-      snprintf(buf, sizeof buf, " (kernel %s, argument %d)", kname, i);
-      dsa__append_error(buf);
-      return DSA_ERR_OPENCL;
-    }
-  }
+dsa_status dsa__enqueue(dsa_queue *q, cl_kernel k, const char *kname, cl_uint dims,
+                        const size_t *global, const size_t *local, const dsa_events *ev) {
   cl_int e = clEnqueueNDRangeKernel(q->q, k, dims, NULL, global, local,
                                     ev ? ev->num_wait : 0, ev ? ev->wait : NULL,
                                     ev ? ev->done : NULL);
