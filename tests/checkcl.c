@@ -1,0 +1,352 @@
+/* checkcl: every kernel variant against the C reference, checkasm-style.
+ *
+ *   checkcl [--build DIR] [--golden DIR] [--masked-only] [--bench] [--quick] [--list]
+ *
+ * The variant tables (src/variant.c) say which variant each operator picks
+ * under a capability mask. The runner walks the masks the device allows
+ * (everything enabled, each enabled capability disabled alone, everything
+ * disabled, a 32 KiB local-memory device, and the AMD paths emulated where
+ * DSACL_EMULATE=amd can run), keeps the masks whose picks differ from every
+ * mask before them (as checkasm re-runs a function only when the CPU flags
+ * change what it gets), and under each runs the test programs of the
+ * operators whose pick is new: the per-family tests (tests/test_*.c), which
+ * compare with tests/ref/ on random shapes and edge cases, and dsacl-golden.
+ * The programs log every pick (DSACL_LOG=2), so the table at the end says,
+ * per operator and variant, which ran and passed, which failed, and why the
+ * others cannot run here. --bench times the operators (dsacl-bench) under
+ * each kept mask, side by side. Exit status: 1 if anything failed.
+ *
+ * --masked-only skips the all-enabled mask (the test suite itself runs it),
+ * which is how `meson test` runs checkcl. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef CHECKCL_BUILD_DIR
+#define CHECKCL_BUILD_DIR "."
+#endif
+
+/* The test programs and the operators each one exercises. */
+static const struct prog {
+  const char *path; /* relative to the build dir */
+  int golden;       /* takes the golden directory as its argument */
+  const char *ops[8];
+} progs[] = {
+    {"tests/test_mla_cache", 0,
+     {"dsa_mla_cache_insert", "dsa_mla_gather_slots", "dsa_mla_gather_paged"}},
+    {"tests/test_mla_qnorm", 0, {"dsa_mla_qnorm_rope_kv_insert"}},
+    {"tests/test_indexer_q", 1, {"dsa_indexer_q_quant"}},
+    {"tests/test_indexer_k", 1, {"dsa_indexer_k_insert", "dsa_indexer_k_gather"}},
+    {"tests/test_indexer_logits", 0,
+     {"dsa_mqa_logits", "dsa_mqa_logits_mxfp4", "dsa_paged_mqa_logits",
+      "dsa_paged_mqa_logits_mxfp4"}},
+    {"tests/test_topk", 0, {"dsa_topk_prefill", "dsa_topk_decode"}},
+    {"tests/test_index_helpers", 0,
+     {"dsa_compressed_slot_mapping", "dsa_swa_indices", "dsa_global_topk_indices",
+      "dsa_c128_topk_indices", "dsa_combine_topk_swa", "dsa_mixed_sparse_indices"}},
+    {"tests/test_sparse_mla", 0,
+     {"dsa_sparse_attn_bf16", "dsa_sparse_mla_decode", "dsa_sparse_mla_decode_two_stage"}},
+    {"tools/dsacl-golden", 1, {NULL}}, /* every operator with golden vectors */
+};
+#define NPROGS (int)(sizeof progs / sizeof progs[0])
+
+typedef struct mask {
+  char name[64];
+  unsigned disable;   /* dsa_cap_bits */
+  unsigned local_mem; /* 0: the device's */
+  int emulate_amd;
+  int pick[64];       /* device-level pick per table, -1: none */
+} mask;
+
+#define MAXT 64
+#define MAXV 8
+enum { ST_NONE = 0, ST_OK, ST_FAIL };
+static int status[MAXT][MAXV];
+static char where[MAXT][MAXV][64];
+
+static void set_env(const mask *m) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%u", m->disable);
+  setenv("DSACL_DISABLE_CAPS", buf, 1);
+  if (m->local_mem) {
+    snprintf(buf, sizeof buf, "%u", m->local_mem);
+    setenv("DSACL_LOCAL_MEM_LIMIT", buf, 1);
+  } else {
+    unsetenv("DSACL_LOCAL_MEM_LIMIT");
+  }
+  if (m->emulate_amd)
+    setenv("DSACL_EMULATE", "amd", 1);
+  else
+    unsetenv("DSACL_EMULATE");
+}
+
+/* The device-level picks under m (shape-dependent refusals pass); 0 if the
+ * library cannot make such a context here (an emulation the device lacks). */
+static int picks(mask *m) {
+  set_env(m);
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = "off";
+  dsa_context *c = NULL;
+  if (dsa_context_create(&c, &o) != DSA_OK) return 0;
+  for (int t = 0; t < dsa__num_variant_tables && t < MAXT; t++) {
+    const dsa_variant_table *vt = dsa__variant_tables[t];
+    m->pick[t] = -1;
+    for (int i = 0; i < vt->n; i++) {
+      char buf[160];
+      if (!dsa__variant_refusal(c, &vt->v[i], NULL, buf, sizeof buf)) {
+        m->pick[t] = i;
+        break;
+      }
+    }
+  }
+  dsa_context_destroy(&c);
+  return 1;
+}
+
+static int table_of(const char *op) {
+  for (int t = 0; t < dsa__num_variant_tables; t++)
+    if (!strcmp(dsa__variant_tables[t]->op, op)) return t;
+  return -1;
+}
+static int variant_of(int t, const char *name) {
+  for (int i = 0; i < dsa__variant_tables[t]->n; i++)
+    if (!strcmp(dsa__variant_tables[t]->v[i].name, name)) return i;
+  return -1;
+}
+
+/* Runs a program under m with DSACL_LOG=2; marks every (op, variant) it
+ * logged as picked ok or FAIL by its exit status. Returns its status. */
+static int run_prog(const char *build, const char *golden, const struct prog *p, const mask *m,
+                    int quiet) {
+  set_env(m);
+  setenv("DSACL_LOG", "2", 1);
+  char log[] = "/tmp/checkcl-XXXXXX";
+  int fd = mkstemp(log);
+  if (fd < 0) return -1;
+  close(fd);
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s/%s' %s%s%s > '%s' 2>&1", build, p->path, p->golden ? "'" : "",
+           p->golden ? golden : "", p->golden ? "'" : "", log);
+  const int rc = system(cmd);
+  const int ok = rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+  unsetenv("DSACL_LOG");
+  FILE *f = fopen(log, "r");
+  char line[1024];
+  int seen = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    char op[128], var[64];
+    /* "dsacl: dsa_op: variant" or "... variant (refused: ...)" */
+    if (sscanf(line, "dsacl: %127[a-z0-9_]: %63[a-z0-9_+-]", op, var) != 2) continue;
+    const int t = table_of(op);
+    const int v = t >= 0 ? variant_of(t, var) : -1;
+    if (t < 0 || v < 0 || t >= MAXT || v >= MAXV) continue;
+    seen++;
+    /* Keep the first mask that ran it, or the first that failed it. */
+    if (status[t][v] == ST_NONE || (!ok && status[t][v] == ST_OK)) {
+      status[t][v] = ok ? ST_OK : ST_FAIL;
+      snprintf(where[t][v], sizeof where[t][v], "%s", m->name);
+    }
+  }
+  if (!ok && !quiet) {
+    fprintf(stderr, "checkcl: %s failed under [%s]; its output:\n", p->path, m->name);
+    if (f) {
+      rewind(f);
+      int n = 0;
+      while (fgets(line, sizeof line, f))
+        if (strncmp(line, "dsacl: ", 7) != 0 && n++ < 40) fputs(line, stderr);
+    }
+  }
+  if (f) fclose(f);
+  remove(log);
+  printf("  %-28s %s (%d picks)\n", p->path, ok ? "ok" : "FAIL", seen);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+/* Lines of dsacl-bench --json: "name", "shape", "median_us". */
+static int bench(const char *build, const mask *m, int quick, char rows[][96], double us[][8],
+                 int col, int nrows) {
+  set_env(m);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s/tools/dsacl-bench' --json%s 2>/dev/null", build,
+           quick ? " --quick" : "");
+  FILE *f = popen(cmd, "r");
+  if (!f) return nrows;
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    const char *n = strstr(line, "\"name\": \""), *s = strstr(line, "\"shape\": \""),
+               *u = strstr(line, "\"median_us\": ");
+    if (!n || !s || !u) continue;
+    char key[96];
+    int a = (int)(strchr(n + 9, '"') - (n + 9)), b = (int)(strchr(s + 10, '"') - (s + 10));
+    snprintf(key, sizeof key, "%.*s %.*s", a, n + 9, b, s + 10);
+    int r = 0;
+    while (r < nrows && strcmp(rows[r], key)) r++;
+    if (r == nrows) {
+      if (nrows >= 256) continue;
+      snprintf(rows[nrows++], 96, "%s", key);
+      for (int k = 0; k < 8; k++) us[r][k] = -1;
+    }
+    us[r][col] = atof(u + 13);
+  }
+  pclose(f);
+  return nrows;
+}
+
+int main(int argc, char **argv) {
+  const char *build = CHECKCL_BUILD_DIR, *golden = "../shared/golden";
+  int masked_only = 0, do_bench = 0, quick = 0, list = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--build") && i + 1 < argc) build = argv[++i];
+    else if (!strcmp(argv[i], "--golden") && i + 1 < argc) golden = argv[++i];
+    else if (!strcmp(argv[i], "--masked-only")) masked_only = 1;
+    else if (!strcmp(argv[i], "--bench")) do_bench = 1;
+    else if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--list")) list = 1;
+    else {
+      fprintf(stderr, "usage: checkcl [--build DIR] [--golden DIR] [--masked-only] [--bench] "
+                      "[--quick] [--list]\n");
+      return 2;
+    }
+  }
+  /* Masks from the device's capabilities. */
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = "off";
+  dsa_context *c = NULL;
+  if (dsa_context_create(&c, &o) != DSA_OK) {
+    fprintf(stderr, "SKIP: %s\n", dsa_last_error());
+    return 77;
+  }
+  const unsigned has = dsa_context_caps(c);
+  printf("checkcl on %s (capabilities:", dsa_context_device_name(c));
+  for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1)
+    if (has & b) printf(" %s", dsa_cap_name(b));
+  printf(")\n");
+  dsa_context_destroy(&c);
+
+  mask all[16];
+  int n = 0;
+  memset(all, 0, sizeof all);
+  snprintf(all[n++].name, 64, "all enabled");
+  for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1)
+    if (has & b) {
+      all[n].disable = b;
+      snprintf(all[n++].name, 64, "-%s", dsa_cap_name(b));
+    }
+  all[n].disable = DSA_CAP_ALL;
+  snprintf(all[n++].name, 64, "none");
+  all[n].local_mem = 32768;
+  snprintf(all[n++].name, 64, "32 KiB local");
+  all[n].emulate_amd = 1;
+  snprintf(all[n++].name, 64, "amd emulated");
+
+  mask kept[16];
+  int nk = 0;
+  for (int i = 0; i < n; i++) {
+    if (!picks(&all[i])) continue; /* e.g. no AMD emulation on this device */
+    int dup = 0;
+    for (int k = 0; k < nk && !dup; k++)
+      dup = !memcmp(kept[k].pick, all[i].pick, sizeof all[i].pick) &&
+            kept[k].emulate_amd == all[i].emulate_amd;
+    if (!dup) kept[nk++] = all[i];
+  }
+
+  if (list) {
+    for (int k = 0; k < nk; k++) {
+      printf("[%s]\n", kept[k].name);
+      for (int t = 0; t < dsa__num_variant_tables; t++)
+        printf("  %-34s %s\n", dsa__variant_tables[t]->op,
+               kept[k].pick[t] >= 0 ? dsa__variant_tables[t]->v[kept[k].pick[t]].name : "-");
+    }
+    return 0;
+  }
+
+  int failed = 0;
+  for (int k = masked_only ? 1 : 0; k < nk; k++) {
+    printf("[%s]\n", kept[k].name);
+    for (int p = 0; p < NPROGS; p++) {
+      /* Run a program when one of its operators picks a variant that no
+       * earlier mask picked (every program under the first mask run). */
+      int fresh = k == (masked_only ? 1 : 0) && !masked_only;
+      for (int i = 0; i < 8 && progs[p].ops[i] && !fresh; i++) {
+        const int t = table_of(progs[p].ops[i]);
+        if (t < 0) continue;
+        int before = 0;
+        for (int j = 0; j < k; j++) before |= kept[j].pick[t] == kept[k].pick[t];
+        fresh = !before;
+      }
+      if (progs[p].golden && !progs[p].ops[0]) {
+        /* dsacl-golden: whenever any operator's pick is new. */
+        for (int t = 0; t < dsa__num_variant_tables && !fresh; t++) {
+          int before = 0;
+          for (int j = 0; j < k; j++) before |= kept[j].pick[t] == kept[k].pick[t];
+          fresh = !before;
+        }
+      }
+      if (fresh) failed |= run_prog(build, golden, &progs[p], &kept[k], 0);
+    }
+  }
+
+  printf("\nvariant                                   result\n");
+  for (int t = 0; t < dsa__num_variant_tables && t < MAXT; t++) {
+    const dsa_variant_table *vt = dsa__variant_tables[t];
+    for (int v = 0; v < vt->n && v < MAXV; v++) {
+      char what[200];
+      if (status[t][v] == ST_OK)
+        snprintf(what, sizeof what, "ok  [%s]", where[t][v]);
+      else if (status[t][v] == ST_FAIL)
+        snprintf(what, sizeof what, "FAIL [%s]", where[t][v]);
+      else {
+        int dev_pick = 0;
+        for (int k = 0; k < nk; k++) dev_pick |= kept[k].pick[t] == v;
+        if (masked_only && kept[0].pick[t] == v)
+          snprintf(what, sizeof what, "run by the test suite [all enabled]");
+        else if (dev_pick)
+          snprintf(what, sizeof what, "picked for no tested shape");
+        else {
+          set_env(&all[0]);
+          dsa_context *cc = NULL;
+          char buf[160] = "";
+          const char *why = "?";
+          if (dsa_context_create(&cc, &o) == DSA_OK) {
+            why = dsa__variant_refusal(cc, &vt->v[v], NULL, buf, sizeof buf);
+            if (!why) why = "shape-dependent: no tested shape picks it";
+            dsa_context_destroy(&cc);
+          }
+          snprintf(what, sizeof what, "not run here: %s", why);
+        }
+      }
+      char name[96];
+      snprintf(name, sizeof name, "%s: %s", vt->op, vt->v[v].name);
+      printf("  %-40s %s\n", name, what);
+    }
+  }
+
+  if (do_bench) {
+    static char rows[256][96];
+    static double us[256][8];
+    int nrows = 0;
+    const int ncol = nk < 8 ? nk : 8;
+    for (int k = 0; k < ncol; k++) nrows = bench(build, &kept[k], quick, rows, us, k, nrows);
+    printf("\nbench (median us, dsacl-bench%s)\n  %-52s", quick ? " --quick" : "", "row");
+    for (int k = 0; k < ncol; k++) printf(" %14.14s", kept[k].name);
+    printf("\n");
+    for (int r = 0; r < nrows; r++) {
+      printf("  %-52.52s", rows[r]);
+      for (int k = 0; k < ncol; k++)
+        if (us[r][k] >= 0)
+          printf(" %14.1f", us[r][k]);
+        else
+          printf(" %14s", "-");
+      printf("\n");
+    }
+  }
+  printf("\n%s\n", failed ? "checkcl: FAIL" : "checkcl: all variants run here passed");
+  return failed ? 1 : 0;
+}
