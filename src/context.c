@@ -194,18 +194,34 @@ dsa_status dsa_context_create_from_cl(dsa_context **out, cl_context ctx, cl_devi
   return DSA_OK;
 }
 
-void dsa_context_destroy(dsa_context **pc) {
-  if (!pc || !*pc) return;
-  dsa_context *c = *pc;
-  if (c->nqueues != 0)
-    dsa__log(1, "dsa_context_destroy: %d queue(s) still alive; destroy them first", c->nqueues);
+static void context_free(dsa_context *c) {
   for (int i = 0; i < DSA_NUM_PROGRAMS; i++)
     if (c->programs[i]) clReleaseProgram(c->programs[i]);
   pthread_mutex_destroy(&c->lock);
   clReleaseContext(c->ctx);
   clReleaseDevice(c->dev);
   free(c);
+}
+
+/* Reference counting: each live queue keeps its context alive. destroy drops
+ * the caller's reference; the last of (destroy, last queue destroyed) frees. */
+void dsa_context_destroy(dsa_context **pc) {
+  if (!pc || !*pc) return;
+  dsa_context *c = *pc;
   *pc = NULL;
+  pthread_mutex_lock(&c->lock);
+  int n = c->nqueues;
+  c->destroyed = true;
+  pthread_mutex_unlock(&c->lock);
+  if (n == 0) context_free(c);
+  else dsa__log(2, "dsa_context_destroy: %d queue(s) still alive; freed with the last", n);
+}
+
+void dsa__context_queue_gone(dsa_context *c) {
+  pthread_mutex_lock(&c->lock);
+  bool last = --c->nqueues == 0 && c->destroyed;
+  pthread_mutex_unlock(&c->lock);
+  if (last) context_free(c);
 }
 
 cl_context dsa_context_cl_context(const dsa_context *c) { return c ? c->ctx : NULL; }

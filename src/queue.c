@@ -95,10 +95,9 @@ void dsa_queue_destroy(dsa_queue **pq) {
   for (int i = 0; i < q->nkernels; i++) clReleaseKernel(q->kernels[i].k);
   clReleaseMemObject(q->faults);
   clReleaseCommandQueue(q->q);
-  pthread_mutex_lock(&q->ctx->lock);
-  q->ctx->nqueues--;
-  pthread_mutex_unlock(&q->ctx->lock);
+  dsa_context *c = q->ctx;
   free(q);
+  dsa__context_queue_gone(c);
   *pq = NULL;
 }
 
