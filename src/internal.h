@@ -74,6 +74,7 @@ struct dsa_context {
   cl_program programs[DSA_NUM_PROGRAMS];
   int nqueues;          /* live dsa_queues (guarded by lock) */
   bool destroyed;       /* dsa_context_destroy called; freed with its last queue */
+  bool from_cache[DSA_NUM_PROGRAMS]; /* program loaded from the binary cache */
 };
 
 /* A queue of c is gone: frees c if it was destroyed and this was its last. */
@@ -81,6 +82,12 @@ void dsa__context_queue_gone(dsa_context *c);
 
 /* Built program for id (built or loaded from the binary cache on first use). */
 dsa_status dsa__get_program(dsa_context *c, dsa_program_id id, cl_program *out);
+/* Kernel kname could not be created from program `old` of id. If old came
+ * from the binary cache (e.g. a forged or stale entry lacking kname), it is
+ * replaced by a build from source, which also overwrites the cache entry.
+ * true (with *out the program to retry with) when a retry makes sense. */
+bool dsa__program_rebuild(dsa_context *c, dsa_program_id id, cl_program old, const char *kname,
+                          cl_program *out);
 
 /* ---- queues (queue.c) ---------------------------------------------------- */
 

@@ -130,6 +130,7 @@ dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
   DSA_CHECK(dsa__get_program(q->ctx, prog, &p));
   cl_int e;
   cl_kernel k = clCreateKernel(p, name, &e);
+  if (!k && dsa__program_rebuild(q->ctx, prog, p, name, &p)) k = clCreateKernel(p, name, &e);
   if (!k) return dsa__fail_cl(e, name);
   q->kernels[q->nkernels].prog = prog;
   q->kernels[q->nkernels].name = name;
