@@ -274,6 +274,47 @@ static void sweep(const call_args *base) {
   printf("%d hostile cases\n", n);
 }
 
+/* ---- finding 4: absurd shapes whose products overflowed (UBSan) ---------- */
+
+static void absurd_shapes(void) {
+  const int64_t T40 = (int64_t)1 << 40;
+  cl_mem m = cache_b.mem; /* any valid buffer: zero strides address little */
+  size_t o = cache_b.off;
+  dsa_status s;
+  /* top-k decode: lengths [2^40] of stride 0, next_n 2^24: 2^64 rows. */
+  dsa_tensor logits = {m, o, DSA_F32, 2, {0, 64}, {64, 1}};
+  dsa_tensor idx = {m, o, DSA_I32, 2, {0, 8}, {8, 1}};
+  dsa_tensor lens = {m, o, DSA_I32, 1, {T40}, {0}};
+  dsa_topk_params tp;
+  memset(&tp, 0, sizeof tp);
+  tp.k = 8;
+  tp.next_n = 1 << 24;
+  s = dsa_topk_decode(q, &logits, &lens, &idx, &tp, NULL);
+  CHECK(s == DSA_ERR_INVALID_ARGUMENT, "topk lengths x next_n overflow: %s (%s)",
+        dsa_status_name(s), dsa_last_error());
+  /* Q quant: T = 2^33, H = 2^31 (T*H = 2^64, then a division by zero). */
+  dsa_tensor iq = {m, o, DSA_BF16, 3, {(int64_t)1 << 33, (int64_t)1 << 31, 32}, {0, 0, 1}};
+  s = dsa_indexer_q_quant(q, NULL, &iq, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  CHECK(s == DSA_ERR_INVALID_ARGUMENT, "indexer_q T x H overflow: %s (%s)", dsa_status_name(s),
+        dsa_last_error());
+  /* q-norm: T * (H + 1) = 2^40 * 2^40. */
+  dsa_tensor qi = {m, o, DSA_BF16, 3, {T40, T40 - 1, 512}, {0, 0, 1}};
+  dsa_tensor kv = {m, o, DSA_BF16, 2, {T40, 512}, {0, 1}};
+  dsa_tensor pos = {m, o, DSA_I64, 1, {T40}, {0}};
+  dsa_tensor cs = {m, o, DSA_F32, 2, {1, 64}, {64, 1}};
+  dsa_tensor sl = {m, o, DSA_I64, 1, {T40}, {0}};
+  dsa_paged_cache pc = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  s = dsa_mla_qnorm_rope_kv_insert(q, &qi, NULL, &kv, &pos, &cs, &sl, &pc, NULL, NULL);
+  CHECK(s == DSA_ERR_INVALID_ARGUMENT, "q-norm T x (H+1) overflow: %s (%s)", dsa_status_name(s),
+        dsa_last_error());
+  /* dsa_tensor_make: contiguous strides past 2^63 are refused, not wrapped. */
+  dsa_tensor big = dsa_tensor_make(m, o, DSA_BF16, 3, (int64_t[]){T40, T40, T40});
+  CHECK(big.stride[0] == INT64_MAX && big.stride[1] == T40 && big.stride[2] == 1,
+        "dsa_tensor_make strides %lld %lld %lld", (long long)big.stride[0],
+        (long long)big.stride[1], (long long)big.stride[2]);
+  CHECK(unchanged(), "absurd shapes: memory changed");
+}
+
 /* ---- the aliasing rule (docs/API.md) --------------------------------------
  * An output overlapping an input is not detected: the call is accepted, the
  * overlapping bytes' values are unspecified, and nothing outside the checked
@@ -318,6 +359,7 @@ int main(void) {
   snapshot();
   findings(&base);
   sweep(&base);
+  absurd_shapes();
   valid(&base);
   aliasing(&base);
   for (int i = 0; i < nsnaps; i++) free(snaps[i].bytes);
