@@ -27,7 +27,8 @@ static int npool;
 
 static guarded_buf *dev(const void *host, size_t bytes) {
   guarded_buf *b = &pool[npool++];
-  *b = gbuf_create(ctx, q, bytes ? bytes : 4, host);
+  /* An empty buffer still gets 4 bytes, but host holds none of them. */
+  *b = gbuf_create(ctx, q, bytes ? bytes : 4, bytes ? host : NULL);
   return b;
 }
 static void pool_check_release(const char *what) {
