@@ -205,18 +205,34 @@ dsa_status dsa_context_create_from_cl(dsa_context **out, cl_context ctx, cl_devi
   return DSA_OK;
 }
 
-void dsa_context_destroy(dsa_context **pc) {
-  if (!pc || !*pc) return;
-  dsa_context *c = *pc;
-  if (c->nqueues != 0)
-    dsa__log(1, "dsa_context_destroy: %d queue(s) still alive; destroy them first", c->nqueues);
+static void context_free(dsa_context *c) {
   for (int i = 0; i < DSA_NUM_PROGRAMS; i++)
     if (c->programs[i]) clReleaseProgram(c->programs[i]);
   pthread_mutex_destroy(&c->lock);
   clReleaseContext(c->ctx);
   clReleaseDevice(c->dev);
   free(c);
+}
+
+/* Reference counting: each live queue keeps its context alive. destroy drops
+ * the caller's reference; the last of (destroy, last queue destroyed) frees. */
+void dsa_context_destroy(dsa_context **pc) {
+  if (!pc || !*pc) return;
+  dsa_context *c = *pc;
   *pc = NULL;
+  pthread_mutex_lock(&c->lock);
+  int n = c->nqueues;
+  c->destroyed = true;
+  pthread_mutex_unlock(&c->lock);
+  if (n == 0) context_free(c);
+  else dsa__log(2, "dsa_context_destroy: %d queue(s) still alive; freed with the last", n);
+}
+
+void dsa__context_queue_gone(dsa_context *c) {
+  pthread_mutex_lock(&c->lock);
+  bool last = --c->nqueues == 0 && c->destroyed;
+  pthread_mutex_unlock(&c->lock);
+  if (last) context_free(c);
 }
 
 cl_context dsa_context_cl_context(const dsa_context *c) { return c ? c->ctx : NULL; }
@@ -329,7 +345,8 @@ static void store_binary(dsa_context *c, cl_program p, const char *key) {
   free(bin);
 }
 
-static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *out) {
+static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_load,
+                                cl_program *out) {
   const dsa_embedded_program *ep = &dsa__programs[id];
   const char *src = ep->source;
   size_t len = ep->length;
@@ -356,13 +373,15 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
   char key[DSA_CACHE_KEY_HEX];
   cache_key(c, ep, src_hash, key);
   bool use_cache = c->dcache.enabled && !disk_src;
-  if (use_cache) {
+  if (use_cache && !skip_load) {
     cl_program p = try_binary(c, key, ep->name, options);
     if (p) {
+      c->from_cache[id] = true;
       *out = p;
       return DSA_OK;
     }
   }
+  c->from_cache[id] = false;
 
   cl_int e;
   cl_program p = clCreateProgramWithSource(c->ctx, 1, &src, &len, &e);
@@ -389,10 +408,31 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, cl_program *o
 dsa_status dsa__get_program(dsa_context *c, dsa_program_id id, cl_program *out) {
   pthread_mutex_lock(&c->lock);
   dsa_status s = DSA_OK;
-  if (!c->programs[id]) s = build_program(c, id, &c->programs[id]);
+  if (!c->programs[id]) s = build_program(c, id, false, &c->programs[id]);
   *out = c->programs[id];
   pthread_mutex_unlock(&c->lock);
   return s;
+}
+
+bool dsa__program_rebuild(dsa_context *c, dsa_program_id id, cl_program old, const char *kname,
+                          cl_program *out) {
+  pthread_mutex_lock(&c->lock);
+  bool again = false;
+  if (c->programs[id] != old) {
+    again = c->programs[id] != NULL; /* another thread already rebuilt it */
+  } else if (c->from_cache[id]) {
+    dsa__log(1, "%s: the cached binary has no usable kernel %s: evicting it and rebuilding",
+             dsa__programs[id].name, kname);
+    cl_program p = NULL;
+    if (build_program(c, id, true, &p) == DSA_OK) {
+      clReleaseProgram(c->programs[id]); /* kernels made from it keep it alive */
+      c->programs[id] = p;
+      again = true;
+    }
+  }
+  *out = c->programs[id];
+  pthread_mutex_unlock(&c->lock);
+  return again;
 }
 
 dsa_status dsa_context_warmup(dsa_context *c) {

@@ -115,6 +115,18 @@ void dsa__diskcache_init(dsa_diskcache *dc, const char *opt_dir, bool disable,
     dc->dir[0] = '\0';
     return;
   }
+  /* Binaries loaded from here run as this process's code on the device: a
+   * directory someone else owns, or others may write to, is not used. */
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (stat(dc->dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    dsa__log(1, "binary cache disabled: %s is not a directory owned by uid %u and writable "
+             "only by it (mode %03o, owner %u)", dc->dir, (unsigned)geteuid(),
+             (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid);
+    dc->dir[0] = '\0';
+    return;
+  }
   /* An absolute path survives a later chdir() of the host process. */
   char *abs = realpath(dc->dir, NULL);
   if (abs && strlen(abs) < sizeof dc->dir) strcpy(dc->dir, abs);
@@ -186,7 +198,9 @@ void *dsa__diskcache_load(const dsa_diskcache *dc, const char *key, size_t *len)
   }
   char path[PATH_MAX_];
   dsa__diskcache_path(dc, key, path, sizeof path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* Untrusted directory content: no blocking on a FIFO or device, no
+   * following a symlink; only a regular file is read. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return errno == ENOENT ? NULL : miss(-1, NULL, path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return miss(fd, NULL, path, "not a file");

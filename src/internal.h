@@ -98,11 +98,22 @@ struct dsa_context {
   dsa_diskcache dcache;
   pthread_mutex_t lock; /* guards programs[] */
   cl_program programs[DSA_NUM_PROGRAMS];
-  int nqueues;          /* live dsa_queues, for a destroy-order check */
+  int nqueues;          /* live dsa_queues (guarded by lock) */
+  bool destroyed;       /* dsa_context_destroy called; freed with its last queue */
+  bool from_cache[DSA_NUM_PROGRAMS]; /* program loaded from the binary cache */
 };
+
+/* A queue of c is gone: frees c if it was destroyed and this was its last. */
+void dsa__context_queue_gone(dsa_context *c);
 
 /* Built program for id (built or loaded from the binary cache on first use). */
 dsa_status dsa__get_program(dsa_context *c, dsa_program_id id, cl_program *out);
+/* Kernel kname could not be created from program `old` of id. If old came
+ * from the binary cache (e.g. a forged or stale entry lacking kname), it is
+ * replaced by a build from source, which also overwrites the cache entry.
+ * true (with *out the program to retry with) when a retry makes sense. */
+bool dsa__program_rebuild(dsa_context *c, dsa_program_id id, cl_program old, const char *kname,
+                          cl_program *out);
 
 /* ---- queues (queue.c) ---------------------------------------------------- */
 
@@ -234,8 +245,21 @@ const char *dsa__queue_last_variant(const dsa_queue *q);
 /* ---- argument validation (tensor.c) ------------------------------------ */
 
 /* Every check returns DSA_OK or a dsa__fail(DSA_ERR_INVALID_ARGUMENT, ...)
- * whose message names op and arg. */
+ * whose message names op and arg.
+ *
+ * Context of buffers: dsa__check_queue (which every operator calls first)
+ * records the queue's cl_context in a thread-local; dsa__check_tensor,
+ * dsa__check_cache and dsa__check_mem, called after it on the same thread,
+ * refuse a cl_mem whose CL_MEM_CONTEXT differs. Checks called with no
+ * preceding successful dsa__check_queue on the thread skip that comparison. */
 dsa_status dsa__check_queue(const dsa_queue *q, const char *op);
+/* A raw cl_mem argument (e.g. a workspace): not NULL, a valid buffer, of the
+ * queue's context. *size: its CL_MEM_SIZE (0 on error). */
+dsa_status dsa__check_mem(cl_mem m, const char *op, const char *arg, size_t *size);
+/* *end = offset + (count-1)*stride + tail, false if count is 0 or anything
+ * overflows 64 bits. The one extent computation the checks share. */
+bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
+                      uint64_t *end);
 dsa_status dsa__check_events(const dsa_events *ev, const char *op);
 /* dtype == want, ndim == ndim, strides >= 0, shape >= 0, and the addressed
  * byte range inside the cl_mem. Empty tensors address nothing. */
@@ -249,7 +273,8 @@ dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char
                             dsa_cache_format want);
 size_t dsa__mem_size(cl_mem m); /* 0 if m is not a valid buffer */
 
-/* One past the last byte a tensor addresses, relative to mem (0 if empty). */
+/* One past the last byte a tensor addresses, relative to mem (0 if empty,
+ * UINT64_MAX if the computation overflows). */
 uint64_t dsa__tensor_extent(const dsa_tensor *t);
 
 #define DSA_CHECK(expr)              \

@@ -58,7 +58,8 @@ dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
   if (D < 32 || D % 32 != 0 || D > 4096)
     return BAD("%s: index_q shape[2] (head dim) = %lld must be a multiple of 32 in [32, 4096]", op,
                (long long)D);
-  if (T * H >= ((int64_t)1 << 31))
+  int64_t TH;
+  if (__builtin_mul_overflow(T, H, &TH) || TH >= ((int64_t)1 << 31))
     return BAD("%s: index_q has %lld x %lld heads, more than 2^31 - 1", op, (long long)T,
                (long long)H);
   DSA_CHECK(check_tensor2(positions, op, "positions", DSA_I64, DSA_I32, 1));

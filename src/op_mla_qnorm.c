@@ -76,7 +76,9 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
   DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
-  if (t > 0 && (uint64_t)t * (uint64_t)(h + 1) >= ((uint64_t)1 << 31))
+  uint64_t th1;
+  if (t > 0 && (__builtin_mul_overflow((uint64_t)t, (uint64_t)(h + 1), &th1) ||
+                th1 >= ((uint64_t)1 << 31)))
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
                      "%s: q_in has %lld tokens x %lld heads; T * (H + 1) must be < 2^31", op,
                      (long long)t, (long long)h);

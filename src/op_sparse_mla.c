@@ -328,9 +328,8 @@ dsa_status dsa_sparse_mla_decode_two_stage(
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
                      "%s: workspace_offset %zu is not a multiple of %d", op, workspace_offset,
                      WS_ALIGN);
-  const size_t size = dsa__mem_size(workspace);
-  if (size == 0)
-    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: workspace is not a valid buffer", op);
+  size_t size; /* valid buffer of the queue's cl_context */
+  DSA_CHECK(dsa__check_mem(workspace, op, "workspace", &size));
   if (workspace_offset > size || size - workspace_offset < need)
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
                      "%s: workspace needs %llu bytes from offset %zu but its buffer holds %zu",

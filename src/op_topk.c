@@ -159,7 +159,8 @@ dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits, const dsa_ten
                        "%s: lengths shape[1] = %lld (next_n) must be >= 1", op,
                        (long long)next_n);
   }
-  if (lengths->shape[0] * next_n != logits->shape[0])
+  int64_t rows;
+  if (__builtin_mul_overflow(lengths->shape[0], next_n, &rows) || rows != logits->shape[0])
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
                      "%s: lengths shape[0] = %lld times next_n = %lld must equal the logits "
                      "rows (%lld)",

@@ -95,10 +95,9 @@ void dsa_queue_destroy(dsa_queue **pq) {
   for (int i = 0; i < q->nkernels; i++) clReleaseKernel(q->kernels[i].k);
   clReleaseMemObject(q->faults);
   clReleaseCommandQueue(q->q);
-  pthread_mutex_lock(&q->ctx->lock);
-  q->ctx->nqueues--;
-  pthread_mutex_unlock(&q->ctx->lock);
+  dsa_context *c = q->ctx;
   free(q);
+  dsa__context_queue_gone(c);
   *pq = NULL;
 }
 
@@ -131,6 +130,7 @@ dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
   DSA_CHECK(dsa__get_program(q->ctx, prog, &p));
   cl_int e;
   cl_kernel k = clCreateKernel(p, name, &e);
+  if (!k && dsa__program_rebuild(q->ctx, prog, p, name, &p)) k = clCreateKernel(p, name, &e);
   if (!k) return dsa__fail_cl(e, name);
   q->kernels[q->nkernels].prog = prog;
   q->kernels[q->nkernels].name = name;

@@ -39,11 +39,13 @@ dsa_tensor dsa_tensor_make(cl_mem mem, size_t offset, dsa_dtype dtype, int ndim,
   t.dtype = dtype;
   t.ndim = ndim;
   if (ndim < 0 || ndim > DSA_MAX_DIMS || !shape) return t;
+  /* Contiguous strides. A product past INT64_MAX leaves the stride at
+   * INT64_MAX, which every operator's check refuses. */
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     t.shape[i] = shape[i];
     t.stride[i] = s;
-    s *= shape[i] > 0 ? shape[i] : 1;
+    if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = INT64_MAX;
   }
   return t;
 }
@@ -56,9 +58,44 @@ size_t dsa__mem_size(cl_mem m) {
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
+/* The cl_context of the queue of the operator this thread is validating; set
+ * by dsa__check_queue, compared by the tensor, cache and mem checks. */
+static _Thread_local cl_context current_ctx;
+
 dsa_status dsa__check_queue(const dsa_queue *q, const char *op) {
+  current_ctx = NULL;
   if (!q) return BAD("%s: q is NULL", op);
+  if (!q->ctx || !q->ctx->ctx) return BAD("%s: q has no context", op);
+  current_ctx = q->ctx->ctx;
   return DSA_OK;
+}
+
+dsa_status dsa__check_mem(cl_mem m, const char *op, const char *arg, size_t *size) {
+  *size = 0;
+  if (!m) return BAD("%s: %s is NULL", op, arg);
+  size_t n = dsa__mem_size(m);
+  if (n == 0) return BAD("%s: %s is not a valid buffer", op, arg);
+  if (current_ctx) {
+    cl_context mc = NULL;
+    if (clGetMemObjectInfo(m, CL_MEM_CONTEXT, sizeof mc, &mc, NULL) != CL_SUCCESS)
+      return BAD("%s: %s is not a valid buffer", op, arg);
+    if (mc != current_ctx)
+      return BAD("%s: %s belongs to another cl_context than the queue's", op, arg);
+  }
+  *size = n;
+  return DSA_OK;
+}
+
+bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
+                      uint64_t *end) {
+  /* end = offset + (count - 1) * stride + tail; count >= 1. */
+  uint64_t x;
+  if (count == 0) return false;
+  if (__builtin_mul_overflow(count - 1, stride, &x)) return false;
+  if (__builtin_add_overflow(x, tail, &x)) return false;
+  if (__builtin_add_overflow(x, offset, &x)) return false;
+  *end = x;
+  return true;
 }
 
 dsa_status dsa__check_events(const dsa_events *ev, const char *op) {
@@ -71,13 +108,28 @@ dsa_status dsa__check_events(const dsa_events *ev, const char *op) {
   return DSA_OK;
 }
 
-uint64_t dsa__tensor_extent(const dsa_tensor *t) {
-  uint64_t last = 0;
+/* The one extent computation behind every tensor check: the last element's
+ * offset in elements, sum of (shape[i]-1)*stride[i], then bytes. All checked. */
+static bool tensor_end(const dsa_tensor *t, uint64_t *end) {
+  uint64_t last = 0, x;
+  size_t elem = dsa_dtype_size(t->dtype);
   for (int i = 0; i < t->ndim; i++) {
-    if (t->shape[i] == 0) return 0;
-    last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+    if (t->shape[i] <= 0) {
+      *end = 0;
+      return true;
+    }
+    if (t->stride[i] < 0) return false;
+    if (__builtin_mul_overflow((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &x))
+      return false;
+    if (__builtin_add_overflow(last, x, &last)) return false;
   }
-  return t->offset + (last + 1) * dsa_dtype_size(t->dtype);
+  if (__builtin_add_overflow(last, 1, &last)) return false;
+  return dsa__checked_end(t->offset, last, elem, elem, end);
+}
+
+uint64_t dsa__tensor_extent(const dsa_tensor *t) {
+  uint64_t end;
+  return tensor_end(t, &end) ? end : UINT64_MAX;
 }
 
 dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *arg,
@@ -87,7 +139,8 @@ dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *ar
     return BAD("%s: %s has dtype %s, expected %s", op, arg, dsa_dtype_name(t->dtype),
                dsa_dtype_name(want));
   if (t->ndim != ndim) return BAD("%s: %s has rank %d, expected %d", op, arg, t->ndim, ndim);
-  /* Products below stay far from 2^63: each shape and stride is capped at 2^40. */
+  /* Each shape and stride is capped at 2^40 (launchers compute in int64 from
+   * them); their products are checked below, not assumed small. */
   const int64_t cap = (int64_t)1 << 40;
   bool empty = false;
   for (int i = 0; i < ndim; i++) {
@@ -100,12 +153,18 @@ dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *ar
   }
   if (empty) return DSA_OK; /* addresses nothing; mem may even be NULL */
   if (!t->mem) return BAD("%s: %s->mem is NULL", op, arg);
-  size_t size = dsa__mem_size(t->mem);
-  if (size == 0) return BAD("%s: %s->mem is not a valid buffer", op, arg);
+  size_t size;
+  dsa_status s = dsa__check_mem(t->mem, op, arg, &size);
+  if (s != DSA_OK) return s;
   if (t->offset % dsa_dtype_size(t->dtype) != 0)
     return BAD("%s: %s offset %zu is not a multiple of its element size %zu", op, arg, t->offset,
                dsa_dtype_size(t->dtype));
-  uint64_t end = dsa__tensor_extent(t);
+  if (t->offset > size)
+    return BAD("%s: %s offset %zu is past the end of its buffer (%zu bytes)", op, arg, t->offset,
+               size);
+  uint64_t end;
+  if (!tensor_end(t, &end))
+    return BAD("%s: %s: offset %zu + shape x stride overflows 64 bits", op, arg, t->offset);
   if (end > size)
     return BAD("%s: %s addresses bytes up to %llu but its buffer holds %zu", op, arg,
                (unsigned long long)end, size);
@@ -144,10 +203,18 @@ dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char
                dsa_cache_token_bytes(c->format));
   if (c->num_blocks == 0) return DSA_OK;
   if (!c->mem) return BAD("%s: %s->mem is NULL", op, arg);
-  size_t size = dsa__mem_size(c->mem);
-  if (size == 0) return BAD("%s: %s->mem is not a valid buffer", op, arg);
+  size_t size;
+  dsa_status s = dsa__check_mem(c->mem, op, arg, &size);
+  if (s != DSA_OK) return s;
+  if (c->offset > size)
+    return BAD("%s: %s offset %zu is past the end of its buffer (%zu bytes)", op, arg, c->offset,
+               size);
   /* The last block needs only its page, not the full stride. */
-  uint64_t end = c->offset + (uint64_t)(c->num_blocks - 1) * (uint64_t)c->block_stride + page;
+  uint64_t end;
+  if (!dsa__checked_end(c->offset, (uint64_t)c->num_blocks, (uint64_t)c->block_stride, page,
+                        &end))
+    return BAD("%s: %s: offset %zu + %lld blocks of stride %lld overflows 64 bits", op, arg,
+               c->offset, (long long)c->num_blocks, (long long)c->block_stride);
   if (end > size)
     return BAD("%s: %s (%lld blocks of stride %lld at offset %zu) needs %llu bytes but its "
                "buffer holds %zu",

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -339,6 +340,64 @@ static void test_unusable_dirs(void) {
   CHECK(!dc.enabled, "0500 directory enabled as cache");
   CHECK(dsa__diskcache_store(&dc, "abc", x, sizeof x) != 0, "store into 0500 dir ok");
   chmod(ro, 0700);
+}
+
+/* Findings 5 and 6 (unit part): a FIFO or a symlink at an entry's path is a
+ * miss without blocking; a directory writable by group or others, or owned
+ * by another user, is not used. */
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char m[] = "FAIL: diskcache load blocked on a FIFO\n";
+  if (write(2, m, sizeof m - 1) < 0) _exit(1);
+  _exit(1);
+}
+
+static void test_hostile_entries(void) {
+  char dir[PATHN], path[PATHN], other[PATHN];
+  subdir(dir, "hostile");
+  dsa_diskcache dc;
+  dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+  CHECK(dc.enabled, "hostile: cache not enabled");
+  const char *key = "0123abcd";
+  unsigned char *payload = pattern(1000, 5);
+  dsa__diskcache_path(&dc, key, path, sizeof path);
+  CHECK(mkfifo(path, 0600) == 0, "mkfifo: %s", strerror(errno));
+  signal(SIGALRM, on_alarm);
+  alarm(10);
+  CHECK(misses(&dc, key), "a FIFO entry loaded");
+  alarm(0);
+  CHECK(dsa__diskcache_store(&dc, key, payload, 1000) == 0, "store over a FIFO");
+  CHECK(loads_as(&dc, key, payload, 1000), "entry replacing a FIFO does not load");
+  /* A valid entry of the same key elsewhere, linked to from this path. */
+  subdir(other, "hostile-other");
+  dsa_diskcache dc2;
+  dsa__diskcache_init(&dc2, other, false, NULL, NULL, NULL);
+  CHECK(dsa__diskcache_store(&dc2, key, payload, 1000) == 0, "store in other");
+  char opath[PATHN];
+  dsa__diskcache_path(&dc2, key, opath, sizeof opath);
+  unlink(path);
+  CHECK(symlink(opath, path) == 0, "symlink: %s", strerror(errno));
+  CHECK(misses(&dc, key), "an entry reached through a symlink loaded");
+  free(payload);
+
+  /* Directory modes and owner. */
+  const mode_t bad[] = {0777, 0770, 0702, 0720};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    chmod(dir, bad[i]);
+    dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+    CHECK(!dc.enabled && dc.dir[0] == '\0', "directory of mode %03o used", (unsigned)bad[i]);
+  }
+  chmod(dir, 0755);
+  dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+  CHECK(dc.enabled, "directory of mode 755 refused");
+  if (geteuid() == 0) {
+    CHECK(chown(dir, 65534, 65534) == 0, "chown: %s", strerror(errno));
+    dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+    CHECK(!dc.enabled, "directory owned by uid 65534 used");
+    CHECK(chown(dir, 0, 0) == 0, "chown back");
+  } else {
+    fprintf(stderr, "note: not root, the other-owner directory check is skipped\n");
+  }
 }
 
 static void test_dir_mode(void) {
@@ -760,6 +819,72 @@ static void test_integration(void) {
   unsetenv("DSACL_CACHE_DIR");
 }
 
+/* Finding 6 (integration): every entry but one replaced by a forged entry
+ * with the right key and checksum whose payload is another program's binary.
+ * The driver accepts it; the operators must still work (the program that
+ * lacks their kernel is evicted and rebuilt, and its entry rewritten). */
+static void test_forged(void) {
+  char dir[PATHN];
+  subdir(dir, "runtime");
+  snap s;
+  take_snap(dir, &s);
+  if (s.n < 2) return;
+  dsa_diskcache dc;
+  dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+  char key[128];
+  key_from_name(key, s.name[0]);
+  size_t dlen = 0;
+  unsigned char *donor = dsa__diskcache_load(&dc, key, &dlen);
+  CHECK(donor != NULL, "donor entry");
+  if (!donor) return;
+  for (int e = 1; e < s.n; e++) {
+    key_from_name(key, s.name[e]);
+    CHECK(dsa__diskcache_store(&dc, key, donor, dlen) == 0, "forging %s", key);
+  }
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = dir;
+  dsa_context *c = NULL;
+  dsa_queue *q = NULL;
+  CHECK_OK(dsa_context_create(&c, &o));
+  if (!c) return;
+  CHECK_OK(dsa_queue_create(&q, c, 0));
+  cl_context cx = dsa_context_cl_context(c);
+  cl_int err;
+  cl_mem cache = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4 * 584, NULL, &err);
+  cl_mem idx = clCreateBuffer(cx, CL_MEM_READ_WRITE, 64, NULL, &err);
+  cl_mem big = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4 * 1024, NULL, &err);
+  cl_mem out = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4 * 1024, NULL, &err);
+  unsigned char zero[4 * 1024] = {0};
+  clEnqueueWriteBuffer(dsa_queue_cl(q), cache, CL_TRUE, 0, 4 * 584, zero, 0, NULL, NULL);
+  clEnqueueWriteBuffer(dsa_queue_cl(q), idx, CL_TRUE, 0, 64, zero, 0, NULL, NULL);
+  clEnqueueWriteBuffer(dsa_queue_cl(q), big, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
+  dsa_paged_cache pc = {cache, 0, 4, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_tensor ti = dsa_tensor_make(idx, 0, DSA_I32, 1, (int64_t[]){1});
+  dsa_tensor to = dsa_tensor_make(out, 0, DSA_BF16, 2, (int64_t[]){1, 512});
+  CHECK_OK(dsa_mla_gather_slots(q, &pc, &ti, &to, NULL));
+  dsa_tensor tq = dsa_tensor_make(big, 0, DSA_BF16, 3, (int64_t[]){1, 1, 512});
+  dsa_tensor tkv = dsa_tensor_make(big, 0, DSA_BF16, 2, (int64_t[]){2, 512});
+  dsa_tensor tix = dsa_tensor_make(idx, 0, DSA_I32, 2, (int64_t[]){1, 1});
+  dsa_tensor tout = dsa_tensor_make(out, 0, DSA_BF16, 3, (int64_t[]){1, 1, 512});
+  CHECK_OK(dsa_sparse_attn_bf16(q, &tq, &tkv, &tix, NULL, NULL, NULL, &tout, NULL, NULL));
+  CHECK(clFinish(dsa_queue_cl(q)) == CL_SUCCESS, "finish");
+  clReleaseMemObject(cache), clReleaseMemObject(idx), clReleaseMemObject(big);
+  clReleaseMemObject(out);
+  dsa_queue_destroy(&q);
+  dsa_context_destroy(&c);
+  int still = 0;
+  for (int e = 1; e < s.n; e++) {
+    size_t len = 0;
+    key_from_name(key, s.name[e]);
+    unsigned char *p = dsa__diskcache_load(&dc, key, &len);
+    still += p && len == dlen && !memcmp(p, donor, len);
+    free(p);
+  }
+  CHECK(still < s.n - 1, "no forged entry was evicted and rewritten (%d of %d)", still, s.n - 1);
+  free(donor);
+}
+
 int main(void) {
   snprintf(g_root, sizeof g_root, "%s/dsacl-diskcache-XXXXXX",
            getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -773,10 +898,12 @@ int main(void) {
   test_corruption();
   test_unusable_dirs();
   test_dir_mode();
+  test_hostile_entries();
   test_env();
   test_callbacks();
   test_concurrent();
   test_integration();
+  test_forged();
   rm_rf(g_root);
   return dsa_test_summary();
 }

@@ -110,6 +110,7 @@ static void test_wrap(void) {
   CHECK(dsa_queue_create_from_cl(&q2, c2, cq) == DSA_ERR_INVALID_ARGUMENT && !q2,
         "foreign queue refused");
   CHECK(strstr(dsa_last_error(), "q") != NULL, "message: %s", dsa_last_error());
+  dsa_context_destroy(&c2); /* (the create below NULLs c2: it used to leak) */
   CHECK(dsa_context_create_from_cl(&c2, ctx, NULL, NULL) == DSA_ERR_INVALID_ARGUMENT,
         "NULL device refused");
   CHECK(c2 == NULL, "out NULLed on failure");
@@ -321,6 +322,40 @@ static void test_kernel_dir(void) {
 }
 
 /* The build options follow the probed capabilities and DSACL_FORCE_PORTABLE. */
+/* Finding 7: destroying a context with live queues keeps it alive until the
+ * last queue is destroyed (reference counting); the queues keep working. */
+static void test_destroy_order(void) {
+  cl_platform_id plat;
+  cl_device_id dev;
+  dsa_context *tmp = NULL;
+  if (dsa_context_create(&tmp, NULL) != DSA_OK) return;
+  dev = dsa_context_cl_device(tmp);
+  clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+  dsa_context_destroy(&tmp);
+  cl_int e;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+  cl_context ctx = clCreateContext(props, 1, &dev, NULL, NULL, &e);
+  cl_uint rc0 = refcount_ctx(ctx);
+  dsa_context *c = NULL;
+  dsa_queue *q1 = NULL, *q2 = NULL;
+  CHECK_OK(dsa_context_create_from_cl(&c, ctx, dev, NULL));
+  CHECK_OK(dsa_queue_create(&q1, c, 0));
+  CHECK_OK(dsa_queue_create(&q2, c, 0));
+  dsa_context_destroy(&c);
+  CHECK(c == NULL, "destroy NULLs the handle");
+  CHECK(refcount_ctx(ctx) > rc0, "context kept alive by its queues");
+  uint16_t out[8 * 512];
+  CHECK_OK(roundtrip(q1->ctx, q1, 8, 3, out));
+  dsa_queue_destroy(&q1);
+  CHECK(refcount_ctx(ctx) > rc0, "still alive with one queue");
+  CHECK_OK(roundtrip(q2->ctx, q2, 8, 4, out));
+  uint32_t bits = 1;
+  CHECK_OK(dsa_queue_faults(q2, &bits));
+  dsa_queue_destroy(&q2);
+  CHECK(refcount_ctx(ctx) == rc0, "freed with the last queue (%u vs %u)", refcount_ctx(ctx), rc0);
+  clReleaseContext(ctx);
+}
+
 static void test_build_options(void) {
   dsa_caps caps;
   memset(&caps, 0, sizeof caps);
@@ -359,6 +394,7 @@ int main(void) {
   dsa_context_destroy(&probe);
   test_device_choice();
   test_wrap();
+  test_destroy_order();
   test_faults_events();
   test_threads();
   test_kernel_dir();

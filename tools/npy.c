@@ -86,6 +86,13 @@ int npy_load(const char *path, npy_array *a, char *err, size_t errlen) {
   memset(a, 0, sizeof *a);
   FILE *f = fopen(path, "rb");
   if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+  int rc = npy_read(f, path, a, err, errlen);
+  fclose(f);
+  return rc;
+}
+
+int npy_read(FILE *f, const char *path, npy_array *a, char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
   unsigned char pre[12];
   char *hdr = NULL;
   int rc = -1;
@@ -120,6 +127,19 @@ int npy_load(const char *path, npy_array *a, char *err, size_t errlen) {
     fail(err, errlen, "%s: %s", path, msg);
     goto out;
   }
+  /* The declared size must be what the file holds before anything that
+   * size is allocated. */
+  long pos = ftell(f), end = -1;
+  if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) end = ftell(f);
+  if (end < 0 || fseek(f, pos, SEEK_SET) != 0) {
+    fail(err, errlen, "%s: cannot determine the file size", path);
+    goto out;
+  }
+  if ((uint64_t)(end - pos) != (uint64_t)a->nbytes) {
+    fail(err, errlen, "%s: truncated or oversized data: the header declares %zu bytes, "
+         "the file holds %ld", path, a->nbytes, end - pos);
+    goto out;
+  }
   if (!(a->data = malloc(a->nbytes ? a->nbytes : 1))) {
     fail(err, errlen, "%s: out of memory (%zu bytes)", path, a->nbytes);
     goto out;
@@ -135,7 +155,6 @@ int npy_load(const char *path, npy_array *a, char *err, size_t errlen) {
   rc = 0;
 out:
   free(hdr);
-  fclose(f);
   if (rc) npy_free(a);
   return rc;
 }

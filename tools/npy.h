@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum npy_dtype { NPY_U1, NPY_U2, NPY_I4, NPY_I8, NPY_F4 } npy_dtype;
 
@@ -22,6 +23,9 @@ typedef struct npy_array {
 
 /* 0 on success; -1 with a message in err (which may be NULL). */
 int npy_load(const char *path, npy_array *a, char *err, size_t errlen);
+/* The same from an open stream (seekable: its size is checked against the
+ * header before the data is allocated); path only names it in messages. */
+int npy_read(FILE *f, const char *path, npy_array *a, char *err, size_t errlen);
 void npy_free(npy_array *a);
 const char *npy_dtype_name(npy_dtype t); /* "uint8", "uint16", ... as in meta.txt */
 

@@ -142,7 +142,10 @@ DSA_API dsa_status dsa_context_create(dsa_context **out, const dsa_context_optio
 DSA_API dsa_status dsa_context_create_from_cl(dsa_context **out, cl_context ctx,
                                               cl_device_id dev,
                                               const dsa_context_options *o);
-/* NULLs *c. Safe on NULL. All queues of the context must be destroyed first. */
+/* NULLs *c. Safe on NULL. Reference counted: queues still alive keep the
+ * context (and its cl_context, device and programs) alive, and the context is
+ * freed when its last queue is destroyed; those queues stay fully usable.
+ * Do not use *c itself after this call (e.g. to create another queue). */
 DSA_API void dsa_context_destroy(dsa_context **c);
 
 DSA_API cl_context dsa_context_cl_context(const dsa_context *c);
