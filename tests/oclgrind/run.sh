@@ -12,7 +12,8 @@ flags=(--check-api --data-races --uninitialized --max-errors 20)
 
 # ---- PENDING (finding 9): kernels that need more than Oclgrind's 32 KiB of
 # local memory until their 32 KiB variants land. Delete this block (and the
-# pending check below) when they do.
+# pending check below) when they do. (sparse_attn_bf16, ~42.5 KB, has the
+# same problem but no golden case: docs/PORTING.md.)
 declare -A pending=(
   [mqa_logits]="mqa_logits_h64 needs 38,400 B of local memory > 32 KiB (finding 9)"
   [paged_mqa_logits]="paged_mqa_logits_h64 needs > 32 KiB of local memory (finding 9)"
