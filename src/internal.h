@@ -236,6 +236,10 @@ int dsa__pick(dsa_queue *q, const dsa_variant_table *t, const void *shape);
  * shape NULL asks about the device only. */
 const char *dsa__variant_refusal(const dsa_context *c, const dsa_variant *v, const void *shape,
                                  char *buf, size_t n);
+/* Shared refusals: more local memory than the device has ("needs N B of
+ * local memory, the device has M"), and no 32-wide Intel sub-groups. */
+const char *dsa__refuse_local_mem(const dsa_context *c, size_t need, char *buf, size_t n);
+const char *dsa__refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n);
 /* Every operator's table (variant.c lists them). */
 extern const dsa_variant_table *const dsa__variant_tables[];
 extern const int dsa__num_variant_tables;

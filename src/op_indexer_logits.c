@@ -72,17 +72,10 @@ typedef struct il_job {
 
 /* ---- variants ------------------------------------------------------------------ */
 
-static const char *refuse_local(const dsa_context *c, size_t need, char *buf, size_t n) {
-  if (need <= c->caps.local_mem) return NULL;
-  snprintf(buf, n, "needs %zu B of local memory, the device has %llu", need,
-           (unsigned long long)c->caps.local_mem);
-  return buf;
-}
-
 /* FP8 only, D = 128 (the fragments' k-steps), H <= 128 (two 16-head blocks
  * per warp). */
 static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  const char *r = refuse_local(c, mma_local_bytes(), buf, n);
+  const char *r = dsa__refuse_local_mem(c, mma_local_bytes(), buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
   if (j->fp4) return "MXFP4 has no tensor-core path";
@@ -99,7 +92,7 @@ static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf
 
 /* The wide tile serves H > 16 (with fewer heads the narrow one wastes less). */
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  const char *r = refuse_local(c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_DC), buf, n);
+  const char *r = dsa__refuse_local_mem(c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_DC), buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
   if (j->H <= 4 * IL_N_HG) {
@@ -111,7 +104,7 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
 
 static const char *refuse_narrow(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return refuse_local(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
+  return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
 }
 
 enum { V_MMA, V_WIDE, V_NARROW };

@@ -17,14 +17,6 @@ const char dsa__defines_mla_cache[] = DSA_KDEF(LANES) DSA_KDEF(ROWS) DSA_KDEF(GA
 
 static size_t round_rows(int64_t n) { return (size_t)((n + ROWS - 1) / ROWS * ROWS); }
 
-/* A row that is one 32-wide sub-group (cl/dsa_subgroup.h) needs sub-groups
- * of 32 on an Intel device. */
-static const char *refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  (void)shape;
-  (void)buf;
-  (void)n;
-  return c->caps.intel_sg_sizes & (1u << 5) ? NULL : "needs sub-groups of 32";
-}
 
 /* One kernel each; the insert's NoPE step trades block maxima by sub-group
  * shuffles where a 32-wide row shares a sub-group (build-time variants of the
@@ -33,7 +25,7 @@ static const char *refuse_no_sg32(const dsa_context *c, const void *shape, char 
 DSA_VARIANT_TABLE(dsa__variants_mla_cache_insert, "dsa_mla_cache_insert",
                   {"nv-shfl", DSA_CAP_NV_PTX, NULL, NULL},
                   {"amd-bperm", DSA_CAP_AMD_BUILTINS, NULL, NULL},
-                  {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_no_sg32, NULL},
+                  {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, dsa__refuse_no_sg32, NULL},
                   {"portable", 0, NULL, NULL});
 DSA_VARIANT_TABLE(dsa__variants_mla_gather_slots, "dsa_mla_gather_slots",
                   {"portable", 0, NULL, NULL});

@@ -16,16 +16,10 @@ const char dsa__defines_mla_qnorm[] = DSA_KDEF(LANES) DSA_KDEF(ROWS);
 /* A row trades its sum of squares and block maxima by sub-group shuffles
  * where it is one 32-wide sub-group (cl/dsa_subgroup.h; build-time variants
  * of the one kernel, same bytes), through local memory elsewhere. */
-static const char *refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  (void)shape;
-  (void)buf;
-  (void)n;
-  return c->caps.intel_sg_sizes & (1u << 5) ? NULL : "needs sub-groups of 32";
-}
 DSA_VARIANT_TABLE(dsa__variants_mla_qnorm, "dsa_mla_qnorm_rope_kv_insert",
                   {"nv-shfl", DSA_CAP_NV_PTX, NULL, NULL},
                   {"amd-bperm", DSA_CAP_AMD_BUILTINS, NULL, NULL},
-                  {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_no_sg32, NULL},
+                  {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, dsa__refuse_no_sg32, NULL},
                   {"portable", 0, NULL, NULL});
 
 void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p) {

@@ -44,23 +44,17 @@ static size_t mma_local_bytes(void) {
          (size_t)SM_NT * 4;
 }
 
-static const char *refuse_local(const dsa_context *c, size_t need, char *buf, size_t n) {
-  if (need <= c->caps.local_mem) return NULL;
-  snprintf(buf, n, "needs %zu B of local memory, the device has %llu", need,
-           (unsigned long long)c->caps.local_mem);
-  return buf;
-}
 static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return refuse_local(c, mma_local_bytes(), buf, n);
+  return dsa__refuse_local_mem(c, mma_local_bytes(), buf, n);
 }
 static const char *refuse_2buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return refuse_local(c, attn_local_bytes(2), buf, n);
+  return dsa__refuse_local_mem(c, attn_local_bytes(2), buf, n);
 }
 static const char *refuse_1buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return refuse_local(c, attn_local_bytes(1), buf, n);
+  return dsa__refuse_local_mem(c, attn_local_bytes(1), buf, n);
 }
 
 /* Best first: tensor cores, then the portable kernel with a double tile

@@ -57,6 +57,22 @@ int dsa__pick(dsa_queue *q, const dsa_variant_table *t, const void *shape) {
 
 const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_variant : ""; }
 
+const char *dsa__refuse_local_mem(const dsa_context *c, size_t need, char *buf, size_t n) {
+  if (need <= c->caps.local_mem) return NULL;
+  snprintf(buf, n, "needs %zu B of local memory, the device has %llu", need,
+           (unsigned long long)c->caps.local_mem);
+  return buf;
+}
+
+/* A row that is one 32-wide sub-group (cl/dsa_subgroup.h) needs sub-groups
+ * of 32 on an Intel device. */
+const char *dsa__refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  (void)buf;
+  (void)n;
+  return c->caps.intel_sg_sizes & (1u << 5) ? NULL : "needs sub-groups of 32";
+}
+
 /* Every operator's table, in the order dsacl-info lists them. A new operator
  * adds its table here. */
 #define DSA_VARIANT_TABLES(X)          \
