@@ -1,0 +1,101 @@
+/* One DeepSeek-V4 decode step of the sparse-attention path (see
+ * decode_step.h): indexer Q quant -> paged logits -> top-k -> global C4 slots,
+ * SWA slots, q RMSNorm + RoPE with the new token's KV insert -> sparse MLA
+ * decode with the attention sink. Public API only; every call enqueues on
+ * one in-order queue, so each stage sees the previous one's outputs. */
+#include "decode_step.h"
+
+#include <stddef.h>
+
+const char *const decode_step_stage_names[DECODE_STEP_STAGES] = {
+    "indexer Q RoPE + FP8 quant",   "paged MQA logits (FP8)",
+    "top-k decode",                 "top-k -> global C4 slots",
+    "SWA indices + lengths",        "q RMSNorm+RoPE, kv RoPE+insert",
+    "sparse MLA decode, fused (+sink)"};
+
+/* The events of stage i: waits on the caller's list before the first stage,
+ * a marker for its start and its completion event when timing. */
+static dsa_status begin(dsa_queue *q, int i, const dsa_events *ev, cl_event *start,
+                        cl_event *done, dsa_events *out) {
+  out->num_wait = i == 0 && ev ? ev->num_wait : 0;
+  out->wait = i == 0 && ev ? ev->wait : NULL;
+  out->done = done ? &done[i] : NULL;
+  if (i == DECODE_STEP_STAGES - 1 && ev && ev->done && !done) out->done = ev->done;
+  if (start) {
+    cl_int e = clEnqueueMarkerWithWaitList(dsa_queue_cl(q), out->num_wait, out->wait, &start[i]);
+    if (e != CL_SUCCESS) return DSA_ERR_OPENCL;
+    out->num_wait = 0, out->wait = NULL;
+  }
+  return DSA_OK;
+}
+
+#define STAGE(i, call)                                            \
+  do {                                                            \
+    dsa_events e_;                                                \
+    dsa_status s_ = begin(q, (i), ev, start, done, &e_);          \
+    if (s_ == DSA_OK) s_ = (call);                                \
+    if (s_ != DSA_OK) return s_;                                  \
+  } while (0)
+
+dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events *ev,
+                       cl_event *start, cl_event *done) {
+  /* 1. Indexer q: RoPE on its last 64 dims, FP8 per head; the q scale folds
+   *    into the head weights (softmax and head scales at their defaults). */
+  dsa_indexer_q_params qp;
+  dsa_indexer_q_params_default(&qp);
+  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights, &qp,
+                               io->iq_fp8, NULL, io->iq_weights, &e_));
+
+  /* 2. Logits of every compressed row each token may see (-inf past its
+   *    context length). The quantized q, [T, 64, 128], is read as
+   *    [B, next_n, 64, 128]: token t = b * next_n + i. */
+  const int64_t next_n = io->context_lens->shape[1];
+  dsa_tensor q4 = *io->iq_fp8;
+  q4.ndim = 4;
+  q4.shape[0] = io->iq_fp8->shape[0] / next_n, q4.stride[0] = io->iq_fp8->stride[0] * next_n;
+  q4.shape[1] = next_n, q4.stride[1] = io->iq_fp8->stride[0];
+  q4.shape[2] = io->iq_fp8->shape[1], q4.stride[2] = io->iq_fp8->stride[1];
+  q4.shape[3] = io->iq_fp8->shape[2], q4.stride[3] = io->iq_fp8->stride[2];
+  dsa_mqa_logits_params lp;
+  dsa_mqa_logits_params_default(&lp);
+  STAGE(1, dsa_paged_mqa_logits(q, &q4, io->ik_cache, io->iq_weights, io->context_lens,
+                                io->cmp_block_table, io->logits, &lp, &e_));
+
+  /* 3. The k best compressed rows per token (deterministic ties). */
+  dsa_topk_params tp;
+  dsa_topk_params_default(&tp);
+  tp.k = io->topk_k;
+  STAGE(2, dsa_topk_decode(q, io->logits, io->context_lens, io->topk, &tp, &e_));
+
+  /* 4. Row numbers -> slots of the C4 MLA cache (through the block table). */
+  dsa_global_topk_params gp;
+  dsa_global_topk_params_default(&gp);
+  gp.block_size = io->cmp_block_size;
+  STAGE(3, dsa_global_topk_indices(q, io->topk, io->token_to_req, io->cmp_block_table, NULL,
+                                   io->c4_slots, io->c4_lens, &gp, &e_));
+
+  /* 5. The sliding window's slots in the SWA cache. */
+  dsa_swa_indices_params sp;
+  dsa_swa_indices_params_default(&sp);
+  sp.window = io->window;
+  sp.block_size = io->swa_block_size;
+  STAGE(4, dsa_swa_indices(q, io->positions, io->token_to_req, NULL, io->swa_block_table,
+                           io->swa_slots, io->swa_lens, &sp, &e_));
+
+  /* 6. q RMSNorm + RoPE; the new token's kv RoPE'd, quantized and written to
+   *    its SWA slot (so the window below includes it). */
+  dsa_mla_qnorm_params np;
+  dsa_mla_qnorm_params_default(&np);
+  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->q_normed, io->kv, io->positions,
+                                        io->cos_sin, io->kv_slots, io->swa_cache, &np, &e_));
+
+  /* 7. Attention over the window (SWA cache) then the top-k (C4 cache),
+   *    with the sink; lse for the caller's combine. */
+  const dsa_mla_index_set window = {io->swa_cache, io->swa_slots, io->swa_lens};
+  const dsa_mla_index_set chosen = {io->c4_cache, io->c4_slots, io->c4_lens};
+  dsa_sparse_attn_params ap;
+  dsa_sparse_attn_params_default(&ap);
+  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, &ap, io->out,
+                                 io->lse, &e_));
+  return DSA_OK;
+}
