@@ -33,7 +33,7 @@ if [ "${1:-}" != "--bench-only" ]; then
   # Every other variant this GPU can run (capabilities masked one by one,
   # a 32 KiB device), against the reference tests and the goldens.
   if [ -x $b/tests/checkcl ]; then
-    $b/tests/checkcl --masked-only --golden "$PWD/$deps/golden" 2>&1 | tee "$out/checkcl.txt" | tail -50
+    $b/tests/checkcl --masked-only --bench --golden "$PWD/$deps/golden" 2>&1 | tee "$out/checkcl.txt" | tail -50
   fi
   if [ -x $b/tests/test_bigmem ]; then
     $b/tests/test_bigmem 2>&1 | tee "$out/bigmem.txt" | tail -10
