@@ -35,14 +35,13 @@
  */
 #include "dsa_mla.h"
 
-#define MLA_DIM 512
-
-/* Host-owned geometry (src/op_sparse_mla.c, build options): WG work-items
+/* Host-owned geometry (src/op_sparse_mla.c, build options): MLA_DIM (512,
+ * the latent width) and WG work-items
  * and HG heads per portable group, NT entries per tile, DSL d-slices of the
  * QK step, PSTRIDE partial sums per head (padded against bank conflicts),
  * GROWS rows per gather group; the mma path's SM_* below. */
-#if WG != 256 || HG != 16 || NT != 8 || DSL != 16
-#error "sparse_mla.cl: the portable mappings need WG 256, HG 16, NT 8, DSL 16"
+#if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 16
+#error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 16"
 #endif
 
 /* The argument groups of the attention kernels (cl/dsa_args.h), laid by the

@@ -26,7 +26,8 @@ _Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
 #define SM_KVP 520
 #define SM_PP 16
 const char dsa__defines_sparse_mla[] =
-    DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE) DSA_KDEF(GROWS)
+    DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
+        DSA_KDEF(GROWS)
         DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP) DSA_KDEF(SM_PP);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
