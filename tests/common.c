@@ -3,6 +3,7 @@
 #include <stdarg.h>
 
 #include "common.h"
+#include "rng.h"
 
 int dsa_test_passed, dsa_test_failed;
 
@@ -42,16 +43,10 @@ void dsa_test_close(dsa_context **c, dsa_queue **q) {
   dsa_context_destroy(c);
 }
 
-uint64_t dsa_test_rand(uint64_t *state) {
-  uint64_t x = *state ? *state : 0x9E3779B97F4A7C15ull;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *state = x;
-  return x * 0x2545F4914F6CDD1Dull;
-}
+/* The tests' and tools' one generator (tools/common/rng.h). */
+uint64_t dsa_test_rand(uint64_t *state) { return rng64_next(state); }
 
-double dsa_test_uniform(uint64_t *state) { return (double)(dsa_test_rand(state) >> 11) * 0x1p-53; }
+double dsa_test_uniform(uint64_t *state) { return rng64_uniform(state); }
 
 /* The byte a guarded buffer holds at position i before anyone writes it. */
 static uint8_t guard_byte(size_t i) { return (uint8_t)(0xA5 ^ (i * 7)); }

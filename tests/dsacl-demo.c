@@ -55,6 +55,8 @@
 #include <dsacl/dsacl.h>
 
 #include "decode_step.h"
+#include "json.h"
+#include "rng.h"
 #include "ref.h"
 #include "ref_index_helpers.h"
 #include "ref_indexer_logits.h"
@@ -115,19 +117,7 @@ static void stage_note(stage *s, int ok, const char *fmt, ...) {
   if (!ok) s->ok = 0;
 }
 
-static void json_str(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
-}
+static void json_str(const char *s) { json_write_str(stdout, s); }
 
 typedef struct config {
   int64_t seqs, context, heads, topk, window;
@@ -278,13 +268,8 @@ static void buf_read(cl_mem m, size_t size, void *dst) {
 /* ---- deterministic synthetic data --------------------------------------------------- */
 
 static uint64_t rng_state;
-static uint64_t rnd64(void) {
-  uint64_t x = rng_state ? rng_state : 0x9E3779B97F4A7C15ull;
-  x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-  rng_state = x;
-  return x * 0x2545F4914F6CDD1Dull;
-}
-static double uniform(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
+static uint64_t rnd64(void) { return rng64_next(&rng_state); } /* tools/common/rng.h */
+static double uniform(void) { return rng64_uniform(&rng_state); }
 /* Roughly normal, unit variance (sum of four uniforms). */
 static double gauss(void) {
   return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772;

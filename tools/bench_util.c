@@ -1,5 +1,6 @@
 /* Helpers shared by the dsacl-bench operator families (see bench.h). */
 #include "bench.h"
+#include "rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,12 @@ int bench_dsa_fail(dsa_status st, const char *what, int line) {
   return -1;
 }
 
-uint64_t bench_rng_next(uint64_t *s) {
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
+/* The tests' and tools' one generator (tools/common/rng.h); every row seeds
+ * it with a non-zero value, so the streams are the ones before the move. */
+uint64_t bench_rng_next(uint64_t *s) { return rng64_next(s); }
 
 double bench_rng_uniform(uint64_t *s, double lo, double hi) {
-  return lo + (double)(bench_rng_next(s) >> 11) * 0x1p-53 * (hi - lo);
+  return lo + rng64_uniform(s) * (hi - lo);
 }
 
 uint16_t bench_bf16_from_float(float f) {

@@ -34,6 +34,7 @@
 #include <dsacl/dsacl.h>
 
 #include "bench.h"
+#include "json.h"
 
 /* The families, one line each: X(<family>) for bench_ops_<family>[]. */
 #define BENCH_FAMILIES(X) \
@@ -397,19 +398,7 @@ static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, 
 
 /* ---- output ------------------------------------------------------------------------- */
 
-static void json_str(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      printf("\\%c", ch);
-    else if (ch < 0x20)
-      printf("\\u%04x", ch);
-    else
-      putchar(ch);
-  }
-  putchar('"');
-}
+static void json_str(const char *s) { json_write_str(stdout, s); }
 
 static double pct_copy(const result *r) {
   return r->copy_ok && r->t.median_us > 0 ? 100 * r->copy.median_us / r->t.median_us : 0;
