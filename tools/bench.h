@@ -12,6 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Per-stage device times of a row made of several operators (decode_step). */
+#define BENCH_MAX_STAGES 8
+typedef struct bench_stage {
+  const char *name;
+  double median_us, min_us;
+} bench_stage;
+
 /* What every operator runs on: the library's context and profiling queue
  * and the OpenCL objects under them. */
 typedef struct bench_env {
@@ -24,6 +31,12 @@ typedef struct bench_env {
   /* Multi-command operators: the driver sets this NULL before each run and
    * takes ownership of what run leaves in it (see bench_span_begin). */
   cl_event span_first;
+  /* Rows made of stages: setup may set this (the driver clears it first).
+   * After the timed runs (and a clFinish), before teardown, the driver calls
+   * it with the number of timed runs (the last `runs` run calls, after the
+   * warm-up ones); it fills at most BENCH_MAX_STAGES entries of out and
+   * returns how many, or -1. */
+  int (*stages)(void *state, int runs, bench_stage *out);
 } bench_env;
 
 #define BENCH_MAX_PARAMS 4

@@ -44,6 +44,7 @@
   X(mla)                  \
   X(mla_qnorm)            \
   X(sparse_mla)           \
+  X(decode_step)          \
   /* end of families */
 
 #define DECLARE(f) extern const bench_op bench_ops_##f[];
@@ -361,6 +362,8 @@ typedef struct result {
   timing t, copy;
   double bytes, flops;
   size_t copy_half; /* bytes read (= written) by the size-matched copy */
+  bench_stage stage[BENCH_MAX_STAGES]; /* rows made of stages (bench_env.stages) */
+  int nstages;
 } result;
 
 static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, result *res) {
@@ -368,8 +371,16 @@ static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, 
   res->ok = res->copy_ok = 0;
   res->bytes = res->op->bytes(res->p);
   res->flops = res->op->flops(res->p);
+  res->nstages = 0;
+  e->stages = NULL;
   int rc = res->op->setup(e, res->p, &r.state);
   if (rc == 0) rc = time_it(e, cfg, op_enqueue, &r, &res->t);
+  if (rc == 0 && e->stages) {
+    int n = e->stages(r.state, cfg->runs, res->stage);
+    if (n < 0) rc = -1;
+    res->nstages = n < 0 ? 0 : n > BENCH_MAX_STAGES ? BENCH_MAX_STAGES : n;
+  }
+  e->stages = NULL;
   if (rc == 0) {
     uint32_t faults = 0;
     dsa_status st = dsa_queue_faults(e->q, &faults);
@@ -445,6 +456,16 @@ static void print_json(const char *device, const char *driver, const char *platf
                2 * r->copy_half, r->copy.median_us, r->copy.min_us, pct_copy(r));
       else
         printf(", \"copy_us\": null, \"pct_same_size_copy\": null");
+      if (r->nstages) {
+        printf(", \"stages\": [");
+        for (int j = 0; j < r->nstages; j++) {
+          printf("%s{\"name\": ", j ? ", " : "");
+          json_str(r->stage[j].name);
+          printf(", \"median_us\": %.3f, \"min_us\": %.3f}", r->stage[j].median_us,
+                 r->stage[j].min_us);
+        }
+        printf("]");
+      }
     }
     printf("}");
   }
@@ -485,6 +506,9 @@ static void print_table(const char *device, const char *driver, const char *plat
       printf(" %10s %7s", "-", "-");
     if (r->flops > 0) printf("  %.1f GFLOP/s", r->flops / (r->t.median_us * 1e3));
     printf("\n");
+    for (int j = 0; j < r->nstages; j++) /* stage rows: device us, median (min) */
+      printf("  %-39s %12.2f %12.2f\n", r->stage[j].name, r->stage[j].median_us,
+             r->stage[j].min_us);
   }
 }
 
@@ -507,6 +531,13 @@ static void usage(FILE *f) {
           "  --runs N         timed runs per measurement (default 50)\n"
           "  --only NAME      only operators whose name starts with NAME\n"
           "  --no-flush       do not overwrite the device cache between runs\n");
+  fprintf(f, "operators (--only takes a prefix):");
+  const char *last = "";
+  for (int i = 0; i < NUM_FAMILIES; i++)
+    for (const bench_op *op = families[i]; op->name; op++)
+      if (strcmp(op->name, last)) fprintf(f, " %s", last = op->name);
+  fprintf(f, "\n  decode_step: examples/decode_step.c's whole step (B=64, 32K context), with the"
+             " device time of each stage\n");
 }
 
 int main(int argc, char **argv) {
