@@ -672,6 +672,17 @@ static dsa_status warm(const dsa_context_options *o) {
   return st;
 }
 
+/* The same with one (small) program built instead of all of them: the paths
+ * below do not depend on which program, and every PoCL build costs seconds. */
+static dsa_status warm_one(const dsa_context_options *o) {
+  dsa_context *c = NULL;
+  dsa_status st = dsa_context_create(&c, o);
+  cl_program p;
+  if (st == DSA_OK) st = dsa__get_program(c, DSA_PROG_INDEX_HELPERS, &p);
+  dsa_context_destroy(&c);
+  return st;
+}
+
 static void key_from_name(char *key, const char *name) {
   snprintf(key, 128, "%.*s", (int)(strlen(name) - 4), name);
 }
@@ -773,7 +784,8 @@ static void test_integration(void) {
   if (c) {
     CHECK(!strcmp(dsa_context_cache_dir(c), ""), "unusable dir reported as \"%s\"",
           dsa_context_cache_dir(c));
-    CHECK_OK(dsa_context_warmup(c));
+    cl_program p;
+    CHECK_OK(dsa__get_program(c, DSA_PROG_INDEX_HELPERS, &p));
     dsa_context_destroy(&c);
   }
   if (geteuid() != 0) {
@@ -781,7 +793,7 @@ static void test_integration(void) {
     subdir(ro, "ro-runtime");
     mkdir(ro, 0500);
     o.cache_dir = ro;
-    CHECK_OK(warm(&o));
+    CHECK_OK(warm_one(&o));
     chmod(ro, 0700);
   }
 
@@ -791,7 +803,7 @@ static void test_integration(void) {
   mkdir(offdir, 0700);
   setenv("DSACL_CACHE_DIR", offdir, 1);
   o.cache_dir = "off";
-  CHECK_OK(warm(&o));
+  CHECK_OK(warm_one(&o));
   CHECK(count_entries(offdir) == 0, "disabled cache wrote %d files", count_entries(offdir));
   o.cache_dir = NULL;
   o.flags |= DSA_CONTEXT_NO_BINARY_CACHE;
@@ -806,14 +818,13 @@ static void test_integration(void) {
   o.cache_load = mem_load;
   o.cache_store = mem_store_fn;
   o.cache_user = &m;
-  CHECK_OK(warm(&o));
-  CHECK(m.n == s1.n && m.stores == s1.n && m.hits == 0,
-        "cold start with callbacks: %d keys, %d stores, %d hits, want %d, %d, 0", m.n,
-        m.stores, m.hits, s1.n, s1.n);
-  CHECK_OK(warm(&o));
-  CHECK(m.stores == s1.n && m.hits == s1.n,
-        "warm start with callbacks: %d stores, %d hits, want %d, %d", m.stores, m.hits, s1.n,
-        s1.n);
+  CHECK_OK(warm_one(&o));
+  CHECK(m.n == 1 && m.stores == 1 && m.hits == 0,
+        "cold start with callbacks: %d keys, %d stores, %d hits, want 1, 1, 0", m.n, m.stores,
+        m.hits);
+  CHECK_OK(warm_one(&o));
+  CHECK(m.stores == 1 && m.hits == 1, "warm start with callbacks: %d stores, %d hits, want 1, 1",
+        m.stores, m.hits);
   CHECK(count_entries(offdir) == 0, "callback cache wrote into the directory");
   mem_free(&m);
   unsetenv("DSACL_CACHE_DIR");
