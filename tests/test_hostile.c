@@ -315,6 +315,39 @@ static void absurd_shapes(void) {
   CHECK(unchanged(), "absurd shapes: memory changed");
 }
 
+/* ---- the two-stage decode's raw workspace cl_mem ------------------------- */
+
+static void workspace(void) {
+  dsa_tensor qt = dsa_tensor_make(query_b.mem, query_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
+  dsa_tensor it = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 2, (int64_t[]){1, 2});
+  dsa_tensor lt = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 1, (int64_t[]){1});
+  dsa_tensor ot = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
+  dsa_paged_cache pc = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_mla_index_set set = {&pc, &it, &lt};
+  size_t need = dsa_sparse_mla_decode_workspace_size(1, 2, 0);
+  cl_int e;
+  cl_mem ws = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, need + 256, NULL, &e);
+  struct {
+    cl_mem m;
+    size_t off;
+    const char *what;
+  } cases[] = {{foreign, 0, "foreign workspace"},
+               {NULL, 0, "NULL workspace"},
+               {ws, SIZE_MAX - 255, "workspace offset SIZE_MAX-255"},
+               {ws, (size_t)1 << 40, "workspace offset 2^40"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cl_event done = (cl_event)(uintptr_t)1;
+    dsa_events ev = {0, NULL, &done};
+    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, NULL, &ot, NULL,
+                                                    cases[i].m, cases[i].off, &ev);
+    CHECK(st == DSA_ERR_INVALID_ARGUMENT && done == (cl_event)(uintptr_t)1, "%s: %s (%s)",
+          cases[i].what, dsa_status_name(st), dsa_last_error());
+  }
+  CHECK(strstr(dsa_last_error(), "workspace") != NULL, "message: %s", dsa_last_error());
+  CHECK(unchanged(), "workspace cases: memory changed");
+  clReleaseMemObject(ws);
+}
+
 /* ---- the aliasing rule (docs/API.md) --------------------------------------
  * An output overlapping an input is not detected: the call is accepted, the
  * overlapping bytes' values are unspecified, and nothing outside the checked
@@ -360,6 +393,7 @@ int main(void) {
   findings(&base);
   sweep(&base);
   absurd_shapes();
+  workspace();
   valid(&base);
   aliasing(&base);
   for (int i = 0; i < nsnaps; i++) free(snaps[i].bytes);
