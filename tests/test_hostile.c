@@ -26,12 +26,12 @@ typedef struct call_args {
   dsa_tensor gidx, gout, k, slots;
   /* bf16 attention */
   dsa_tensor query, kv, aidx, out;
-  /* two-stage decode workspace */
-  cl_mem ws;
-  size_t ws_off;
+  /* indexer K insert */
+  dsa_paged_cache icache;
+  dsa_tensor ik;
 } call_args;
 
-static guarded_buf cache_b, gidx_b, gout_b, k_b, slots_b, query_b, kv_b, aidx_b, out_b;
+static guarded_buf cache_b, gidx_b, gout_b, k_b, slots_b, query_b, kv_b, aidx_b, out_b, icache_b;
 
 static void setup(call_args *a) {
   memset(a, 0, sizeof *a);
@@ -64,17 +64,21 @@ static void setup(call_args *a) {
   a->aidx = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 2, (int64_t[]){1, 2});
   out_b = gbuf_create(ctx, q, 2 * 512 * 2, NULL);
   a->out = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
+  icache_b = gbuf_create(ctx, q, 2 * 4 * 132, NULL);
+  a->icache = (dsa_paged_cache){icache_b.mem, icache_b.off, 2, 4, 4 * 132, DSA_CACHE_INDEXER_FP8};
+  /* k's first 2 x 128 bf16 serve as the indexer rows; slots {1, 2} */
+  a->ik = dsa_tensor_make(k_b.mem, k_b.off, DSA_BF16, 2, (int64_t[]){2, 128});
 }
 
 static void teardown(void) {
-  guarded_buf *all[] = {&cache_b, &gidx_b, &gout_b, &k_b, &slots_b,
-                        &query_b, &kv_b, &aidx_b, &out_b};
+  guarded_buf *all[] = {&cache_b, &gidx_b, &gout_b, &k_b,   &slots_b,
+                        &query_b, &kv_b,   &aidx_b, &out_b, &icache_b};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gbuf_release(all[i]);
 }
 
-typedef enum { OP_GATHER, OP_INSERT, OP_ATTN, NOPS } op_id;
+typedef enum { OP_GATHER, OP_INSERT, OP_ATTN, OP_IKINSERT, NOPS } op_id;
 static const char *const op_names[NOPS] = {"dsa_mla_gather_slots", "dsa_mla_cache_insert",
-                                           "dsa_sparse_attn_bf16"};
+                                           "dsa_sparse_attn_bf16", "dsa_indexer_k_insert"};
 
 static dsa_status call(op_id op, const call_args *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
@@ -84,6 +88,8 @@ static dsa_status call(op_id op, const call_args *a, cl_event *done) {
     case OP_ATTN:
       return dsa_sparse_attn_bf16(q, &a->query, &a->kv, &a->aidx, NULL, NULL, NULL, &a->out,
                                   NULL, &ev);
+    case OP_IKINSERT:
+      return dsa_indexer_k_insert(q, &a->ik, &a->slots, &a->icache, DSA_E2M1_RNE, &ev);
     default: return DSA_ERR_INTERNAL;
   }
 }
@@ -99,12 +105,12 @@ static void read_all(const guarded_buf *b, uint8_t *dst) {
                       NULL, NULL);
 }
 
-static snap snaps[4];
+static snap snaps[5];
 static int nsnaps;
 
 static void snapshot(void) {
-  const guarded_buf *outs[] = {&cache_b, &gout_b, &out_b, &kv_b};
-  nsnaps = 4;
+  const guarded_buf *outs[] = {&cache_b, &gout_b, &out_b, &kv_b, &icache_b};
+  nsnaps = 5;
   for (int i = 0; i < nsnaps; i++) {
     snaps[i].b = outs[i];
     free(snaps[i].bytes);
@@ -237,6 +243,7 @@ static void sweep(const call_args *base) {
       {OP_INSERT, offsetof(call_args, k)},    {OP_INSERT, offsetof(call_args, slots)},
       {OP_ATTN, offsetof(call_args, query)},  {OP_ATTN, offsetof(call_args, kv)},
       {OP_ATTN, offsetof(call_args, aidx)},   {OP_ATTN, offsetof(call_args, out)},
+      {OP_IKINSERT, offsetof(call_args, ik)}, {OP_IKINSERT, offsetof(call_args, slots)},
   };
   int n = 0;
   for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
@@ -250,11 +257,13 @@ static void sweep(const call_args *base) {
       expect_refused(tensors[i].op, &a, buf);
       n++;
     }
-  for (op_id op = OP_GATHER; op <= OP_INSERT; op++)
+  const op_id cache_ops[] = {OP_GATHER, OP_INSERT, OP_IKINSERT};
+  for (size_t o = 0; o < 3; o++)
     for (int c = 0; c < NC_BREAKS; c++) {
+      op_id op = cache_ops[o];
       call_args a = *base;
       const char *what = "";
-      break_cache(&a.cache, c, &what);
+      break_cache(op == OP_IKINSERT ? &a.icache : &a.cache, c, &what);
       char buf[128];
       snprintf(buf, sizeof buf, "cache: %s", what);
       expect_refused(op, &a, buf);
@@ -315,6 +324,39 @@ static void absurd_shapes(void) {
   CHECK(unchanged(), "absurd shapes: memory changed");
 }
 
+/* ---- the two-stage decode's raw workspace cl_mem ------------------------- */
+
+static void workspace(void) {
+  dsa_tensor qt = dsa_tensor_make(query_b.mem, query_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
+  dsa_tensor it = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 2, (int64_t[]){1, 2});
+  dsa_tensor lt = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 1, (int64_t[]){1});
+  dsa_tensor ot = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
+  dsa_paged_cache pc = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_mla_index_set set = {&pc, &it, &lt};
+  size_t need = dsa_sparse_mla_decode_workspace_size(1, 2, 0);
+  cl_int e;
+  cl_mem ws = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, need + 256, NULL, &e);
+  struct {
+    cl_mem m;
+    size_t off;
+    const char *what;
+  } cases[] = {{foreign, 0, "foreign workspace"},
+               {NULL, 0, "NULL workspace"},
+               {ws, SIZE_MAX - 255, "workspace offset SIZE_MAX-255"},
+               {ws, (size_t)1 << 40, "workspace offset 2^40"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cl_event done = (cl_event)(uintptr_t)1;
+    dsa_events ev = {0, NULL, &done};
+    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, NULL, &ot, NULL,
+                                                    cases[i].m, cases[i].off, &ev);
+    CHECK(st == DSA_ERR_INVALID_ARGUMENT && done == (cl_event)(uintptr_t)1, "%s: %s (%s)",
+          cases[i].what, dsa_status_name(st), dsa_last_error());
+  }
+  CHECK(strstr(dsa_last_error(), "workspace") != NULL, "message: %s", dsa_last_error());
+  CHECK(unchanged(), "workspace cases: memory changed");
+  clReleaseMemObject(ws);
+}
+
 /* ---- the aliasing rule (docs/API.md) --------------------------------------
  * An output overlapping an input is not detected: the call is accepted, the
  * overlapping bytes' values are unspecified, and nothing outside the checked
@@ -338,8 +380,8 @@ static void valid(const call_args *base) {
   }
   CHECK(dsa_test_read_faults(q) == 0, "no faults");
   CHECK(!unchanged(), "the valid calls wrote their outputs");
-  const guarded_buf *all[] = {&cache_b, &gout_b, &out_b};
-  for (int i = 0; i < 3; i++) CHECK(gbuf_guards_ok(q, all[i]), "guards %d", i);
+  const guarded_buf *all[] = {&cache_b, &gout_b, &out_b, &icache_b};
+  for (int i = 0; i < 4; i++) CHECK(gbuf_guards_ok(q, all[i]), "guards %d", i);
 }
 
 int main(void) {
@@ -360,6 +402,7 @@ int main(void) {
   findings(&base);
   sweep(&base);
   absurd_shapes();
+  workspace();
   valid(&base);
   aliasing(&base);
   for (int i = 0; i < nsnaps; i++) free(snaps[i].bytes);
