@@ -19,9 +19,16 @@ known=(
   "Uninitialized value written to global memory|mla_qnorm_rope_kv_insert|*(__global uint2 *)p = v;"
 )
 # Oclgrind 21.10's --uninitialized plugin segfaults (inside
-# oclgrind::Uninitialized::instructionExecuted) on indexer_q_quant: those
+# oclgrind::Uninitialized::instructionExecuted) on indexer_q_quant and on
+# sparse_mla_decode_fused_lm32 (after reporting stores of its zeroed tile
+# rows as uninitialized; the decode matches the reference there): those
 # cases run without it (docs/PORTING.md).
-no_uninit="indexer_q_fp8 indexer_q_mxfp4"
+no_uninit="indexer_q_fp8 indexer_q_mxfp4 sparse_mla_decode"
+# ---- SLOW: on the simulator the 32 KiB variants of logits and attention
+# take minutes per case; DSACL_OCLGRIND_FULL=1 runs them (by hand, and in
+# the long runs of docs/PORTING.md). The 32 KiB variants are checked against
+# the reference in every CI run by the *-32k tests and checkcl.
+slow="mqa_logits paged_mqa_logits sparse_mla_decode"
 # ---- end KNOWN
 
 command -v oclgrind > /dev/null || { echo "oclgrind not installed" >&2; exit 1; }
@@ -64,6 +71,9 @@ for opdir in "$golden"/*/; do
   op=$(basename "$opdir")
   for casedir in "$opdir"*/; do
     c=$(basename "$casedir")
+    case " $slow " in
+      *" $op "*) if [ "${DSACL_OCLGRIND_FULL:-0}" = 0 ]; then echo "slow     $op/$c (DSACL_OCLGRIND_FULL=1)"; continue; fi ;;
+    esac
     rm -rf "$tmp/g"; mkdir -p "$tmp/g/$op"
     ln -s "$(cd "$casedir" && pwd)" "$tmp/g/$op/$c"
     f=("${flags[@]}")
