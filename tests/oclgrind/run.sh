@@ -20,9 +20,9 @@ known=(
 )
 # Oclgrind 21.10's --uninitialized plugin segfaults (inside
 # oclgrind::Uninitialized::instructionExecuted) on indexer_q_quant and on
-# sparse_mla_decode_fused_lm32 (after reporting stores of its zeroed tile
-# rows as uninitialized; the decode matches the reference there): those
-# cases run without it (docs/PORTING.md).
+# sparse_mla_decode_fused_lm32 (after reporting the tile rows it stores to
+# local memory as uninitialized; not analysed further): those cases run
+# without it (docs/PORTING.md).
 no_uninit="indexer_q_fp8 indexer_q_mxfp4 sparse_mla_decode"
 # ---- SLOW: on the simulator the 32 KiB variants of logits and attention
 # take minutes per case; DSACL_OCLGRIND_FULL=1 runs them (by hand, and in
