@@ -27,6 +27,9 @@
 #ifndef DSACL_INDEX_HELPERS_H
 #define DSACL_INDEX_HELPERS_H
 
+/* dsacl.h includes this file at its end; including it first works too. */
+#include "dsacl.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -28,6 +28,9 @@
 #ifndef DSACL_INDEXER_LOGITS_H
 #define DSACL_INDEXER_LOGITS_H
 
+/* dsacl.h includes this file at its end; including it first works too. */
+#include "dsacl.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -8,9 +8,8 @@
 #ifndef DSACL_INDEXER_QUANT_H
 #define DSACL_INDEXER_QUANT_H
 
-#ifndef DSACL_DSACL_H
-#error "include <dsacl/dsacl.h> instead of <dsacl/indexer_quant.h>"
-#endif
+/* dsacl.h includes this file at its end; including it first works too. */
+#include "dsacl.h"
 
 #ifdef __cplusplus
 extern "C" {

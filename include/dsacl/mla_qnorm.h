@@ -40,6 +40,9 @@
 #ifndef DSACL_MLA_QNORM_H
 #define DSACL_MLA_QNORM_H
 
+/* dsacl.h includes this file at its end; including it first works too. */
+#include "dsacl.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -23,6 +23,9 @@
 #ifndef DSACL_TOPK_H
 #define DSACL_TOPK_H
 
+/* dsacl.h includes this file at its end; including it first works too. */
+#include "dsacl.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
