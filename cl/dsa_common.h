@@ -7,6 +7,10 @@
 
 /* static: C99 inline alone leaves no out-of-line definition to link. */
 #define DSA_INLINE static inline
+/* For a body that must be specialised at each call (its array sizes and
+ * loop bounds come from literal arguments): inlined whatever the
+ * compiler's size heuristics say, so those arrays live in registers. */
+#define DSA_INLINE_ALWAYS static inline __attribute__((always_inline))
 
 #include "dsa_nv.h"
 #include "dsa_subgroup.h"
@@ -128,6 +132,28 @@ DSA_INLINE float dsa_e4m3_to_f32(uint b) {
 /* 2^(u-127) for u in 1..254; u = 0 gives 0 and u = 255 gives +inf (what
  * vLLM's exp2(u - 127) with flush-to-zero gives). */
 DSA_INLINE float dsa_ue8m0_to_f32(uint u) { return as_float((u & 0xFFu) << 23); }
+
+/* ---- f16 (the matrix tiles' FP8 path) ---------------------------------- */
+
+/* f16 bits (low 16 bits of h) as f32 (exact). */
+DSA_INLINE float dsa_f16_to_f32(uint h) {
+  const uint e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  const float mag = e == 0u ? (float)m * 0x1p-24f
+                            : as_float(e == 31u ? 0x7F800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+  return (h & 0x8000u) ? -mag : mag;
+}
+
+/* Two e4m3 bytes (the low 16 bits of x, the first in bits 0..7) as an f16
+ * pair scaled by 2^-8, the first in the low half: e4m3 s.eeee.mmm moved into
+ * f16 s.0eeee.mmm0000000 keeps every value, subnormals included, times
+ * 2^-8 (the exponent biases 7 and 15), and the NaN codes read as +-480 *
+ * 2^-8, as everywhere in dsacl. A few integer operations per pair, no table,
+ * no conversion instruction; a kernel folds 2^8 back in after the product
+ * (cl/dsa_tile.h's f16 multiply, the indexer logits). */
+DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled(uint x) {
+  const uint y = (x & 0xFFu) | ((x & 0xFF00u) << 8); /* bytes 0 and 2 */
+  return ((y & 0x007F007Fu) << 7) | ((y & 0x00800080u) << 8);
+}
 
 /* Exact bf16 of e4m3 byte b times 2^(u-127), through fp32. */
 DSA_INLINE uint dsa_dequant_e4m3_bf16(uint b, float scale) {

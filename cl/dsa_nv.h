@@ -9,18 +9,22 @@
 
 #if DSA_HAS_NV_PTX
 
-/* c += a * b for one m16n8k16 tile: bf16 A (row) and B (col), fp32 C. */
-DSA_INLINE void dsa_nv_mma_bf16(float *c, const uint a0, const uint a1, const uint a2,
-                                const uint a3, const uint b0, const uint b1) {
-  float d0, d1, d2, d3;
-  __asm__ __volatile__(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%11,%12,%13};"
-      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
-  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
-}
+/* c += a * b for one m16n8k16 tile: A (row) and B (col) of element type T
+ * (bf16, or f16: pairs in each word, the lower-indexed element in the low
+ * half), fp32 C. One definition per type, the PTX type spliced in. */
+#define DSA_NV_MMA_M16N8K16(NAME, T)                                                          \
+  DSA_INLINE void NAME(float *c, const uint a0, const uint a1, const uint a2, const uint a3,  \
+                       const uint b0, const uint b1) {                                        \
+    float d0, d1, d2, d3;                                                                     \
+    __asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32." T "." T                      \
+                         ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"     \
+                         : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)                             \
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]),   \
+                           "f"(c[1]), "f"(c[2]), "f"(c[3]));                                  \
+    c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;                                               \
+  }
+DSA_NV_MMA_M16N8K16(dsa_nv_mma_bf16, "bf16")
+DSA_NV_MMA_M16N8K16(dsa_nv_mma_f16, "f16")
 
 /* The value of lane (this lane ^ m). */
 DSA_INLINE float dsa_nv_shfl_xor_f32(float v, int m) {

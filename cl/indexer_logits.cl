@@ -338,29 +338,68 @@ IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 0, 1)
 IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_DC, 1, 1)
 IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 1, 1)
 
-/* ---- NVIDIA tensor-core path ------------------------------------------------
- * FP8 logits with D = 128 and H <= 128 through mma.sync m16n8k16 bf16 (sm_80+;
- * e4m3 values are exact in bf16, products exact in the fp32 accumulators).
- * Work-group: 128 work-items = 4 warps (local id x -> lane), 256 keys in four
- * sub-tiles of 64. Warp w owns head blocks w and w + 4 (16 heads each) and
- * keeps their query fragments in registers for the whole group. Per sub-tile
- * the keys are staged as bf16 rows in local memory (68-word pitch: the
- * fragment reads hit 32 distinct banks); each warp runs 8 key blocks x 8
- * k-steps of mma per head block, applies k_scale, ReLU and the weights to
- * its accumulators, and the partial sums meet through shuffles (over the 8
- * row groups of a fragment) and local memory (over the 4 warps).
- * Fragment layouts (PTX ISA, mma.m16n8k16 .bf16), g = lane / 4, t = lane % 4:
- *   A regs: (row g, cols 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)
- *   B regs: (rows 2t..2t+1, col g), (rows 2t+8.., col g)
- *   C: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1). */
-#if DSA_HAS_NV_PTX && (!defined(DSA_NV_SM) || DSA_NV_SM >= 80)
-#define IL_HAS_MMA 1
-/* MMA_NT (128), MMA_KT (64 keys per sub-tile), MMA_SUB (4) and MMA_PITCH (68
- * words per staged key row: 64 bf16 pairs + 4) come from the launcher. */
-#if MMA_NT != 128 || MMA_KT != 64
-#error "indexer_logits.cl: the mma path's warp mapping needs MMA_NT = 128, MMA_KT = 64"
+
+/* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------
+ * D = 128, H <= 128, FP8 and MXFP4, ragged and paged.
+ *
+ * A work-group takes a row group: tq query tokens (tq = TL_RMAX / HP, HP = H
+ * rounded up to 16; paged: tokens of one sequence, so every next_n token
+ * shares each key tile) and a tile of TL_SUB x TL_KT keys. The scores are
+ * one matrix product per sub-tile: A = the tokens' queries, row t * HP + h
+ * (heads padded with zeros), B = the sub-tile's keys, both staged in local
+ * memory as bf16 (e4m3 and e2m1 x ue8m0 values are exact in bf16) at
+ * TL_PITCH words per row of 128 dims. The group's units (warps, sub-groups,
+ * waves, or single work-items: cl/dsa_tile.h) split the atoms: unit u takes
+ * row blocks ur + TL_UR j (j < TL_MBU) and key blocks uk + TL_UK jj; when
+ * the back-end allows (DSA_TILE_A_REGS) the A fragments stay in registers
+ * for the whole group, staged once through the key buffer, else A keeps its
+ * own local buffer. Where the back-end multiplies f16 (DSA_TILE_HAS_F16:
+ * NVIDIA), FP8 operands are staged as f16 pairs scaled by 2^-8 (a shift,
+ * dsa_e4m3x2_to_f16x2_scaled) and the epilogue multiplies 2^16 back in. A
+ * unit runs TL_KP key blocks per pass against its TL_MBU row blocks. Per atom the epilogue applies k_scale, ReLU and the
+ * weights and sums the column over the atom's rows (all of one token: HP is
+ * a multiple of M); per-row-block partials meet in local memory, and the
+ * token's logit is their sum over its HP / M row blocks.
+ *
+ * Host constants (src/op_indexer_logits.c): TL_NT work-items, TL_SUB
+ * sub-tiles per group, TL_PITCH words per staged row; TL_KT_REGS /
+ * TL_RMAX_REGS keys per sub-tile and rows per group for back-ends that keep
+ * A in registers, TL_KT_LOCAL / TL_RMAX_LOCAL for the portable one (A in
+ * local memory: both buffers within 32 KiB). */
+#include "dsa_tile.h"
+
+/* Two geometries (flavours) of the same body: 1, groups of TL_NT items over
+ * at most TL_RMAX1 rows (one token of up to 64 heads: paged next_n = 1),
+ * and 2, TL_NT2 items over TL_RMAX2 rows (several tokens share each key
+ * tile). The portable back-end (A in local memory) has one geometry. */
+#if DSA_TILE_A_REGS
+#define TL_KT TL_KT_REGS
+#define TL_NT1 TL_NT
+#define TL_RMAX1 TL_RMAX1_REGS
+#define TL_RMAX2 TL_RMAX_REGS
+#else
+#define TL_KT TL_KT_LOCAL
+#define TL_NT1 TL_NT
+#define TL_RMAX1 TL_RMAX_LOCAL
+#undef TL_NT2
+#define TL_NT2 TL_NT
+#define TL_RMAX2 TL_RMAX_LOCAL
 #endif
-#define MMA_MAXHB 2
+#define TL_U_OF(nt) ((nt) / DSA_TILE_LANES)               /* units per group */
+#define TL_RB_OF(r) ((r) / DSA_TILE_M)                    /* row blocks, at most */
+#define TL_MBU_OF(nt, r) (TL_RB_OF(r) > TL_U_OF(nt) ? TL_RB_OF(r) / TL_U_OF(nt) : 1)
+#define TL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TL_MBU_MAX TL_MAX(TL_MBU_OF(TL_NT1, TL_RMAX1), TL_MBU_OF(TL_NT2, TL_RMAX2))
+#define TL_SEGS_MAX (TL_KT * 8 / (TL_NT1 < TL_NT2 ? TL_NT1 : TL_NT2)) /* key loads per item */
+#define TL_QMAX_MAX (TL_MAX(TL_RMAX1, TL_RMAX2) / 16)     /* tokens per group, at most */
+#define TL_NB (TL_KT / DSA_TILE_N)                        /* key blocks per sub-tile */
+#define TL_KS (128 / DSA_TILE_K)                          /* k-steps over D = 128 */
+#define TL_BAD(nt, r)                                                                      \
+  ((nt) % DSA_TILE_LANES || (TL_RB_OF(r) > TL_U_OF(nt) && TL_RB_OF(r) % TL_U_OF(nt)) ||   \
+   (r) % TL_KT || TL_KT * 8 % (nt))
+#if TL_BAD(TL_NT1, TL_RMAX1) || TL_BAD(TL_NT2, TL_RMAX2)
+#error "indexer_logits.cl: tile geometry does not divide"
+#endif
 
 /* bf16 bits of an e4m3 byte's value (NaN codes as +-480, like il_e4m3). */
 DSA_INLINE uint il_bf16_of_e4m3(uint b) {
@@ -376,132 +415,319 @@ DSA_INLINE uint il_bf16x2_of_e4m3x2(uint x) {
   return il_bf16_of_e4m3(x & 0xFFu) | (il_bf16_of_e4m3((x >> 8) & 0xFFu) << 16);
 }
 
-DSA_INLINE void il_mma_body(IL_PARAMS, __local uint *kst, __local float *red, __local ulong *koff,
-                            __local float *kscale, __local int *kstate, const int paged) {
-  const uint lid = get_local_id(0), warp = lid >> 5, lane = lid & 31u;
-  const uint gq = lane >> 2, tq = lane & 3u;
-  const uint g = get_group_id(0), gr = g / (uint)ntiles;
-  const uint r = row0 + gr;
-  const int n0 = (tile0 + (int)(g - gr * (uint)ntiles)) * (MMA_KT * MMA_SUB);
-  const uint b = r / (uint)next_n, i = r - b * (uint)next_n;
-
-  int lo, hi;
-  const int bad = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0, ctx_rank,
-                               paged, b, i, next_n, ncols, W, bs, &lo, &hi);
-  if (bad && n0 == 0 && lid == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
-  const int skip = n0 >= hi || n0 + MMA_KT * MMA_SUB <= lo;
-  const int nhb = (H + 15) / 16;
-
-  /* This warp's query fragments (bf16 pairs) and weights. */
-  uint qa[MMA_MAXHB][8][4];
-  float wv[MMA_MAXHB][2];
-  const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
+/* Sixteen values of a row (a segment of 16 dims) as 8 bf16-pair words in
+ * local memory, from their raw bytes x: 16 e4m3 bytes, or (fp4) 8 bytes of
+ * e2m1 in x.xy and the block's ue8m0 scale byte in x.z. Zeros decode to
+ * zeros (absent rows are staged from x = 0). */
+DSA_INLINE void tl_stage_words(__local uint *dst, const uint4 x, const int fp4, const int h16) {
+  uint4 lo, hi;
+  if (h16) {
+    /* f16 pairs scaled by 2^-8 (DSA_TILE_HAS_F16: a few integer operations
+     * a pair instead of the bf16 path's per-value decode). */
+    lo = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.x), dsa_e4m3x2_to_f16x2_scaled(x.x >> 16),
+                 dsa_e4m3x2_to_f16x2_scaled(x.y), dsa_e4m3x2_to_f16x2_scaled(x.y >> 16));
+    hi = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.z), dsa_e4m3x2_to_f16x2_scaled(x.z >> 16),
+                 dsa_e4m3x2_to_f16x2_scaled(x.w), dsa_e4m3x2_to_f16x2_scaled(x.w >> 16));
+  } else if (!fp4) {
+    lo = (uint4)(il_bf16x2_of_e4m3x2(x.x), il_bf16x2_of_e4m3x2(x.x >> 16),
+                 il_bf16x2_of_e4m3x2(x.y), il_bf16x2_of_e4m3x2(x.y >> 16));
+    hi = (uint4)(il_bf16x2_of_e4m3x2(x.z), il_bf16x2_of_e4m3x2(x.z >> 16),
+                 il_bf16x2_of_e4m3x2(x.w), il_bf16x2_of_e4m3x2(x.w >> 16));
+  } else {
+    /* e2m1 x 2^(s - 127): exact in f32 and in bf16 (truncation keeps it). */
+    const float sc = dsa_ue8m0_to_f32(x.z);
+    const uint w[2] = {x.x, x.y};
+    uint o[8];
 #pragma unroll
-  for (int j = 0; j < MMA_MAXHB; j++) {
-    const int h0 = (int)(warp + 4u * (uint)j) * 16 + (int)gq, h1 = h0 + 8;
-    const int ok0 = !skip && h0 < H, ok1 = !skip && h1 < H;
-    __global const uchar *q0 = qv + qrow + (ulong)(ok0 ? h0 : 0) * qv_hs;
-    __global const uchar *q1 = qv + qrow + (ulong)(ok1 ? h1 : 0) * qv_hs;
-#pragma unroll
-    for (int ks = 0; ks < 8; ks++) {
-      const int d = ks * 16 + 2 * (int)tq;
-      qa[j][ks][0] = ok0 ? il_bf16x2_of_e4m3x2(q0[d] | ((uint)q0[d + 1] << 8)) : 0u;
-      qa[j][ks][1] = ok1 ? il_bf16x2_of_e4m3x2(q1[d] | ((uint)q1[d + 1] << 8)) : 0u;
-      qa[j][ks][2] = ok0 ? il_bf16x2_of_e4m3x2(q0[d + 8] | ((uint)q0[d + 9] << 8)) : 0u;
-      qa[j][ks][3] = ok1 ? il_bf16x2_of_e4m3x2(q1[d + 8] | ((uint)q1[d + 9] << 8)) : 0u;
+    for (int e = 0; e < 8; e++) {
+      const uint nb = w[e >> 2] >> (8 * (e & 3));
+      const float a = dsa_e2m1_to_f32(nb & 0xFu) * sc, b = dsa_e2m1_to_f32((nb >> 4) & 0xFu) * sc;
+      o[e] = (as_uint(a) >> 16) | (as_uint(b) & 0xFFFF0000u);
     }
-    wv[j][0] = ok0 ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)h0 * w_hs)
-                   : 0.0f;
-    wv[j][1] = ok1 ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)h1 * w_hs)
-                   : 0.0f;
+    lo = (uint4)(o[0], o[1], o[2], o[3]);
+    hi = (uint4)(o[4], o[5], o[6], o[7]);
+  }
+  ((__local uint4 *)dst)[0] = lo;
+  ((__local uint4 *)dst)[1] = hi;
+}
+
+/* Stages query rows [first, first + n) of the group (row t * HP + h) at
+ * dst (TL_PITCH words per row): bf16, or f16 pairs (h16). */
+DSA_INLINE void tl_stage_q(IL_PARAMS, __local uint *dst, const int first, const int n,
+                           const int HP, const int nq, const uint r_base, const int fp4,
+                           const int h16, const uint lid, const int NT) {
+  for (int idx = (int)lid; idx < n * 8; idx += NT) {
+    const int rr = idx >> 3, seg = idx & 7, row = first + rr;
+    const int t = row / HP, h = row - t * HP;
+    const int ok = t < nq && h < H;
+    const uint r = r_base + (uint)(ok ? t : 0);
+    const uint b = r / (uint)next_n, i = r - b * (uint)next_n;
+    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs +
+                        (ulong)(ok ? h : 0) * qsc_hs + (ulong)(seg >> 1) * qsc_ds;
+    uint4 x = (uint4)(0u);
+    if (ok) {
+      __global const uchar *p = qv + qrow + (ulong)(fp4 ? seg * 8 : seg * 16);
+      if (!fp4) {
+        x = dsa_load16(p, q_al);
+      } else {
+        const uint2 y = dsa_load8(p, q_al);
+        x = (uint4)(y.x, y.y, qsc[qsrow], 0u);
+      }
+    }
+    tl_stage_words(dst + rr * TL_PITCH + seg * 8, x, fp4, h16);
+  }
+}
+
+DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local uint *stg,
+                        __local uint *qst, __local float *red, __local ulong *koff,
+                        __local ulong *ksoff, __local float *kscale, __local int *kstate,
+                        __local int *tlo, __local int *thi, const int paged, const int fp4,
+                        const int NT, const int RMAX) {
+  /* The flavour's geometry: literals at each kernel's call, so after
+   * inlining every bound below is a constant and the arrays sized for the
+   * larger flavour shrink to what this one uses. */
+  const int TU = NT / DSA_TILE_LANES, TRB = RMAX / DSA_TILE_M;
+  const int TMBU = TRB > TU ? TRB / TU : 1, TQMAX = RMAX / 16, TSEGS = TL_KT * 8 / NT;
+  const uint lid = get_local_id(0), unit = lid / DSA_TILE_LANES;
+  const uint g = get_group_id(0), grow = g / (uint)ntiles;
+  const uint rg = row0 + grow;
+  const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * (TL_KT * TL_SUB);
+  const int HP = (H + 15) & ~15;
+
+  /* The group's tokens: rows r_base .. r_base + nq - 1. */
+  uint r_base;
+  int nq;
+  if (paged) {
+    const int chunks = (next_n + tq - 1) / tq;
+    const uint b = rg / (uint)chunks;
+    const int i0 = (int)(rg - b * (uint)chunks) * tq;
+    r_base = b * (uint)next_n + (uint)i0;
+    nq = min(tq, next_n - i0);
+  } else {
+    r_base = rg * (uint)tq;
+    nq = min(tq, nrows - (int)r_base);
+  }
+  const int nmb = nq * HP / DSA_TILE_M;
+  /* Units: ur along the row blocks (rb = ur + UR j), uk along the key
+   * blocks (kb = uk + UK jj); with fewer row blocks than units, several
+   * units share a row block and split its keys. Units past UR x UK idle. */
+  const int UR = clamp((nmb + TMBU - 1) / TMBU, 1, TU), UK = TU / UR;
+  const int ur = (int)unit % UR, uk = (int)unit / UR;
+  /* FP8 operands as f16 pairs where the back-end multiplies f16 (exact:
+   * e4m3 values are f16 values; 2^-8-scaled by the shift that converts). */
+  const int h16 = DSA_TILE_HAS_F16 && !fp4;
+  const uint bseq = r_base / (uint)next_n; /* paged: the tokens' sequence */
+
+  if ((int)lid < TQMAX) {
+    int lo = 0, hi = 0;
+    if ((int)lid < nq) {
+      const uint r = r_base + lid, b = r / (uint)next_n, i = r - b * (uint)next_n;
+      const int bad = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0,
+                                   ctx_rank, paged, b, i, next_n, ncols, W, bs, &lo, &hi);
+      if (bad && n0 == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+    }
+    tlo[lid] = lo;
+    thi[lid] = hi;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int lo = INT_MAX, hi = INT_MIN;
+  for (int t = 0; t < nq; t++)
+    if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
+  /* No valid key in the tile: every barrier still runs, loops have no trips
+   * (PoCL, see the file's head). */
+  const int skip = n0 >= hi || n0 + TL_KT * TL_SUB <= lo;
+
+  /* Weights of this lane's accumulator rows. */
+  float wv[TL_MBU_MAX][DSA_TILE_CE];
+#pragma unroll
+  for (int j = 0; j < TMBU; j++) {
+    const int rb = uk < UK ? ur + UR * j : nmb;
+#pragma unroll
+    for (int e = 0; e < DSA_TILE_CE; e++) {
+      const int row = rb * DSA_TILE_M + (int)dsa_tile_row(e);
+      const int t = row / HP, h = row - t * HP;
+      wv[j][e] = !skip && rb < nmb && h < H
+                     ? *(__global const float *)(w + w_off + (ulong)(r_base + (uint)t) * w_rs +
+                                                 (ulong)h * w_hs)
+                     : 0.0f;
+    }
   }
 
+#if DSA_TILE_A_REGS
+  /* The query fragments, staged in pieces through the key buffer. */
+  dsa_tile_a qa[TL_MBU_MAX][TL_KS];
+  for (int pc = 0; pc < RMAX / TL_KT; pc++) {
+    const int rows = skip ? 0 : clamp(nq * HP - pc * TL_KT, 0, TL_KT);
+    tl_stage_q(IL_NAMES, stg, pc * TL_KT, rows, HP, nq, r_base, fp4, h16, lid, NT);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int j = 0; j < TMBU; j++) {
+      const int rb0 = (ur + UR * j) * DSA_TILE_M - pc * TL_KT;
+      if (rb0 >= 0 && rb0 < rows) {
+#pragma unroll
+        for (int ks = 0; ks < TL_KS; ks++)
+          qa[j][ks] = dsa_tile_load_a(stg + rb0 * TL_PITCH + ks * (DSA_TILE_K / 2), TL_PITCH);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#else
+  tl_stage_q(IL_NAMES, qst, 0, skip ? 0 : nq * HP, HP, nq, r_base, fp4, 0, lid, NT);
+#endif
+
   __global const uchar *kbase = paged ? cache : kv;
-  for (int sub = 0; sub < MMA_SUB; sub++) {
-    const int k0 = n0 + sub * MMA_KT;
-    const int sub_skip = k0 >= hi || k0 + MMA_KT <= lo;
-    if (lid < MMA_KT) {
+  __global const uchar *sbase = paged ? cache : ksc;
+  const ulong sds = paged ? 1ul : ksc_ds;
+  for (int sub = 0; sub < TL_SUB; sub++) {
+    const int k0 = n0 + sub * TL_KT;
+    const int sub_skip = skip || k0 >= hi || k0 + TL_KT <= lo;
+    if ((int)lid < TL_KT) {
       const int t = (int)lid, j = k0 + t;
       int st = !sub_skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
-      ulong ko = 0, so = 0; /* FP8 only: no scale-byte offset */
+      ulong ko = 0, so = 0;
       float sc = 1.0f;
-      if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, 0, b, j, &ko, &so, &sc);
+      if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, fp4, bseq, j, &ko, &so, &sc);
       koff[t] = ko;
+      ksoff[t] = so;
       kscale[t] = sc;
       kstate[t] = st;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* 64 keys x 8 segments of 16 bytes: four per work-item, all loads first. */
-    uint4 x[4];
+    /* TL_KT keys x 8 segments of 16 dims: every load of the item first
+     * (memory-level parallelism), then the conversions and stores. */
+    {
+      uint4 x[TL_SEGS_MAX];
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
-      const uint idx = lid + MMA_NT * (uint)u, kk = idx >> 3, seg = idx & 7u;
-      x[u] = kstate[kk] == IL_KEY_OK ? dsa_load16(kbase + koff[kk] + seg * 16u, k_al)
-                                     : (uint4)(0u);
-    }
+      for (int u = 0; u < TSEGS; u++) {
+        const int idx = (int)lid + NT * u, kk = idx >> 3, seg = idx & 7;
+        const int ok = !sub_skip && kstate[kk] == IL_KEY_OK;
+        __global const uchar *kp = kbase + koff[kk] + (ulong)(fp4 ? seg * 8 : seg * 16);
+        x[u] = (uint4)(0u);
+        if (ok) {
+          if (!fp4) {
+            x[u] = dsa_load16(kp, k_al);
+          } else {
+            const uint2 y = dsa_load8(kp, k_al);
+            x[u] = (uint4)(y.x, y.y, *(sbase + ksoff[kk] + (ulong)(seg >> 1) * sds), 0u);
+          }
+        }
+      }
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
-      const uint idx = lid + MMA_NT * (uint)u, kk = idx >> 3, seg = idx & 7u;
-      __local uint4 *dst = (__local uint4 *)(kst + kk * MMA_PITCH + seg * 8u);
-      dst[0] = (uint4)(il_bf16x2_of_e4m3x2(x[u].x), il_bf16x2_of_e4m3x2(x[u].x >> 16),
-                       il_bf16x2_of_e4m3x2(x[u].y), il_bf16x2_of_e4m3x2(x[u].y >> 16));
-      dst[1] = (uint4)(il_bf16x2_of_e4m3x2(x[u].z), il_bf16x2_of_e4m3x2(x[u].z >> 16),
-                       il_bf16x2_of_e4m3x2(x[u].w), il_bf16x2_of_e4m3x2(x[u].w >> 16));
+      for (int u = 0; u < TSEGS; u++) {
+        const int idx = (int)lid + NT * u, kk = idx >> 3, seg = idx & 7;
+        tl_stage_words(stg + kk * TL_PITCH + seg * 8, x[u], fp4, h16);
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    float p[8][2];
+    /* Unit (ur, uk): key blocks kb = uk + UK jj, each against its row
+     * blocks rb = ur + UR j, TL_KP key blocks per pass: every B fragment
+     * feeds TL_MBU atoms, and TL_KP x TL_MBU independent accumulations keep
+     * the matrix unit busy while the next loads are in flight. */
+    for (int kb0 = uk; kb0 < (sub_skip || uk >= UK ? 0 : TL_NB); kb0 += UK * TL_KP) {
+      dsa_tile_c c[TL_KP][TL_MBU_MAX];
 #pragma unroll
-    for (int kb = 0; kb < 8; kb++) p[kb][0] = p[kb][1] = 0.0f;
+      for (int q = 0; q < TL_KP; q++)
 #pragma unroll
-    for (int j = 0; j < MMA_MAXHB; j++) {
-      if (sub_skip || (int)(warp + 4u * (uint)j) >= nhb) continue; /* warp-uniform */
+        for (int j = 0; j < TMBU; j++) c[q][j] = dsa_tile_zero();
 #pragma unroll
-      for (int kb = 0; kb < 8; kb++) {
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        __local const uint *krow = kst + (uint)(kb * 8 + (int)gq) * MMA_PITCH + tq;
+      for (int ks = 0; ks < TL_KS; ks++) {
 #pragma unroll
-        for (int ks = 0; ks < 8; ks++)
-          dsa_nv_mma_bf16(c, qa[j][ks][0], qa[j][ks][1], qa[j][ks][2], qa[j][ks][3], krow[ks * 8],
-                 krow[ks * 8 + 4]);
-        const float s0 = kscale[kb * 8 + 2 * (int)tq], s1 = kscale[kb * 8 + 2 * (int)tq + 1];
-        p[kb][0] += fmax(c[0] * s0, 0.0f) * wv[j][0] + fmax(c[2] * s0, 0.0f) * wv[j][1];
-        p[kb][1] += fmax(c[1] * s1, 0.0f) * wv[j][0] + fmax(c[3] * s1, 0.0f) * wv[j][1];
+        for (int q = 0; q < TL_KP; q++) {
+          const int kb = kb0 + UK * q;
+          if (kb >= TL_NB) continue; /* uniform in the unit */
+          const dsa_tile_b b = dsa_tile_load_b(
+              stg + kb * DSA_TILE_N * TL_PITCH + ks * (DSA_TILE_K / 2), TL_PITCH);
+#pragma unroll
+          for (int j = 0; j < TMBU; j++) {
+            const int rb = ur + UR * j;
+            if (rb >= nmb) continue; /* uniform in the unit */
+#if DSA_TILE_A_REGS
+            const dsa_tile_a a = qa[j][ks];
+#else
+            const dsa_tile_a a = dsa_tile_load_a(
+                qst + rb * DSA_TILE_M * TL_PITCH + ks * (DSA_TILE_K / 2), TL_PITCH);
+#endif
+#if DSA_TILE_HAS_F16
+            if (h16)
+              c[q][j] = dsa_tile_mma_h(c[q][j], a, b);
+            else
+#endif
+              c[q][j] = dsa_tile_mma(c[q][j], a, b);
+          }
+        }
+      }
+      /* Epilogue per atom: k_scale (f16: 2^16 first, exact, undoing the
+       * operands' 2^-8), ReLU, weights, the column summed over the atom's
+       * rows; partials meet in red. */
+      const float unscale = h16 ? 0x1p16f : 1.0f;
+#pragma unroll
+      for (int q = 0; q < TL_KP; q++) {
+        const int kb = kb0 + UK * q;
+        if (kb >= TL_NB) continue; /* uniform in the unit */
+#pragma unroll
+        for (int j = 0; j < TMBU; j++) {
+          const int rb = ur + UR * j;
+          if (rb >= nmb) continue; /* uniform in the unit */
+          float p[DSA_TILE_CCOLS];
+#pragma unroll
+          for (int s = 0; s < DSA_TILE_CCOLS; s++) p[s] = 0.0f;
+#pragma unroll
+          for (int e = 0; e < DSA_TILE_CE; e++) {
+            const float ksc_e = kscale[kb * DSA_TILE_N + (int)dsa_tile_col(e)];
+            p[dsa_tile_slot(e)] += fmax(c[q][j].v[e] * unscale * ksc_e, 0.0f) * wv[j][e];
+          }
+#pragma unroll
+          for (int s = 0; s < DSA_TILE_CCOLS; s++) {
+            const float v = dsa_tile_col_sum(p[s]);
+            if (dsa_tile_col_leader())
+              red[rb * TL_KT + kb * DSA_TILE_N + (int)dsa_tile_slot_col(s)] = v;
+          }
+        }
       }
     }
-#pragma unroll
-    for (int kb = 0; kb < 8; kb++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) {
-        float v = p[kb][e];
-        v += dsa_nv_shfl_xor_f32(v, 4);
-        v += dsa_nv_shfl_xor_f32(v, 8);
-        v += dsa_nv_shfl_xor_f32(v, 16);
-        if (gq == 0u) red[warp * MMA_KT + (uint)kb * 8u + 2u * tq + (uint)e] = v;
-      }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < MMA_KT) {
-      const int col = k0 + (int)lid;
-      const int st = kstate[lid];
-      const float sum = (red[lid] + red[MMA_KT + lid]) + (red[2 * MMA_KT + lid] + red[3 * MMA_KT + lid]);
+
+    const int per = HP / DSA_TILE_M;
+    for (int idx = (int)lid; idx < nq * TL_KT; idx += NT) {
+      const int t = idx / TL_KT, kk = idx - t * TL_KT, col = k0 + kk;
+      float sum = 0.0f;
+      for (int rb = t * per; rb < (t + 1) * per; rb++) sum += red[rb * TL_KT + kk];
+      const int st = col >= tlo[t] && col < thi[t] ? kstate[kk] : IL_KEY_OUT;
       if (col < ncols && (st != IL_KEY_OUT || clean))
-        il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? sum : -INFINITY, out_bf16);
+        il_store(out, o_off, o_rs, r_base + (uint)t, col, st == IL_KEY_OK ? sum : -INFINITY,
+                 out_bf16);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
 
-#define IL_MMA_KERNEL(NAME, PAGED)                                                            \
-  __kernel __attribute__((reqd_work_group_size(MMA_NT, 1, 1))) void NAME(IL_KARGS) {          \
-    __local uint4 kst[MMA_KT * MMA_PITCH / 4];                                                 \
-    __local float red[4 * MMA_KT];                                                             \
-    __local ulong koff[MMA_KT];                                                                \
-    __local float kscale[MMA_KT];                                                              \
-    __local int kstate[MMA_KT];                                                                \
-    il_mma_body(IL_FROM_KARGS(PAGED, 0), (__local uint *)kst, red, koff, kscale, kstate,       \
-                PAGED);                                                                        \
+/* NAME (flavour 2) and NAME##1 (flavour 1). */
+#define IL_TILE_KERNEL1(NAME, PAGED, FP4, NT, RMAX)                                          \
+  __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(          \
+      IL_KARGS, int tq, int nrows) {                                                           \
+    __local uint4 stg[TL_KT * TL_PITCH / 4];                                                   \
+    __local uint4 qst[DSA_TILE_A_REGS ? 1 : (RMAX) * TL_PITCH / 4];                            \
+    __local float red[TL_RB_OF(RMAX) * TL_KT];                                                 \
+    __local ulong koff[TL_KT], ksoff[TL_KT];                                                   \
+    __local float kscale[TL_KT];                                                               \
+    __local int kstate[TL_KT], tlo[(RMAX) / 16], thi[(RMAX) / 16];                             \
+    tl_body(IL_FROM_KARGS(PAGED, FP4), tq, nrows, (__local uint *)stg, (__local uint *)qst,    \
+            red, koff, ksoff, kscale, kstate, tlo, thi, PAGED, FP4, NT, RMAX);                 \
   }
-
-IL_MMA_KERNEL(mqa_logits_mma, 0)
-IL_MMA_KERNEL(paged_mqa_logits_mma, 1)
+/* The portable back-end has one geometry: no second kernel (two identical
+ * ones also confuse Oclgrind, which then counts both kernels' local memory
+ * for one of them). */
+#if DSA_TILE_A_REGS
+#define IL_TILE_KERNEL(NAME, PAGED, FP4)                                                      \
+  IL_TILE_KERNEL1(NAME, PAGED, FP4, TL_NT2, TL_RMAX2)                                         \
+  IL_TILE_KERNEL1(NAME##1, PAGED, FP4, TL_NT1, TL_RMAX1)
+#else
+#define IL_TILE_KERNEL(NAME, PAGED, FP4) IL_TILE_KERNEL1(NAME, PAGED, FP4, TL_NT2, TL_RMAX2)
 #endif
+
+IL_TILE_KERNEL(mqa_logits_tile, 0, 0)
+IL_TILE_KERNEL(paged_mqa_logits_tile, 1, 0)
+IL_TILE_KERNEL(mqa_logits_mxfp4_tile, 0, 1)
+IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)

@@ -16,58 +16,20 @@
  *          in dim order, then the 32 lane sums are added as a tree
  *          (s[i] += s[i + w] for w = 16, 8, 4, 2, 1); squares of bf16 are
  *          exact in fp32, so fma or not gives the same.
- *   rho  = correctly rounded 1 / sqrt(ss * 2^-9 + eps) (qn_rsqrt_cr).
+ *   rho  = correctly rounded 1 / sqrt(ss * 2^-9 + eps) (dsa_rsqrt_cr, cl/dsa_norm.h).
  *   NoPE: bf16(q_d * rho). RoPE: e = q_e * rho, o = q_o * rho (fp32), then
  *   e' = fma(e, c, -fl(o * s)), o' = fma(e, s, fl(o * c)), bf16.
  *   KV: the same rotation on the bf16 values, then §8.1 on the row.
  */
 #pragma OPENCL FP_CONTRACT OFF
 #include "dsa_mla.h"
+#include "dsa_norm.h"
 
 /* LANES (32: a row's lane l owns dims [16l, 16l+16)) and ROWS come from the
  * launcher (src/op_mla_qnorm.c) as build options. */
 #if LANES != 32
 #error "mla_qnorm.cl: the lane mapping needs LANES = 32"
 #endif
-
-/* (2y + 1)^2 * X > 2^73, exactly (128-bit product): the midpoint above
- * y * 2^-24 lies above 1 / sqrt(X * 2^-23). */
-DSA_INLINE bool qn_mid_above(uint y, uint xi) {
-  const ulong m = 2ul * y + 1ul;
-  const ulong sq = m * m; /* < 2^51 */
-  const ulong hi = mul_hi(sq, (ulong)xi), lo = sq * (ulong)xi;
-  return hi > 512ul || (hi == 512ul && lo != 0ul);
-}
-
-/* Correctly rounded 1/sqrt(x) for fp32 x. x = X * 2^(2k) with X in [1, 4),
- * 1/sqrt(X) in (0.5, 1] is y * 2^-24 with integer y in [2^23, 2^24]; the
- * device's rsqrt gives a start within a few ulps and exact midpoint tests
- * (integer) settle the rounding. */
-DSA_INLINE float qn_rsqrt_cr(float x) {
-  if (isnan(x) || x < 0.0f) return as_float(0x7FC00000u);
-  if (x == 0.0f) return as_float(0x7F800000u);
-  if (isinf(x)) return 0.0f;
-  uint u = as_uint(x);
-  int E = (int)(u >> 23) - 127;
-  uint mant = (u & 0x7FFFFFu) | 0x800000u;
-  if ((u >> 23) == 0u) { /* subnormal: normalize the significand */
-    mant = u & 0x7FFFFFu;
-    E = -126;
-    while (mant < 0x800000u) {
-      mant <<= 1;
-      E--;
-    }
-  }
-  const int odd = E & 1;
-  const int k = (E - odd) / 2;
-  const uint xi = mant << odd; /* X = xi * 2^-23 */
-  const float est = rsqrt((float)xi * 0x1p-23f);
-  float fy = clamp(est * 0x1p24f, 0x1p23f, 0x1p24f);
-  uint y = convert_uint_rte(fy);
-  for (int i = 0; i < 8 && y < 0x1000000u && !qn_mid_above(y, xi); i++) y++;
-  for (int i = 0; i < 8 && y > 0x800000u && qn_mid_above(y - 1u, xi); i++) y--;
-  return (float)y * as_float((uint)(127 - 24 - k) << 23);
-}
 
 /* Rotates the 16 fp32 values of a RoPE lane (8 pairs) with cos/sin. */
 DSA_INLINE void qn_rotate(float *v, const float *c, const float *s) {
@@ -190,7 +152,7 @@ mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSO
 #endif
 
   if (live && !is_kv) {
-    const float rho = qn_rsqrt_cr(ss * 0x1p-9f + eps);
+    const float rho = dsa_rsqrt_cr(ss * 0x1p-9f + eps);
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = v[j] * rho;
     if (lane >= NOPE_LANES && pos_ok) qn_rotate(v, c, s);

@@ -4,7 +4,11 @@
  * entries j, out = sum_j e^{s_j} K_j / (sum_j e^{s_j} + e^{sink_h}) (V = K,
  * all 512 dims), lse = ln sum_j e^{s_j}. fp32 accumulation, online softmax.
  *
- * Attention kernels (sparse_attn_bf16, sparse_mla_decode_fused): grid
+ * The tile kernels (sparse_attn_bf16_tile, sparse_mla_decode_fused_tile,
+ * the pick wherever they fit) have their own section below: one work-group
+ * per (token, 32 heads), scores and P x V as matrix-tile atoms.
+ *
+ * Portable attention kernels (sparse_attn_bf16, sparse_mla_decode_fused): grid
  * (256, ceil(H/16), T), one work-group per (token, group of 16 heads): the
  * heads of a token share its KV entries, so each tile of NT = 8 entries
  * (8 x 512 fp32 in local memory, double-buffered) is fetched once and used
@@ -23,10 +27,15 @@
  * still -inf contributes nothing, so empty rows and fully masked first tiles
  * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
  *
- * Variants (the launcher's tables): the *_mma kernels at the end of the file
- * (NVIDIA tensor cores, inline PTX, under DSA_HAS_NV_PTX); the portable
- * kernels with a double tile buffer (43 KB of local memory); the *_lm32
- * twins with one buffer for devices with OpenCL's guaranteed 32 KiB.
+ * Variants (the launcher's tables, best first): the *_tile kernels below
+ * (one body over the matrix-tile layer cl/dsa_tile.h: NVIDIA mma.sync,
+ * Intel DPAS, AMD MFMA/WMMA or portable, whichever the context's back-end
+ * is; each entry dequantized once per 32 heads); the *_mma kernels at the
+ * end of the file (NVIDIA tensor cores, inline PTX, under DSA_HAS_NV_PTX:
+ * the previous NVIDIA path, kept as the fallback there while the tile form
+ * is measured against it, docs/PERFORMANCE.md); the portable kernels with a
+ * double tile buffer (43 KB of local memory); the *_lm32 twins with one
+ * buffer for devices with OpenCL's guaranteed 32 KiB.
  *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
  * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
@@ -39,7 +48,8 @@
  * the latent width) and WG work-items
  * and HG heads per portable group, NT entries per tile, DSL d-slices of the
  * QK step, PSTRIDE partial sums per head (padded against bank conflicts),
- * GROWS rows per gather group; the mma path's SM_* below. */
+ * GROWS rows per gather group; the mma path's SM_* and the tile kernels'
+ * MT_* below. */
 #if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 16
 #error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 16"
 #endif
@@ -111,16 +121,23 @@ typedef struct {
   int valid;
 } dsa_raw;
 
-DSA_INLINE dsa_raw fetch_lane(const dsa_iset *s, ulong t, int j, uint lane, int fused,
-                             __global volatile uint *faults) {
+/* Index j of set s for token t, resolved: the slot (row) or -1 (an unused
+ * entry; out of range is also a fault). */
+DSA_INLINE int ref_lane(const dsa_iset *s, ulong t, int j, uint lane, int fused,
+                        __global volatile uint *faults) {
+  const int idx = *(__global const int *)(s->idx + s->idx_off + t * s->idx_ts + (ulong)j * s->idx_cs);
+  const int valid = idx >= 0 && (long)idx < s->capacity;
+  if (idx >= 0 && !valid && lane == 0)
+    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
+  return valid ? idx : -1;
+}
+
+/* The raw bytes of lane `lane` of slot idx (>= 0) of set s. */
+DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
   dsa_raw o;
   o.r0 = o.r1 = (uint4)(0u);
   o.u = 0u;
-  const int idx = *(__global const int *)(s->idx + s->idx_off + t * s->idx_ts + (ulong)j * s->idx_cs);
-  o.valid = idx >= 0 && (long)idx < s->capacity;
-  if (idx >= 0 && !o.valid && lane == 0)
-    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
-  if (!o.valid) return o;
+  o.valid = 1;
   if (!fused) {
     __global const uchar *src = s->cache + s->c_off + (ulong)idx * s->c_bstride + lane * 32u;
     o.r0 = dsa_load16(src, s->c_aligned);
@@ -159,20 +176,66 @@ DSA_INLINE float kv_f32(uint bits16_hi) {
   return isnan(f) ? 0.0f : f;
 }
 
-/* The resolved entry j of the token's virtual list: set A for j < len_a,
- * then set B. */
-DSA_INLINE dsa_raw fetch_entry(const dsa_iset *a, const dsa_iset *b, int len_a, int len,
-                              ulong t, int j, uint lane, int fused,
-                              __global volatile uint *faults) {
-  if (j >= len) {
+/* A bf16 pair with NaN halves zeroed. */
+DSA_INLINE uint sm_nonan(uint x) {
+  uint m = 0u;
+  if ((x & 0x7FFFu) > 0x7F80u) m |= 0xFFFFu;
+  if (((x >> 16) & 0x7FFFu) > 0x7F80u) m |= 0xFFFF0000u;
+  return x & ~m;
+}
+
+/* Entry j of the token's virtual list (set A for j < len_a, then set B)
+ * resolved: slot -1 for an unused entry. Resolving ahead of the load keeps
+ * the index read off the path of the data read (the tile kernels). */
+typedef struct {
+  int slot, in_b;
+} dsa_ref;
+
+DSA_INLINE dsa_ref ref_entry(const dsa_iset *a, const dsa_iset *b, int len_a, int len, ulong t,
+                             int j, uint lane, int fused, __global volatile uint *faults) {
+  dsa_ref r;
+  r.in_b = j >= len_a;
+  r.slot = j >= len ? -1
+           : j < len_a ? ref_lane(a, t, j, lane, fused, faults)
+                       : ref_lane(b, t, j - len_a, lane, fused, faults);
+  return r;
+}
+
+DSA_INLINE dsa_raw load_entry(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint lane,
+                              int fused) {
+  if (r.slot < 0) {
     dsa_raw o;
     o.r0 = o.r1 = (uint4)(0u);
     o.u = 0u;
     o.valid = 0;
     return o;
   }
-  return j < len_a ? fetch_lane(a, t, j, lane, fused, faults)
-                   : fetch_lane(b, t, j - len_a, lane, fused, faults);
+  return r.in_b ? load_lane(b, r.slot, lane, fused) : load_lane(a, r.slot, lane, fused);
+}
+
+/* The resolved and loaded entry j. */
+DSA_INLINE dsa_raw fetch_entry(const dsa_iset *a, const dsa_iset *b, int len_a, int len,
+                              ulong t, int j, uint lane, int fused,
+                              __global volatile uint *faults) {
+  return load_entry(a, b, ref_entry(a, b, len_a, len, t, j, lane, fused, faults), lane, fused);
+}
+
+/* A head's softmax end: returns 1 / (l + e^{sink - m}) and sets *lse =
+ * m + ln l; an empty row (m = -inf) or a head past n_heads (valid = 0)
+ * gives 0 and -inf. sink_p: the head's sink (read only when has_sink).
+ * Every attention kernel finishes its rows through it. */
+DSA_INLINE float sa_finish(float m, float l, int valid, int has_sink,
+                           __global const uchar *sink_p, float *lse) {
+  float inv = 0.0f, lv = -INFINITY;
+  if (m != -INFINITY && valid) {
+    float den = l;
+    if (has_sink)
+      den += exp(*(__global const float *)sink_p - m); /* -inf: + 0; +inf or large: out 0 */
+    inv = 1.0f / den;
+    lv = m + log(l);
+  }
+  *lse = lv;
+  return inv;
 }
 
 DSA_INLINE void attn_body(
@@ -328,16 +391,9 @@ DSA_INLINE void attn_body(
   /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
   if (tid < HG * NT && rn == 0) {
     const int head = g * HG + (int)rh;
-    float inv = 0.0f, lv = -INFINITY;
-    if (m_run != -INFINITY && head < n_heads) {
-      float den = l_run;
-      if (has_sink) {
-        const float sk = *(__global const float *)(sink + sink_off + (ulong)head * sink_st);
-        den += exp(sk - m_run); /* -inf: + 0; +inf or a large sink: inf -> out 0 */
-      }
-      inv = 1.0f / den;
-      lv = m_run + log(l_run);
-    }
+    float lv;
+    const float inv = sa_finish(m_run, l_run, head < n_heads, has_sink,
+                                sink + sink_off + (ulong)head * sink_st, &lv);
     fin[rh] = inv;
     if (has_lse && head < n_heads)
       *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;
@@ -428,6 +484,430 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
 }
 
+/* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------
+ * sparse_attn_bf16_tile, sparse_mla_decode_fused_tile: same arguments (the
+ * fused one with its split-K arguments after them), grid (MT_WG x splits,
+ * ceil(H / MT_HG), T), one work-group per (token, MT_HG heads, split); its
+ * units (DSA_TILE_LANES work-items each) issue the tile atoms. Per tile of
+ * MT_NT = 16 entries of the virtual list:
+ *   stage  item (pair p = tid % 8, segment l = tid / 8) dequantizes entries
+ *          2p, 2p+1, dims [16 l, +16) to bf16 once for all the group's heads
+ *          (NaN -> 0, masked -> 0) and writes them twice: kd[entry][dim pair]
+ *          (QK's B operand, MT_KDP words a row) and vt[dim][entry pair] (PV's
+ *          B operand, 8 words a row, each 16 rows followed by 8 pad words:
+ *          the 32 stores of a warp, 8 pairs x 4 segments, hit distinct
+ *          banks; 4-way conflicts without, 9 % slower fused on the H100);
+ *   QK     unit (row block rb, key group kg, dim slice ds) multiplies the
+ *          query rows [rb M, +M) (A: fragments kept in registers where
+ *          DSA_TILE_A_REGS, else read from local memory) by the keys of its
+ *          blocks over dims [ds MT_DSD, +MT_DSD); partial logits to `part`;
+ *   soft   item (head h = tid / 8, keys 2q, 2q+1, q = tid % 8): the sum of the
+ *          MT_DS partials, scale, mask -> sl; then over the head's 16 logits
+ *          the online softmax in fp32: running max (the same in the 8 items
+ *          of a head), this item's share of the running sum (the shares are
+ *          added at the end), alpha per head, and P split into bf16 hi + lo
+ *          (P as one bf16 is 2^-9 relative per weight: outside SPEC.md's
+ *          tolerance at large |V|; hi + lo keeps ~16 bits);
+ *   PV     unit (row block rb, dim slice ps): O[rows x dims [ps MT_PD, +MT_PD)]
+ *          = O * alpha + P_hi . V + P_lo . V, fp32 accumulators in the atoms'
+ *          C fragments (registers, MT_HG * 512 / MT_WG a work-item).
+ * Five barriers a tile (stage | QK | logits | P | PV). The output is staged
+ * as bf16 in the tile buffer and written in 16-byte pieces. Each item
+ * resolves its two entries (the index read) one tile ahead of their data
+ * read. Local memory: src/op_sparse_mla.c (mt_local_bytes); 47,680 B on
+ * NVIDIA (48 KiB there), 89,152 B on the portable back-end (Q in local
+ * memory, 8 dim slices), which therefore leaves the 48/64 KiB GPUs to the
+ * portable kernels above. */
+#include "dsa_tile.h"
+
+#if MT_NT != 16 || MT_HG * MT_NT / 2 != MT_WG || MT_NT / 2 * 32 != MT_WG || MT_KDP % 4
+#error "sparse_mla.cl: the tile mappings need MT_NT 16, MT_HG * 8 = 32 * 8 = MT_WG items"
+#endif
+#define MT_U (MT_WG / DSA_TILE_LANES)    /* units */
+#define MT_RB (MT_HG / DSA_TILE_M)       /* row blocks */
+#define MT_NBK (MT_NT / DSA_TILE_N)      /* key blocks */
+#if DSA_TILE_A_REGS
+#define MT_KG 1 /* a unit takes every key block: its q fragments serve them all */
+#else
+#define MT_KG MT_NBK
+#endif
+#define MT_NKB (MT_NBK / MT_KG)         /* key blocks per unit */
+#define MT_DS (MT_U / (MT_RB * MT_KG))   /* QK dim slices */
+#define MT_DSD (MLA_DIM / MT_DS)
+#define MT_KS (MT_DSD / DSA_TILE_K)      /* QK k-steps */
+#define MT_PS (MT_U / MT_RB)             /* PV dim slices */
+#define MT_PD (MLA_DIM / MT_PS)
+#define MT_PJ (MT_PD / DSA_TILE_N)       /* PV atoms per unit */
+#define MT_PK (MT_NT / DSA_TILE_K)       /* PV k-steps */
+#define MT_VTP (MT_NT / 2)               /* vt row: the tile's entry pairs */
+#define MT_PP (MT_NT / 2 + 4)            /* P row */
+#define MT_VTG (16 * MT_VTP + 8)         /* words per 16 vt rows (padded) */
+#define MT_KV_WORDS (MT_NT * MT_KDP + MLA_DIM / 16 * MT_VTG)
+#define MT_KBUF (MT_KV_WORDS > MT_HG * MT_KDP ? MT_KV_WORDS : MT_HG * MT_KDP)
+#if MT_U % (MT_RB * MT_KG) || MT_DS < 1 || MT_DSD % DSA_TILE_K || MT_U % MT_RB || \
+    MT_PD % DSA_TILE_N || MT_NT % DSA_TILE_K || MT_NT % DSA_TILE_N
+#error "sparse_mla.cl: tile geometry does not divide"
+#endif
+
+/* Entries 2p, 2p+1 (raw r0, r1), dims [16 l, +16), into kd and vt. */
+DSA_INLINE void mt_stage(const dsa_raw *r0, const dsa_raw *r1, uint p, uint l, int fused,
+                         __local uint *kd, __local uint *vt, __local int *vm) {
+  uint w0[8], w1[8];
+  lane_bf16(r0, l, fused, w0);
+  lane_bf16(r1, l, fused, w1);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    w0[i] = r0->valid ? sm_nonan(w0[i]) : 0u;
+    w1[i] = r1->valid ? sm_nonan(w1[i]) : 0u;
+  }
+  __local uint4 *d0 = (__local uint4 *)(kd + (2u * p) * MT_KDP + l * 8u);
+  __local uint4 *d1 = (__local uint4 *)(kd + (2u * p + 1u) * MT_KDP + l * 8u);
+  d0[0] = (uint4)(w0[0], w0[1], w0[2], w0[3]);
+  d0[1] = (uint4)(w0[4], w0[5], w0[6], w0[7]);
+  d1[0] = (uint4)(w1[0], w1[1], w1[2], w1[3]);
+  d1[1] = (uint4)(w1[4], w1[5], w1[6], w1[7]);
+  __local uint *v = vt + l * MT_VTG + p;
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    v[(2 * j) * MT_VTP] = (w0[j] & 0xFFFFu) | (w1[j] << 16);
+    v[(2 * j + 1) * MT_VTP] = (w0[j] >> 16) | (w1[j] & 0xFFFF0000u);
+  }
+  if (l == 0u) vm[2u * p] = r0->valid, vm[2u * p + 1u] = r1->valid;
+}
+
+DSA_INLINE void tile_body(
+    const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
+    ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
+    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
+    int q16, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
+    int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
+    int o16, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+    __global volatile uint *faults, const int nsplit, const int chunk, __global uchar *ws,
+    __local uint *kbuf, __local uint *qst, __local uint *pw, __local float *part,
+    __local float *sl, __local float *al, __local float *fin, __local int *vm) {
+  const uint tid = get_local_id(0), unit = tid / DSA_TILE_LANES;
+  const int g = get_group_id(1);
+  const ulong t = get_group_id(2);
+
+  int bad = 0;
+  const int len_a = set_len(lens_a, la_off, la_st, has_len_a, sa->width, t, &bad);
+  const int len_b = fused ? set_len(lens_b, lb_off, lb_st, has_len_b, sb->width, t, &bad) : 0;
+  if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  /* Split-K: this work-group's entries [j0, len) of the virtual list. */
+  const int split = (int)get_group_id(0), j0 = split * chunk;
+  const int len = nsplit > 1 ? min(len_a + len_b, j0 + chunk) : len_a + len_b;
+  const int ntiles = (max(len - j0, 0) + MT_NT - 1) / MT_NT;
+
+  /* The group's query rows as bf16 pairs (MT_KDP words a row; absent heads
+   * zero): in the tile buffer while the fragments are loaded, or for good. */
+#if DSA_TILE_A_REGS
+  __local uint *qs = kbuf;
+  (void)qst;
+#else
+  __local uint *qs = qst;
+#endif
+  for (uint idx = tid; idx < MT_HG * 64u; idx += MT_WG) {
+    const uint h = idx >> 6, c = idx & 63u;
+    const int head = g * MT_HG + (int)h;
+    uint4 v = (uint4)(0u);
+    if (head < n_heads) v = dsa_load16(qp + q_off + t * q_ts + (ulong)head * q_hs + c * 16u, q16);
+    *(__local uint4 *)(qs + h * MT_KDP + c * 4u) = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Unit roles. QK: row block rb, key group kg, dim slice ds; PV: rb and
+   * dim slice ps. */
+  const uint rb = unit % MT_RB, kg = (unit / MT_RB) % MT_KG, ds = unit / (MT_RB * MT_KG);
+  const uint ps = unit / MT_RB;
+  const uint qoff = rb * DSA_TILE_M * MT_KDP + ds * (MT_DSD / 2);
+#if DSA_TILE_A_REGS
+  dsa_tile_a qa[MT_KS];
+#pragma unroll
+  for (int ks = 0; ks < MT_KS; ks++)
+    qa[ks] = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
+  barrier(CLK_LOCAL_MEM_FENCE); /* the tile buffer is rewritten next */
+#endif
+
+  /* Stage and softmax items. */
+  const uint sp = tid % (MT_NT / 2), sg = tid / (MT_NT / 2);
+  float m_run = -INFINITY, l_part = 0.0f;
+  dsa_tile_c acc[MT_PJ];
+#pragma unroll
+  for (int j = 0; j < MT_PJ; j++) acc[j] = dsa_tile_zero();
+
+  __local uint *kd = kbuf, *vt = kbuf + MT_NT * MT_KDP;
+  /* Entries 2sp, 2sp+1 of a tile: the raw bytes of the next tile to stage
+   * and the slots of the one after (the index reads run a tile ahead of the
+   * data reads that need them). */
+  const int e0 = j0 + (int)(2u * sp);
+  dsa_raw r0 = fetch_entry(sa, sb, len_a, len, t, e0, sg, fused, faults);
+  dsa_raw r1 = fetch_entry(sa, sb, len_a, len, t, e0 + 1, sg, fused, faults);
+  dsa_ref n0 = ref_entry(sa, sb, len_a, len, t, MT_NT + e0, sg, fused, faults);
+  dsa_ref n1 = ref_entry(sa, sb, len_a, len, t, MT_NT + e0 + 1, sg, fused, faults);
+  for (int it = 0; it < ntiles; it++) {
+    mt_stage(&r0, &r1, sp, sg, fused, kd, vt, vm);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (it + 1 < ntiles) {
+      r0 = load_entry(sa, sb, n0, sg, fused);
+      r1 = load_entry(sa, sb, n1, sg, fused);
+      const int j0 = (it + 2) * MT_NT + e0;
+      n0 = ref_entry(sa, sb, len_a, len, t, j0, sg, fused, faults);
+      n1 = ref_entry(sa, sb, len_a, len, t, j0 + 1, sg, fused, faults);
+    }
+
+    /* QK: partial logits of this unit's rows over its dims, its key blocks
+     * kg + MT_KG i side by side (independent accumulator chains). */
+    {
+      dsa_tile_c c[MT_NKB];
+#pragma unroll
+      for (int i = 0; i < MT_NKB; i++) c[i] = dsa_tile_zero();
+      __local const uint *kp = kd + kg * DSA_TILE_N * MT_KDP + ds * (MT_DSD / 2);
+#pragma unroll
+      for (int ks = 0; ks < MT_KS; ks++) {
+#if DSA_TILE_A_REGS
+        const dsa_tile_a a = qa[ks];
+#else
+        const dsa_tile_a a = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
+#endif
+#pragma unroll
+        for (int i = 0; i < MT_NKB; i++)
+          c[i] = dsa_tile_mma(c[i], a,
+                              dsa_tile_load_b(kp + (uint)(i * MT_KG * DSA_TILE_N) * MT_KDP +
+                                                  (uint)ks * (DSA_TILE_K / 2),
+                                              MT_KDP));
+      }
+#pragma unroll
+      for (int i = 0; i < MT_NKB; i++)
+#pragma unroll
+        for (int e = 0; e < DSA_TILE_CE; e++)
+          part[(ds * MT_HG + rb * DSA_TILE_M + dsa_tile_row(e)) * MT_NT +
+               (kg + (uint)(i * MT_KG)) * DSA_TILE_N + dsa_tile_col(e)] = c[i].v[e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Logits of keys 2sp, 2sp+1 of head sg. */
+    float2 s = (float2)(0.0f);
+#pragma unroll
+    for (int d = 0; d < MT_DS; d++)
+      s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
+    s.x = vm[2u * sp] ? s.x * scale : -INFINITY;
+    s.y = vm[2u * sp + 1u] ? s.y * scale : -INFINITY;
+    *(__local float2 *)(sl + sg * MT_NT + 2u * sp) = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Online softmax over the head's 16 logits. */
+    {
+      __local const float4 *s4 = (__local const float4 *)(sl + sg * MT_NT);
+      const float4 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
+      const float4 mx = fmax(fmax(x0, x1), fmax(x2, x3));
+      const float m_new = fmax(m_run, fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w)));
+      const bool live = m_new != -INFINITY;
+      const float p0 = live ? exp(s.x - m_new) : 0.0f, p1 = live ? exp(s.y - m_new) : 0.0f;
+      const float alpha = live ? exp(m_run - m_new) : 1.0f;
+      l_part = l_part * alpha + (p0 + p1);
+      m_run = m_new;
+      const uint hi0 = dsa_f32_to_bf16(p0), hi1 = dsa_f32_to_bf16(p1);
+      pw[sg * MT_PP + sp] = hi0 | (hi1 << 16);
+      pw[MT_HG * MT_PP + sg * MT_PP + sp] =
+          (uint)dsa_f32_to_bf16(p0 - as_float(hi0 << 16)) |
+          ((uint)dsa_f32_to_bf16(p1 - as_float(hi1 << 16)) << 16);
+      if (sp == 0u) al[sg] = alpha;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* PV over this unit's rows and dims. */
+    {
+      dsa_tile_a ph[MT_PK], pl[MT_PK];
+#pragma unroll
+      for (int k = 0; k < MT_PK; k++) {
+        ph[k] = dsa_tile_load_a(pw + rb * DSA_TILE_M * MT_PP + (uint)k * (DSA_TILE_K / 2), MT_PP);
+        pl[k] = dsa_tile_load_a(pw + MT_HG * MT_PP + rb * DSA_TILE_M * MT_PP +
+                                    (uint)k * (DSA_TILE_K / 2),
+                                MT_PP);
+      }
+      float ae[DSA_TILE_CE];
+#pragma unroll
+      for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
+      __local const uint *vp = vt;
+#pragma unroll
+      for (int j = 0; j < MT_PJ; j++) {
+        dsa_tile_c c = acc[j];
+#pragma unroll
+        for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] *= ae[e];
+#pragma unroll
+        for (int k = 0; k < MT_PK; k++) {
+          const uint d0 = ps * MT_PD + (uint)j * DSA_TILE_N; /* N divides 16 */
+          const dsa_tile_b b = dsa_tile_load_b(
+              vp + (d0 >> 4) * MT_VTG + (d0 & 15u) * MT_VTP + (uint)k * (DSA_TILE_K / 2),
+              MT_VTP);
+          c = dsa_tile_mma(c, ph[k], b);
+          c = dsa_tile_mma(c, pl[k], b);
+        }
+        acc[j] = c;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* kd, vt, vm, pw rewritten next */
+  }
+
+  /* Final: the head's running sum from its 8 shares; fin[h] = 1 / (l +
+   * e^{sink - m}) (0 for an empty row), lse. A split writes its unscaled
+   * rows and (m, l) for sparse_mla_split_combine instead. */
+  sl[sg * (MT_NT / 2) + sp] = l_part;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (nsplit > 1) {
+    const ulong prow = (t * (ulong)nsplit + (ulong)split) * (ulong)n_heads; /* rows of heads */
+    const int head = g * MT_HG + (int)sg;
+    if (sp == 0u && head < n_heads) {
+      float l_run = 0.0f;
+#pragma unroll
+      for (int i = 0; i < MT_NT / 2; i++) l_run += sl[sg * (MT_NT / 2) + (uint)i];
+      __global float *ml = (__global float *)(ws + get_num_groups(2) * (ulong)nsplit *
+                                                       (ulong)n_heads * (MLA_DIM * 4)) +
+                           (prow + (ulong)head) * 2u;
+      ml[0] = m_run;
+      ml[1] = l_run;
+    }
+#pragma unroll
+    for (int j = 0; j < MT_PJ; j++)
+#pragma unroll
+      for (int e = 0; e < DSA_TILE_CE; e++) {
+        const int hd = g * MT_HG + (int)(rb * DSA_TILE_M + dsa_tile_row(e));
+        const uint col = ps * MT_PD + (uint)j * DSA_TILE_N + dsa_tile_col(e);
+        if (hd < n_heads) ((__global float *)ws)[(prow + (ulong)hd) * MLA_DIM + col] = acc[j].v[e];
+      }
+    return; /* after the last barrier */
+  }
+  if (sp == 0u) {
+    const int head = g * MT_HG + (int)sg;
+    float l_run = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MT_NT / 2; i++) l_run += sl[sg * (MT_NT / 2) + (uint)i];
+    float lv;
+    const float inv = sa_finish(m_run, l_run, head < n_heads, has_sink,
+                                sink + sink_off + (ulong)head * sink_st, &lv);
+    fin[sg] = inv;
+    if (has_lse && head < n_heads)
+      *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The output rows as bf16 in the tile buffer (256 words a row). */
+  {
+    __local ushort *os = (__local ushort *)kbuf;
+#pragma unroll
+    for (int j = 0; j < MT_PJ; j++)
+#pragma unroll
+      for (int e = 0; e < DSA_TILE_CE; e++) {
+        const uint row = rb * DSA_TILE_M + dsa_tile_row(e);
+        const uint col = ps * MT_PD + (uint)j * DSA_TILE_N + dsa_tile_col(e);
+        os[row * MLA_DIM + col] = dsa_f32_to_bf16(acc[j].v[e] * fin[row]);
+      }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint idx = tid; idx < MT_HG * 64u; idx += MT_WG) {
+    const uint h = idx >> 6, c = idx & 63u;
+    const int head = g * MT_HG + (int)h;
+    if (head < n_heads)
+      dsa_store16(out + o_off + t * o_ts + (ulong)head * o_hs + c * 16u,
+                  *(__local const uint4 *)(kbuf + h * (MLA_DIM / 2) + c * 4u), o16);
+  }
+}
+
+#if DSA_TILE_A_REGS
+#define MT_QST_WORDS 4 /* unused */
+#else
+#define MT_QST_WORDS (MT_HG * MT_KDP)
+#endif
+#define MT_LOCALS                                                            \
+  __local uint4 kbuf4[MT_KBUF / 4];                                          \
+  __local uint4 qst4[MT_QST_WORDS / 4];                                      \
+  __local uint4 pw4[2 * MT_HG * MT_PP / 4];                                  \
+  __local float part[MT_DS * MT_HG * MT_NT] __attribute__((aligned(16)));    \
+  __local float sl[MT_HG * MT_NT] __attribute__((aligned(16)));              \
+  __local float al[MT_HG];                                                   \
+  __local float fin[MT_HG];                                                  \
+  __local int vm[MT_NT]
+
+/* MT_LOCALS in bytes (the host's mt_local_bytes): kernels that would not fit
+ * the device are left out of the program (the launcher refuses the variant
+ * there), so the rest of the program still builds. */
+#define MT_LOCAL_BYTES                                                                     \
+  (4 * (MT_KBUF + MT_QST_WORDS + 2 * MT_HG * MT_PP + MT_DS * MT_HG * MT_NT + MT_HG * MT_NT + \
+        2 * MT_HG + MT_NT))
+#if MT_LOCAL_BYTES <= DSA_LOCAL_MEM_BYTES
+__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1))) DSA_TILE_KERNEL void
+sparse_attn_bf16_tile(SA_BF16_PARAMS) {
+  MT_LOCALS;
+  dsa_iset sa = SA_ISET_BF16;
+  tile_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0,
+            SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, 1, 0,
+            (__global uchar *)0, (__local uint *)kbuf4, (__local uint *)qst4,
+            (__local uint *)pw4, part, sl, al, fin, vm);
+}
+
+/* The fused kernel also splits the keys (flash-decoding): nsplit > 1
+ * work-groups along x per (token, heads), each over `chunk` entries (a
+ * multiple of MT_NT) of the virtual list, write partial rows to ws:
+ * o [T, nsplit, H, 512] f32 (unscaled), then (m, l) [T, nsplit, H, 2] f32;
+ * sparse_mla_split_combine finishes. */
+__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1))) DSA_TILE_KERNEL void
+sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uchar *ws) {
+  MT_LOCALS;
+  dsa_iset sa = SA_ISET(a);
+  dsa_iset sb = SA_ISET(b);
+  tile_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1, SA_Q_ARGS,
+            q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, nsplit, chunk, ws,
+            (__local uint *)kbuf4, (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin,
+            vm);
+}
+#endif
+
+/* Split-K, second stage: grid (64, H, T), item i dims [8i, +8) of head h of
+ * token t: the partial rows of the nsplit splits weighted by e^{m_s - M}
+ * (M their largest running max), divided by sum_s l_s e^{m_s - M} +
+ * e^{sink - M}; lse = M + ln sum_s l_s e^{m_s - M}. Splits with no used
+ * entry have m = -inf and weigh 0; a row with none at all gives zeros and
+ * lse -inf, as the unsplit kernel. Faults: unused (the first stage's). */
+__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void sparse_mla_split_combine(
+    int n_heads, int nsplit, __global const uchar *ws, SA_OUTPUT) {
+  (void)scale, (void)faults;
+  const uint i = get_local_id(0);
+  const int h = get_group_id(1);
+  const ulong t = get_group_id(2);
+  const ulong row0 = t * (ulong)nsplit * (ulong)n_heads + (ulong)h; /* split s: + s H */
+  __global const float *po = (__global const float *)ws;
+  __global const float *ml = (__global const float *)(ws + get_num_groups(2) * (ulong)nsplit *
+                                                               (ulong)n_heads * (MLA_DIM * 4));
+  float m = -INFINITY;
+  for (int s = 0; s < nsplit; s++) m = fmax(m, ml[(row0 + (ulong)s * (ulong)n_heads) * 2u]);
+  float l = 0.0f, o[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) o[k] = 0.0f;
+  if (m != -INFINITY) {
+    for (int s = 0; s < nsplit; s++) {
+      const ulong r = row0 + (ulong)s * (ulong)n_heads;
+      const float ms = ml[r * 2u];
+      if (ms == -INFINITY) continue;
+      const float w = exp(ms - m);
+      l += ml[r * 2u + 1u] * w;
+      const float4 a = vload4(0, po + r * MLA_DIM + 8u * i);
+      const float4 b = vload4(1, po + r * MLA_DIM + 8u * i);
+      o[0] += a.x * w, o[1] += a.y * w, o[2] += a.z * w, o[3] += a.w * w;
+      o[4] += b.x * w, o[5] += b.y * w, o[6] += b.z * w, o[7] += b.w * w;
+    }
+  }
+  float lv;
+  const float inv = sa_finish(m, l, 1, has_sink, sink_mem + sink_off + (ulong)h * sink_s0, &lv);
+  uint w[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    w[k] = (uint)dsa_f32_to_bf16(o[2 * k] * inv) |
+           ((uint)dsa_f32_to_bf16(o[2 * k + 1] * inv) << 16);
+  dsa_store16(out_mem + out_off + t * out_s0 + (ulong)h * out_s1 + i * 16u,
+              (uint4)(w[0], w[1], w[2], w[3]), out_al >= 16u);
+  if (i == 0u && has_lse)
+    *(__global float *)(lse_mem + lse_off + t * lse_s0 + (ulong)h * lse_s1) = lv;
+}
+
 /* ---- NVIDIA tensor-core path (DSA_HAS_NV_PTX) ---------------------------
  * sparse_attn_bf16_mma, sparse_mla_decode_fused_mma: same arguments, grid
  * (SM_WI, ceil(H/16), T) (SM_WI = 32 SM_NW, both host-owned), one
@@ -462,14 +942,6 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #define SM_KS (SM_DPW / 16)
 #define SM_NTL (SM_DPW / 8)
 #define SM_UNITS (256 / SM_WI)
-
-/* A bf16 pair with NaN halves zeroed. */
-DSA_INLINE uint sm_nonan(uint x) {
-  uint m = 0u;
-  if ((x & 0x7FFFu) > 0x7F80u) m |= 0xFFFFu;
-  if (((x >> 16) & 0x7FFFu) > 0x7F80u) m |= 0xFFFF0000u;
-  return x & ~m;
-}
 
 DSA_INLINE uint sm_q2(__global const uchar *p) { return as_uint(vload4(0, p)); }
 
@@ -640,16 +1112,9 @@ DSA_INLINE void mma_body(
   if (tid < 128u && (tid & 7u) == 0u) {
     const uint h = tid >> 3;
     const int head = g * HG + (int)h;
-    float inv = 0.0f, lv = -INFINITY;
-    if (m_run != -INFINITY && head < n_heads) {
-      float den = l_run;
-      if (has_sink) {
-        const float sk = *(__global const float *)(sink + sink_off + (ulong)head * sink_st);
-        den += exp(sk - m_run);
-      }
-      inv = 1.0f / den;
-      lv = m_run + log(l_run);
-    }
+    float lv;
+    const float inv = sa_finish(m_run, l_run, head < n_heads, has_sink,
+                                sink + sink_off + (ulong)head * sink_st, &lv);
     fin[h] = inv;
     if (has_lse && head < n_heads)
       *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;

@@ -8,32 +8,67 @@
  * 1 decode 1-D lengths a[r / next_n], 2 decode 2-D lengths a[r / next_n][r %
  * next_n]. Output i32 at out_mem + out_off + r * out_s0 + j * out_s1 (bytes).
  *
- * Grid: one work-group per row (group id = row), WG items, WG a power of two
- * in [64, TOPK_MAX_WG] chosen by the host. Algorithm (radix select on an
- * order-preserving uint key, all in local memory):
- *   levels 0..2: histogram of key bits [21,32), [10,21), [0,10) among the
- *     elements whose higher bits equal the prefix found so far (local
- *     atomics), then a group scan finds the bin holding the k-th largest.
- *     When that bin holds exactly the number still needed, the selection is
- *     complete early ("all_eq"); otherwise after level 2 the k-th key T is
- *     known exactly.
- *   collect: elements above the prefix (and all of the prefix bin when
- *     all_eq) go to a local buffer through an atomic counter: the order of
- *     arrival does not matter, the sort below fixes it.
- *   ties at T (not all_eq): a chunked pass in column order with a group
- *     scan takes the lowest columns among key == T: deterministic.
- *   sort: bitonic sort of the k packed (key << 32 | ~column) words,
- *     descending = value descending then column ascending, up to four
- *     network steps per pass in registers (16-word groups); write columns.
- * Passes over the row read global memory (the row stays in L1/L2 between
- * passes); each item reads columns tid, tid + WG, ... (coalesced), four
- * loads in flight per item.
+ * Every element becomes one 64-bit word, key << 32 | ~column, where key is
+ * the order-preserving image of the value: the rule is "the k largest words,
+ * largest first", and words are unique, so every selection below is exact
+ * and needs no separate tie pass.
+ *
+ * Three kernels (src/op_topk.c picks; every one gives the same bytes):
+ *
+ * topk_rows_<WG> (variants "row", and the first pass of "split"; one kernel
+ *   per group size, so that the loads use immediate offsets): a work-group
+ *   holds up to WG * TOPK_VPT columns in registers (item t: columns t,
+ *   t + WG, ...: coalesced loads, all in flight at once), read once.
+ *   Radix select on the word, with per-item bit masks of the elements still
+ *   "alive": level 0 histograms the 14-bit key prefix (sign, exponent, 5
+ *   mantissa bits) in a window of 2048 bins below the group's largest key
+ *   (a max-reduction first), everything lower in bin 0, which takes no
+ *   atomics (its count is what the others leave): a spread-out first digit,
+ *   so the local atomics of random data rarely meet on one bin. Then key
+ *   bits [7,18) and [0,7) (or the whole key, 11/11/10 bits, when bin 0 was
+ *   taken), then 11 + 11 bits of the inverted column. Each level: local
+ *   histogram of the alive elements, a group scan finding the bin that holds
+ *   the rem-th largest, a mask update; it stops at the first bin holding
+ *   exactly the rem still needed (for distinct values: after the last key
+ *   level at the latest). The winners go to local memory at positions from
+ *   a group scan (no atomics), padded to a power of two p2, and are merge-
+ *   sorted descending with E = max(2, p2 / WG) words per item: each item
+ *   sorts its E in registers (bitonic), then log2(p2 / E) rounds merge
+ *   pairs of runs, each item finding its E outputs on the merge path by a
+ *   binary search (one barrier a round with two local buffers).
+ *   Group scans and the max use sub-group shuffles where the build has
+ *   them (cl/dsa_subgroup.h: NVIDIA shfl.sync, AMD ds_bpermute, Intel
+ *   sub-groups of 32; two barriers instead of 2 log2 WG), local memory
+ *   otherwise. Row mode writes the columns; chunk mode (split) sorts the
+ *   top min(k, chunk length) of one chunk of a row and writes the words to a
+ *   scratch list.
+ * topk_merge (second pass of "split"): chunk lists are sorted, and every
+ *   element of the row's top k is in its chunk's list, with everything that
+ *   outranks it in some list. So an element's rank in the row is its index
+ *   in its own list plus, for each other list, the number of larger words
+ *   there; ranks below k are written. An item ranks a few consecutive list
+ *   entries: a binary search per other list for the first, a forward walk
+ *   for the rest. No barriers.
+ * topk_per_row ("stream", any row length, the portable fallback): one
+ *   work-group per row, three radix-histogram passes over global memory with
+ *   local atomics, a collect pass, a column-ordered tie pass and a bitonic
+ *   sort of the k winners in local memory.
  */
 #include "dsa_common.h"
 
-/* TOPK_MAX_K (= DSA_TOPK_MAX_K) and TOPK_MAX_WG come from the launcher
- * (src/op_topk.c) as build options. */
+/* TOPK_MAX_K (= DSA_TOPK_MAX_K), TOPK_MAX_WG, TOPK_VPT, TOPK_E_MAX and
+ * TOPK_MERGE_Q come from the launcher (src/op_topk.c) as build options. */
 #define TOPK_BINS 2048
+
+/* Full unrolling keeps the per-item arrays in registers on GPUs; CPU
+ * compilers do better with plain loops (PoCL took minutes to build the
+ * unrolled kernels). TOPK_FORCE_UNROLL (define it in a copy of this file
+ * read through DSACL_KERNEL_DIR) builds the GPU form on a CPU runtime. */
+#if defined(DSA_DEVICE_CPU) && DSA_DEVICE_CPU && !defined(TOPK_FORCE_UNROLL)
+#define TOPK_UNROLL
+#else
+#define TOPK_UNROLL _Pragma("unroll")
+#endif
 
 /* Order-preserving key: larger float -> larger key. NaN maps to -inf's key,
  * -0.0 to +0.0's, so both pairs tie and fall back to the column order. */
@@ -43,6 +78,38 @@ DSA_INLINE uint topk_key(float x) {
   if (u == 0x80000000u) u = 0u;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+
+/* max(a - b, 0) for a, b < 2^31, written so that compilers do not turn it
+ * into llvm.usub.sat (Oclgrind cannot run that intrinsic). */
+DSA_INLINE uint topk_subz(uint a, uint b) { return (uint)max((int)(a - b), 0); }
+
+/* Row r's clamped range [*s, *e); true if the range was bad (fault). Every
+ * item reads the same words (broadcast). */
+DSA_INLINE bool topk_range(ulong r, long n_cols, int mode, __global const uchar *a_mem,
+                           ulong a_off, ulong a_s0, ulong a_s1, __global const uchar *b_mem,
+                           ulong b_off, ulong b_s0, int next_n, long *s, long *e) {
+  long start = 0, end;
+  bool bad = false;
+  if (mode == 0) {
+    start = *(__global const int *)(a_mem + a_off + r * a_s0);
+    end = *(__global const int *)(b_mem + b_off + r * b_s0);
+  } else {
+    const ulong bi = r / (ulong)next_n, i = r - bi * (ulong)next_n;
+    const long len = *(__global const int *)(a_mem + a_off + bi * a_s0 + (mode == 2 ? i * a_s1 : 0ul));
+    bad = len < 0;
+    end = mode == 2 ? len : len - next_n + (long)i + 1;
+    if (!bad && end < 0) end = 0; /* 1-D rule: queries before the context see nothing */
+  }
+  bad = bad || start < 0 || end > n_cols || start > end;
+  *s = clamp(start, 0l, n_cols);
+  *e = clamp(end, *s, n_cols);
+  return bad;
+}
+
+#define TOPK_RANGE(r) \
+  topk_range(r, n_cols, mode, a_mem, a_off, a_s0, a_s1, b_mem, b_off, b_s0, next_n, &rs, &re)
+
+/* ==== group scans ========================================================== */
 
 /* Exclusive scan of v over the group (tmp holds wg entries); *total = sum.
  * Every item must call it; it ends with a barrier, so tmp is free again. */
@@ -60,6 +127,409 @@ DSA_INLINE uint topk_scan_excl(uint v, __local uint *tmp, uint tid, uint wg, uin
   barrier(CLK_LOCAL_MEM_FENCE);
   return incl - v;
 }
+
+#if DSA_HAS_SG32
+/* The same with sub-group shuffles: a butterfly scan inside each 32-wide
+ * row, the row totals through tmp (32 entries), one barrier. Consecutive
+ * calls must alternate between two tmp regions (the next call's writes then
+ * come after every item passed this call's barrier). */
+DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint *total) {
+  const uint lane = tid & 31u, w = tid >> 5, nw = wg >> 5;
+  uint sum = v, pre = v;
+  for (int m = 1; m < 32; m <<= 1) {
+    const uint o = dsa_sg32_shfl_xor_u32(sum, m);
+    if (lane & (uint)m) pre += o;
+    sum += o;
+  }
+  if (lane == 0u) tmp[w] = sum;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint t = lane < nw ? tmp[lane] : 0u;
+  uint before = lane < w ? t : 0u, all = t;
+  for (int m = 1; m < 32; m <<= 1) {
+    before += dsa_sg32_shfl_xor_u32(before, m);
+    all += dsa_sg32_shfl_xor_u32(all, m);
+  }
+  *total = all;
+  return before + pre - v;
+}
+#define TOPK_SCAN(v, par, total) topk_scan_sg(v, scan_tmp + 32u * (par), tid, wg, total)
+#else
+#define TOPK_SCAN(v, par, total) topk_scan_excl(v, scan_tmp, tid, wg, total)
+#endif
+
+/* ==== register-resident select and sort (topk_rows) ======================= */
+
+/* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
+ * the 14-bit key prefix key >> 18 (sign, exponent, 5 mantissa bits: 32 bins
+ * an octave) minus a base that puts the group's largest key in bin 2047;
+ * everything further down shares bin 0, which is never counted by atomics
+ * (its count is what the others leave). After a bin b0 > 0 the prefix is
+ * fixed and levels 1, 2 take key bits [7,18) and [0,7); after bin 0 they
+ * take the whole key, [21,32), [10,21), [0,10). The column follows in 11 +
+ * 11 bits (columns < 2^22). */
+#define TOPK_LEVELS 6u
+DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw) {
+  const uint l = low ? level : (level >= 3u ? level + 1u : level); /* skip [0,10) */
+  const uint kl = low ? l : (l == 1u ? 11u : l == 2u ? 12u : l);   /* 11, 12: [7,18), [0,7) */
+  *colw = kl >= 4u && kl <= 5u;
+  *sh = kl == 1u ? 21u : kl == 2u ? 10u : kl == 3u ? 0u : kl == 4u ? 11u : kl == 5u ? 0u
+      : kl == 11u ? 7u : 0u;
+  *msk = kl == 3u ? 0x3FFu : kl == 12u ? 0x7Fu : 0x7FFu;
+}
+#define TOPK_DIGIT(key, col) ((((colw) ? (0x3FFFFFu - (col)) : (key)) >> sh) & msk)
+#define TOPK_DIGIT0(key) topk_subz((key) >> 18, base)
+
+/* Largest alive key of the group (every item calls it). */
+DSA_INLINE uint topk_group_max(uint v, __local uint *slot, uint tid) {
+  if (tid == 0u) *slot = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if DSA_HAS_SG32
+  for (int m = 1; m < 32; m <<= 1) v = max(v, dsa_sg32_shfl_xor_u32(v, m));
+  if ((tid & 31u) == 0u) atomic_max(slot, v);
+#else
+  atomic_max(slot, v);
+#endif
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *slot;
+}
+
+/* Sorts the E words of an item descending, in registers (bitonic). */
+#define TOPK_REG_SORT(EE)                                                     \
+  TOPK_UNROLL for (uint s_ = 2u; s_ <= (EE); s_ <<= 1) {                      \
+    TOPK_UNROLL for (uint d_ = s_ >> 1; d_ > 0u; d_ >>= 1) {                  \
+      TOPK_UNROLL for (uint e = 0u; e < (EE); e++) {                          \
+        const uint f = e ^ d_;                                                \
+        if (f > e) {                                                          \
+          const ulong a_ = v[e], b_ = v[f];                                   \
+          const bool desc_ = (e & s_) == 0u;                                  \
+          v[e] = desc_ ? max(a_, b_) : min(a_, b_);                           \
+          v[f] = desc_ ? min(a_, b_) : max(a_, b_);                           \
+        }                                                                     \
+      }                                                                       \
+    }                                                                         \
+  }
+
+/* Sorts the p2 words of buf descending (merge sort): item t sorts words
+ * [tE, tE + E) in registers, then rounds merge pairs of sorted runs: item t
+ * finds where its E outputs start on the merge path of its pair (a binary
+ * search) and merges E words. Ping-pongs between buf and buf + p2 when dbl
+ * (one barrier a round), else works in place (two). Returns the half that
+ * holds the result. Every item of the group calls it. */
+#define TOPK_SORT_FN(EE)                                                                       \
+  DSA_INLINE __local ulong *topk_sort##EE(__local ulong *buf, uint p2, uint tid, uint dbl) {   \
+    const uint nt = p2 / (EE);                                                                 \
+    const bool act = tid < nt;                                                                 \
+    ulong v[EE];                                                                               \
+    TOPK_UNROLL for (uint e = 0u; e < (EE); e++) v[e] = act ? buf[tid * (EE) + e] : 0ul;       \
+    TOPK_REG_SORT(EE)                                                                          \
+    __local ulong *src = buf, *dst = dbl ? buf + p2 : buf;                                     \
+    if (!dbl) barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+    if (act) {                                                                                 \
+      TOPK_UNROLL for (uint e = 0u; e < (EE); e++) dst[tid * (EE) + e] = v[e];                 \
+    }                                                                                          \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+    for (uint L = (EE); L < p2; L <<= 1) {                                                     \
+      src = dst;                                                                               \
+      dst = dbl ? (src == buf ? buf + p2 : buf) : buf;                                         \
+      if (act) {                                                                               \
+        const uint o0 = tid * (EE), pb = o0 & ~(2u * L - 1u), d = o0 - pb;                     \
+        __local const ulong *X = src + pb, *Y = src + pb + L;                                  \
+        uint lo = topk_subz(d, L), hi = min(d, L);                                             \
+        while (lo < hi) { /* the first i with X[i] below Y[d - 1 - i] */                       \
+          const uint mid = (lo + hi) >> 1;                                                     \
+          if (X[mid] > Y[d - 1u - mid]) lo = mid + 1u;                                         \
+          else hi = mid;                                                                       \
+        }                                                                                      \
+        uint i = lo, j = d - lo;                                                               \
+        TOPK_UNROLL for (uint e = 0u; e < (EE); e++) {                                         \
+          const ulong x = i < L ? X[i] : 0ul, y = j < L ? Y[j] : 0ul;                          \
+          const bool tx = j >= L || (i < L && x > y);                                          \
+          v[e] = tx ? x : y;                                                                   \
+          i += tx ? 1u : 0u;                                                                   \
+          j += tx ? 0u : 1u;                                                                   \
+        }                                                                                      \
+      }                                                                                        \
+      if (!dbl) barrier(CLK_LOCAL_MEM_FENCE);                                                  \
+      if (act) {                                                                               \
+        TOPK_UNROLL for (uint e = 0u; e < (EE); e++) dst[tid * (EE) + e] = v[e];               \
+      }                                                                                        \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                            \
+    }                                                                                          \
+    return dst;                                                                                \
+  }
+TOPK_SORT_FN(2)
+TOPK_SORT_FN(4)
+TOPK_SORT_FN(8)
+#if TOPK_E_MAX == 16
+TOPK_SORT_FN(16)
+#elif TOPK_E_MAX != 8
+#error "topk_rows sorts with at most 8 or 16 words per item"
+#endif
+
+/* topk_rows_<WG>. Grid: rows * nchunks groups of WG items (WG a power of
+ * two in [64, TOPK_MAX_WG], WG * TOPK_VPT >= the columns a group holds,
+ * p2 / WG <= TOPK_E_MAX). split 0: one group per row (nchunks 1), writes out; split 1:
+ * group (r, c) takes columns [c * chunk, (c + 1) * chunk) of row r's range
+ * and writes its top min(k, length) words, sorted, to scratch list
+ * (r * nchunks + c) of k words; topk_merge reports faults and writes out.
+ * arena: local memory of max(2 * TOPK_BINS * 4, (dbl ? 2 : 1) * p2max * 8)
+ * bytes (arena_words words), then 4 * (TOPK_MAX_WG + 4) bytes of scan space. */
+#define TOPK_ROWS_PARAMS                                                                     \
+  DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b), int next_n, \
+      DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
+      __local ulong *arena, uint arena_words, uint dbl, DSA_FAULTS
+#define TOPK_ROWS_ARGS                                                                         \
+  logits_mem, logits_off, logits_s0, logits_s1, logits_al, n_cols, mode, a_mem, a_off, a_s0,    \
+      a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
+      scratch, chunk, nchunks, split, arena, arena_words, dbl, faults
+
+/* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
+ * there, so the TOPK_VPT loads of an item address one base register with
+ * immediate offsets, and reqd_work_group_size bounds the registers. */
+__attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, const uint wg) {
+  __local uint *hist = (__local uint *)arena;          /* 2 x TOPK_BINS */
+  __local uint *scan_tmp = (__local uint *)(arena + arena_words); /* TOPK_MAX_WG */
+  __local uint *sel = scan_tmp + TOPK_MAX_WG;           /* 4 words */
+  __local ulong *buf = arena;                           /* the sort buffer (after select) */
+
+  const uint tid = get_local_id(0);
+  const ulong g = get_group_id(0), r = g / nchunks;
+  const uint c = (uint)(g - r * nchunks);
+  long rs, re;
+  const bool bad = TOPK_RANGE(r);
+  if (!split && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  const uint n = (uint)(re - rs);
+
+  if (n <= (uint)k) { /* the whole group leaves together */
+    if (!split) {
+      __global uchar *orow = out_mem + out_off + r * out_s0;
+      for (uint j = tid; j < (uint)k; j += wg)
+        *(__global int *)(orow + j * out_s1) = j < n ? (int)j : -1;
+    }
+    return;
+  }
+  const uint cs = c * chunk;
+  const uint nc = split ? min(topk_subz(n, cs), chunk) : n; /* columns of this group */
+  if (nc == 0u) return;
+  const uint m = min((uint)k, nc); /* words this group keeps */
+
+  /* ---- load: item tid holds columns tid + j * wg ---- */
+  __global const float *row =
+      (__global const float *)(logits_mem + logits_off + r * logits_s0) + rs + cs;
+  uint kv[TOPK_VPT];
+  uint alive = 0u, kmax = 0u;
+  TOPK_UNROLL
+  for (uint j = 0u; j < TOPK_VPT; j++) {
+    const uint col = j * wg + tid;
+    kv[j] = col < nc ? topk_key(row[col]) : 0u;
+    alive |= col < nc ? 1u << j : 0u;
+    kmax = max(kmax, kv[j]);
+  }
+  uint win = 0u;
+
+  /* ---- radix select: the m largest words ---- */
+  if (nc <= (uint)k) {
+    win = alive;
+  } else {
+    for (uint j = tid; j < TOPK_BINS; j += wg) hist[j] = 0u;
+    kmax = topk_group_max(kmax, sel + 3, tid); /* its barriers order the clearing */
+    const uint base = topk_subz(kmax >> 18, 2047u);
+    uint rem = (uint)k, seen = nc; /* seen: alive elements at this level */
+    bool low = false;              /* bin 0 taken at level 0: whole-key levels */
+    /* Single-exit loop around barriers (PoCL's region builder needs it). */
+    for (uint level = 0u; level < TOPK_LEVELS; level++) {
+      uint sh = 0u, msk = 0x7FFu;
+      bool colw = false;
+      if (level > 0u) topk_level(level, low, &sh, &msk, &colw);
+      __local uint *h = hist + (level & 1u) * TOPK_BINS;
+      __local uint *hn = hist + ((level & 1u) ^ 1u) * TOPK_BINS;
+      if (level == 0u) {
+        TOPK_UNROLL
+        for (uint j = 0u; j < TOPK_VPT; j++) {
+          const uint d = TOPK_DIGIT0(kv[j]);
+          if (((alive >> j) & 1u) && d != 0u) atomic_inc(&h[d]);
+        }
+      } else {
+        TOPK_UNROLL
+        for (uint j = 0u; j < TOPK_VPT; j++)
+          if ((alive >> j) & 1u) atomic_inc(&h[TOPK_DIGIT(kv[j], j * wg + tid)]);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      /* Item t owns the bins [lo, hi), per of them counted from the top
+       * (none past the bottom when there are fewer bins than items); it
+       * also clears its share of the next level's histogram (last read
+       * before the previous level's final barrier). */
+      const uint nbins = msk + 1u, per = max(nbins / wg, 1u);
+      const uint hi = topk_subz(nbins, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += h[j];
+      for (uint j = tid; j < TOPK_BINS; j += wg) hn[j] = 0u;
+      uint total;
+      const uint before = TOPK_SCAN(sum, level & 1u, &total);
+      if (before < rem && rem <= before + sum) {
+        uint acc = before;
+        for (uint j = hi; j-- > lo;) {
+          const uint cnt = h[j];
+          if (acc + cnt >= rem) {
+            sel[0] = j, sel[1] = acc, sel[2] = cnt;
+            break;
+          }
+          acc += cnt;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      /* Level 0 counts no bin 0: when the others hold fewer than rem, the
+       * bin is 0 and holds the rest (every item knows total). */
+      const bool b0 = level == 0u && rem > total;
+      const uint bin = b0 ? 0u : sel[0], above = b0 ? total : sel[1],
+                 cnt = b0 ? seen - total : sel[2];
+      if (level == 0u) {
+        TOPK_UNROLL
+        for (uint j = 0u; j < TOPK_VPT; j++) {
+          const uint d = TOPK_DIGIT0(kv[j]);
+          if (((alive >> j) & 1u) && d != bin) {
+            alive &= ~(1u << j);
+            if (d > bin) win |= 1u << j;
+          }
+        }
+        low = bin == 0u;
+      } else {
+        TOPK_UNROLL
+        for (uint j = 0u; j < TOPK_VPT; j++) {
+          const uint d = TOPK_DIGIT(kv[j], j * wg + tid);
+          if (((alive >> j) & 1u) && d != bin) {
+            alive &= ~(1u << j);
+            if (d > bin) win |= 1u << j;
+          }
+        }
+      }
+      rem -= above;
+      seen = cnt;
+      if (cnt == rem) { /* everything left in the bin is in: done */
+        win |= alive;
+        level = TOPK_LEVELS;
+      }
+    }
+  }
+
+  /* ---- collect the m winners at scanned positions, pad to p2 ---- */
+  uint p2 = 2u;
+  while (p2 < m) p2 <<= 1;
+  const uint E = max(2u, p2 / wg);
+  {
+    uint total;
+    uint pos = TOPK_SCAN(popcount(win), 0u, &total);
+    /* The last histogram reads ended before the select's final barrier, and
+     * the scan above has a barrier too: buf (aliasing hist) is free. */
+    TOPK_UNROLL
+    for (uint j = 0u; j < TOPK_VPT; j++) {
+      if ((win >> j) & 1u) {
+        buf[pos] = ((ulong)kv[j] << 32) | (ulong)(~(cs + j * wg + tid));
+        pos++;
+      }
+    }
+    for (uint i = m + tid; i < p2; i += wg) buf[i] = 0ul;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local ulong *res;
+  if (E == 2u) res = topk_sort2(buf, p2, tid, dbl);
+  else if (E == 4u) res = topk_sort4(buf, p2, tid, dbl);
+#if TOPK_E_MAX == 16
+  else if (E == 16u) res = topk_sort16(buf, p2, tid, dbl);
+#endif
+  else res = topk_sort8(buf, p2, tid, dbl);
+
+  if (!split) {
+    __global uchar *orow = out_mem + out_off + r * out_s0;
+    for (uint i = tid; i < (uint)k; i += wg)
+      *(__global int *)(orow + i * out_s1) = (int)(~(uint)res[i]);
+  } else {
+    __global ulong *list = scratch + (r * nchunks + c) * (ulong)k;
+    for (uint i = tid; i < m; i += wg) list[i] = res[i];
+  }
+}
+
+#define TOPK_ROWS_KERNEL(W)                                                           \
+  __kernel __attribute__((reqd_work_group_size(W, 1, 1))) DSA_SG32_KERNEL void topk_rows_##W( \
+      TOPK_ROWS_PARAMS) {                                                                     \
+    topk_rows_body(TOPK_ROWS_ARGS, W##u);                                                     \
+  }
+TOPK_ROWS_KERNEL(64)
+TOPK_ROWS_KERNEL(128)
+TOPK_ROWS_KERNEL(256)
+TOPK_ROWS_KERNEL(512)
+TOPK_ROWS_KERNEL(1024)
+#if TOPK_MAX_WG != 1024
+#error "topk_rows_<WG> kernels exist for 64 .. 1024"
+#endif
+
+/* ==== merge of the chunk lists (split's second pass) ====================== */
+
+/* Number of words above x in the descending list L of len words. */
+DSA_INLINE uint topk_count_above(__global const ulong *L, uint len, ulong x) {
+  uint pos = 0u;
+  for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {
+    const uint np = pos + step;
+    if (np <= len && L[np - 1u] > x) pos = np;
+  }
+  return pos;
+}
+
+/* Grid: rows * nchunks * pieces groups of WG items; item t of group (r, c,
+ * p) ranks the mq (1 .. TOPK_MERGE_Q) consecutive entries from
+ * (p * WG + t) * mq of list (r, c): one binary search per other list for
+ * the first, then a forward walk (the lists are sorted, so the counts only
+ * grow). Rows with n <= k: the groups of chunk 0 write 0..n-1, -1. */
+__kernel void topk_merge(long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b), int next_n,
+                         DSA_TENSOR2(out), int k, __global const ulong *scratch, uint chunk,
+                         uint nchunks, uint pieces, uint mq, DSA_FAULTS) {
+  const uint tid = get_local_id(0), wg = get_local_size(0);
+  const ulong g = get_group_id(0), r = g / ((ulong)nchunks * pieces);
+  const uint rest = (uint)(g - r * nchunks * pieces), c = rest / pieces, p = rest - c * pieces;
+  long rs, re;
+  const bool bad = TOPK_RANGE(r);
+  if (bad && c == 0u && p == 0u && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  const uint n = (uint)(re - rs);
+  __global uchar *orow = out_mem + out_off + r * out_s0;
+  const uint i0 = (p * wg + tid) * mq;
+  if (n <= (uint)k) {
+    if (c == 0u) {
+      for (uint i = i0; i < min(i0 + mq, (uint)k); i++)
+        *(__global int *)(orow + i * out_s1) = i < n ? (int)i : -1;
+    }
+    return;
+  }
+  const uint len = min((uint)k, min(topk_subz(n, c * chunk), chunk));
+  if (i0 >= len) return;
+  const uint q_n = min(mq, len - i0);
+  __global const ulong *lists = scratch + r * nchunks * (ulong)k;
+  ulong x[TOPK_MERGE_Q];
+  uint rank[TOPK_MERGE_Q];
+  TOPK_UNROLL
+  for (uint q = 0u; q < TOPK_MERGE_Q; q++) {
+    x[q] = q < q_n ? lists[(ulong)c * k + i0 + q] : 0ul;
+    rank[q] = i0 + q;
+  }
+  for (uint o = 0u; o < nchunks; o++) {
+    const uint lo = min((uint)k, min(topk_subz(n, o * chunk), chunk));
+    if (o == c || lo == 0u) continue;
+    __global const ulong *L = lists + (ulong)o * k;
+    uint pos = topk_count_above(L, lo, x[0]);
+    rank[0] += pos;
+    TOPK_UNROLL
+    for (uint q = 1u; q < TOPK_MERGE_Q; q++) {
+      if (q < q_n) {
+        while (pos < lo && L[pos] > x[q]) pos++;
+      }
+      rank[q] += pos;
+    }
+  }
+  TOPK_UNROLL
+  for (uint q = 0u; q < TOPK_MERGE_Q; q++)
+    if (q < q_n && rank[q] < (uint)k) *(__global int *)(orow + rank[q] * out_s1) = (int)(~(uint)x[q]);
+}
+
+/* ==== stream: the fallback for any row length ============================= */
 
 /* Candidate buffer index, skewed by one word per 16 so that the sort's
  * 16-word register groups do not all start in the same memory bank. */
@@ -116,6 +586,16 @@ TOPK_SORT_PASS(4)
     }                                                                 \
   } while (0)
 
+/* Grid: one work-group per row (group id = row), WG items, WG a power of
+ * two in [64, TOPK_MAX_WG] chosen by the host. Levels 0..2: histogram of
+ * key bits [21,32), [10,21), [0,10) among the elements whose higher bits
+ * equal the prefix found so far, a group scan finds the bin holding the
+ * k-th largest (done early when that bin holds exactly the number still
+ * needed: "all_eq"); collect (atomic counter, order fixed by the sort);
+ * ties at the k-th key T: a chunked pass in column order with a group scan
+ * takes the lowest columns; bitonic sort of the k words, up to four network
+ * steps per pass in registers. Each pass re-reads the row (four loads in
+ * flight per item). */
 __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTENSOR2(a),
                            DSA_CTENSOR1(b), int next_n, DSA_TENSOR2(out), int k, DSA_FAULTS) {
   __local uint hist[TOPK_BINS];
@@ -127,23 +607,10 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
   const uint tid = get_local_id(0), wg = get_local_size(0);
   const ulong r = get_group_id(0);
 
-  /* The row's range; every item reads the same words (broadcast). */
-  long start = 0, end;
-  bool bad = false;
-  if (mode == 0) {
-    start = *(__global const int *)(a_mem + a_off + r * a_s0);
-    end = *(__global const int *)(b_mem + b_off + r * b_s0);
-  } else {
-    const ulong bi = r / (ulong)next_n, i = r - bi * (ulong)next_n;
-    const long len = *(__global const int *)(a_mem + a_off + bi * a_s0 + (mode == 2 ? i * a_s1 : 0ul));
-    bad = len < 0;
-    end = mode == 2 ? len : len - next_n + (long)i + 1;
-    if (!bad && end < 0) end = 0; /* 1-D rule: queries before the context see nothing */
-  }
-  bad = bad || start < 0 || end > n_cols || start > end;
+  long rs, re;
+  const bool bad = TOPK_RANGE(r);
   if (bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
-  const long s = clamp(start, 0l, n_cols), e = clamp(end, s, n_cols);
-  const uint n = (uint)(e - s);
+  const uint n = (uint)(re - rs);
   __global uchar *orow = out_mem + out_off + r * out_s0;
 
   if (n <= (uint)k) { /* the whole group leaves together */
@@ -152,7 +619,7 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
     return;
   }
 
-  __global const float *row = (__global const float *)(logits_mem + logits_off + r * logits_s0) + s;
+  __global const float *row = (__global const float *)(logits_mem + logits_off + r * logits_s0) + rs;
 
   /* ---- radix select: find the prefix (fval under fmask) of the k-th key ---- */
   uint fmask = 0u, fval = 0u, rem = (uint)k;

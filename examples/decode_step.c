@@ -1,7 +1,8 @@
 /* One DeepSeek-V4 decode step of the sparse-attention path (see
  * decode_step.h): indexer Q quant -> paged logits -> top-k -> global C4 slots,
  * SWA slots, q RMSNorm + RoPE with the new token's KV insert -> sparse MLA
- * decode with the attention sink. Public API only; every call enqueues on
+ * decode with the attention sink -> inverse RoPE + FP8 quant of the output
+ * for the O projection. Public API only; every call enqueues on
  * one in-order queue, so each stage sees the previous one's outputs. */
 #include "decode_step.h"
 
@@ -11,7 +12,7 @@ const char *const decode_step_stage_names[DECODE_STEP_STAGES] = {
     "indexer Q RoPE + FP8 quant",   "paged MQA logits (FP8)",
     "top-k decode",                 "top-k -> global C4 slots",
     "SWA indices + lengths",        "q RMSNorm+RoPE, kv RoPE+insert",
-    "sparse MLA decode, fused (+sink)"};
+    "sparse MLA decode, fused (+sink)", "output inv RoPE + FP8 quant"};
 
 /* The events of stage i: waits on the caller's list before the first stage,
  * a marker for its start and its completion event when timing. */
@@ -97,5 +98,11 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   dsa_sparse_attn_params_default(&ap);
   STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, &ap, io->out,
                                  io->lse, &e_));
+
+  /* 8. The output for the grouped O projection (wo_a): inverse RoPE of dims
+   *    448..511 at each token's position, FP8 e4m3 per 128-value block with
+   *    power-of-two scales; the group count G is o_fp8's first extent. */
+  STAGE(7, dsa_output_inv_rope_fp8_quant(q, io->out, io->positions, io->cos_sin, io->o_fp8,
+                                         io->o_scales, &e_));
   return DSA_OK;
 }

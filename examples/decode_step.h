@@ -7,7 +7,7 @@
 
 #include <dsacl/dsacl.h>
 
-enum { DECODE_STEP_STAGES = 7 };
+enum { DECODE_STEP_STAGES = 8 };
 
 /* Stage names, in enqueue order (index into the event arrays below). */
 extern const char *const decode_step_stage_names[DECODE_STEP_STAGES];
@@ -30,13 +30,16 @@ typedef struct decode_step_io {
    * e4m3 (T = B * next_n) and weights [T, 64] f32, logits [T, Wc * 64] f32, top-k [T, k]
    * i32, C4 slots [T, k] and lengths [T], SWA slots [T, window] and lengths
    * [T], the normalised q [T, H, 512] bf16, out [T, H, 512] bf16, lse [T, H]
-   * f32. */
+   * f32 (or NULL); the output quantized for the grouped O projection:
+   * o_fp8 e4m3 [G, T, H / G * 512] (G wo_a groups, G divides H) and its
+   * block scales o_scales f32 [G, H / G * 4, Tp] (or DeepGEMM's packed
+   * UE8M0, i32 [G, H / G, Tp]) with Tp >= T (vLLM: round_up(T, 4)). */
   const dsa_tensor *iq_fp8, *iq_weights, *logits, *topk, *c4_slots, *c4_lens, *swa_slots,
-      *swa_lens, *q_normed, *out, *lse;
+      *swa_lens, *q_normed, *out, *lse, *o_fp8, *o_scales;
   int32_t topk_k, window, swa_block_size, cmp_block_size;
 } decode_step_io;
 
-/* Enqueues the seven stages on q. ev: waits for ev->wait before the first
+/* Enqueues the eight stages on q. ev: waits for ev->wait before the first
  * stage and returns the last stage's event in ev->done (either may be
  * absent). start / done (NULL, or arrays of DECODE_STEP_STAGES): a marker
  * before each stage and each stage's completion event, for per-stage device

@@ -19,6 +19,51 @@ static bool contains_ci(const char *hay, const char *needle) {
   return false;
 }
 
+/* The device's own matrix back-end, or DSACL_MMA's: native | portable |
+ * nv-mma | intel-dpas16 | intel-dpas8 | amd-mfma | amd-wmma. A vendor
+ * back-end the device lacks is emulated where Intel sub-groups of its width
+ * exist (Intel's OpenCL CPU runtime), else refused. */
+dsa_status dsa__pick_tile(dsa_caps *caps) {
+  int native = DSA_TILE_PORTABLE;
+  if (caps->nv_inline_ptx && caps->nv_sm >= 80)
+    native = DSA_TILE_NV;
+  else if (caps->intel_dpas)
+    native = caps->intel_sg_sizes & (1u << 3) ? DSA_TILE_INTEL8 : DSA_TILE_INTEL16;
+  else if (caps->vendor == DSA_VENDOR_AMD && (strncmp(caps->device_name, "gfx90a", 6) == 0 ||
+                                              strncmp(caps->device_name, "gfx94", 5) == 0))
+    native = DSA_TILE_MFMA;
+  else if (caps->vendor == DSA_VENDOR_AMD && strncmp(caps->device_name, "gfx11", 5) == 0)
+    native = DSA_TILE_WMMA;
+  else if (caps->emulate == DSA_EMULATE_AMD)
+    native = DSA_TILE_MFMA; /* emulated below */
+  caps->tile = native;
+  caps->tile_emu = caps->emulate == DSA_EMULATE_AMD && native == DSA_TILE_MFMA;
+  const char *want = getenv("DSACL_MMA");
+  if (!want || !*want || strcmp(want, "native") == 0) return DSA_OK;
+  caps->tile_forced = true;
+  int t = -1;
+  for (int i = 0; i < DSA_TILE_COUNT; i++)
+    if (strcmp(want, dsa__tile_backends[i].name) == 0) t = i;
+  if (t < 0)
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "DSACL_MMA = \"%s\": known values are native, portable, nv-mma, "
+                     "intel-dpas16, intel-dpas8, amd-mfma and amd-wmma",
+                     want);
+  if (t == native) return DSA_OK;
+  caps->tile = t;
+  caps->tile_emu = false;
+  if (t == DSA_TILE_PORTABLE) return DSA_OK;
+  const int lanes = dsa__tile_backends[t].lanes;
+  if (!caps->intel_subgroups ||
+      !(caps->intel_sg_sizes & (1u << (lanes == 64 ? 6 : lanes == 32 ? 5 : lanes == 16 ? 4 : 3))))
+    return dsa__fail(DSA_ERR_UNSUPPORTED, 0,
+                     "DSACL_MMA=%s: %s has neither the instruction nor Intel sub-groups of %d "
+                     "to emulate it",
+                     want, caps->device_name, lanes);
+  caps->tile_emu = true;
+  return DSA_OK;
+}
+
 dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   memset(caps, 0, sizeof *caps);
   cl_platform_id plat;
@@ -111,7 +156,44 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
     caps->emulate = DSA_EMULATE_AMD;
     caps->amd_builtins = true;
   }
-  return DSA_OK;
+  return dsa__pick_tile(caps);
+}
+
+const dsa_tile_backend dsa__tile_backends[DSA_TILE_COUNT] = {
+    [DSA_TILE_PORTABLE] = {"portable", 1, 4, 4, 0},
+    [DSA_TILE_NV] = {"nv-mma", 32, 16, 8, 1},
+    [DSA_TILE_INTEL16] = {"intel-dpas16", 16, 8, 16, 1},
+    [DSA_TILE_INTEL8] = {"intel-dpas8", 8, 8, 8, 1},
+    [DSA_TILE_MFMA] = {"amd-mfma", 64, 16, 16, 1},
+    [DSA_TILE_WMMA] = {"amd-wmma", 32, 16, 16, 1},
+};
+
+int dsa__tile_backend(const dsa_caps *caps, unsigned enabled, bool *emu) {
+  const unsigned on = enabled & dsa__caps_bits(caps);
+  unsigned need = 0;
+  switch (caps->tile) {
+    case DSA_TILE_NV: need = DSA_CAP_NV_PTX; break;
+    case DSA_TILE_INTEL16:
+    case DSA_TILE_INTEL8: need = DSA_CAP_INTEL_DPAS; break;
+    case DSA_TILE_MFMA:
+    case DSA_TILE_WMMA: need = DSA_CAP_AMD_BUILTINS; break;
+    default: break;
+  }
+  /* An emulation runs on Intel sub-groups; under DSACL_EMULATE=amd the AMD
+   * capability stands for the emulated device too (masking it off gives the
+   * portable back-end, as for the other AMD paths). */
+  if (caps->tile_emu)
+    need = DSA_CAP_INTEL_SUBGROUPS |
+           ((caps->tile == DSA_TILE_MFMA || caps->tile == DSA_TILE_WMMA) &&
+                    caps->emulate == DSA_EMULATE_AMD
+                ? DSA_CAP_AMD_BUILTINS
+                : 0u);
+  if ((on & need) != need) {
+    *emu = false;
+    return DSA_TILE_PORTABLE;
+  }
+  *emu = caps->tile_emu;
+  return caps->tile;
 }
 
 unsigned dsa__caps_bits(const dsa_caps *caps) {
@@ -161,11 +243,14 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
    * macros so one source serves every device. Never -cl-fast-relaxed-math or
    * -cl-finite-math-only: masking relies on +-inf and NaN handling. */
   const unsigned on = enabled & dsa__caps_bits(caps);
+  bool tile_emu;
+  const int tile = dsa__tile_backend(caps, enabled, &tile_emu);
   snprintf(buf, n,
            "-cl-std=CL1.2 -DDSA_VENDOR_NVIDIA=%d -DDSA_VENDOR_INTEL=%d -DDSA_VENDOR_AMD=%d "
            "-DDSA_HAS_SUBGROUPS=%d -DDSA_HAS_INTEL_SUBGROUPS=%d -DDSA_HAS_INTEL_DPAS=%d "
            "-DDSA_HAS_NV_PTX=%d -DDSA_HAS_AMD_BUILTINS=%d -DDSA_LOCAL_MEM_BYTES=%lu "
-           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d -DDSA_INTEL_SG32=%d -DDSA_AMD_EMU=%d",
+           "-DDSA_MAX_WG=%lu -DDSA_NV_SM=%d -DDSA_INTEL_SG32=%d -DDSA_AMD_EMU=%d "
+           "-DDSA_TILE=%d -DDSA_TILE_EMU=%d -DDSA_DEVICE_CPU=%d",
            caps->vendor == DSA_VENDOR_NVIDIA, caps->vendor == DSA_VENDOR_INTEL,
            caps->vendor == DSA_VENDOR_AMD, !!(on & DSA_CAP_SUBGROUPS),
            !!(on & DSA_CAP_INTEL_SUBGROUPS), !!(on & DSA_CAP_INTEL_DPAS),
@@ -173,7 +258,8 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
            (unsigned long)caps->local_mem, (unsigned long)caps->max_wg,
            (on & DSA_CAP_NV_PTX) ? caps->nv_sm : 0,
            (on & DSA_CAP_INTEL_SUBGROUPS) && (caps->intel_sg_sizes & (1u << 5)) ? 1 : 0,
-           (on & DSA_CAP_AMD_BUILTINS) && caps->emulate == DSA_EMULATE_AMD ? 1 : 0);
+           (on & DSA_CAP_AMD_BUILTINS) && caps->emulate == DSA_EMULATE_AMD ? 1 : 0, tile,
+           tile_emu ? 1 : 0, (caps->type & CL_DEVICE_TYPE_CPU) ? 1 : 0);
   /* The enum tables that cross into the kernels (dsacl.h X-macros). */
   size_t used = strlen(buf);
 #define DSA_OPT_(...)                                                    \

@@ -118,7 +118,23 @@ static dsa_status init_context(dsa_context *c, const dsa_context_options *o) {
   off |= env_off;
   c->caps_enabled = dsa__caps_bits(&c->caps) & ~off;
   c->force_portable = c->caps_enabled == 0;
+  DSA_CHECK(dsa__topk_env(c));
   dsa__build_options(&c->caps, c->caps_enabled, c->build_options, sizeof c->build_options);
+  {
+    bool emu = false; /* dsa_context_matrix_backend's text, fixed from here on */
+    const int t = dsa__tile_backend(&c->caps, c->caps_enabled, &emu);
+    snprintf(c->matrix_backend, sizeof c->matrix_backend, "%s%s", dsa__tile_backends[t].name,
+             emu ? " (emulated)" : "");
+  }
+  /* DSACL_BUILD_OPTIONS: appended to every program's build options (tuning
+   * runs, e.g. -cl-nv-maxrregcount=128); part of the binary cache's key. */
+  const char *xo = getenv("DSACL_BUILD_OPTIONS");
+  if (xo && *xo) {
+    const size_t used = strlen(c->build_options);
+    if (used + 1 + strlen(xo) >= sizeof c->build_options)
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "DSACL_BUILD_OPTIONS is too long");
+    snprintf(c->build_options + used, sizeof c->build_options - used, " %s", xo);
+  }
   dsa__diskcache_init(&c->dcache, o->cache_dir, (o->flags & DSA_CONTEXT_NO_BINARY_CACHE) != 0,
                       o->cache_load, o->cache_store, o->cache_user);
   if (pthread_mutex_init(&c->lock, NULL) != 0)
@@ -240,6 +256,10 @@ cl_device_id dsa_context_cl_device(const dsa_context *c) { return c ? c->dev : N
 const char *dsa_context_device_name(const dsa_context *c) {
   return c ? c->caps.device_name : "";
 }
+const char *dsa_context_matrix_backend(const dsa_context *c) {
+  return c ? c->matrix_backend : "";
+}
+
 const char *dsa_context_build_options(const dsa_context *c) {
   return c ? c->build_options : "";
 }

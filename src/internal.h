@@ -48,6 +48,9 @@ typedef struct dsa_caps {
   int nv_sm;                    /* NVIDIA compute capability (90 = sm_90), else 0 */
   bool amd_builtins;            /* AMD driver: __builtin_amdgcn_* (or emulated) */
   int emulate;                  /* DSA_EMULATE_*: a vendor path emulated for tests */
+  int tile;                     /* DSA_TILE_*: the matrix-tile back-end (DSACL_MMA) */
+  bool tile_emu;                /* its instruction emulated with Intel sub-groups */
+  bool tile_forced;             /* named by DSACL_MMA (not the device's own pick) */
   bool fp16;                    /* cl_khr_fp16 */
   cl_ulong local_mem;           /* bytes */
   size_t max_wg;                /* max work-group size */
@@ -67,6 +70,27 @@ enum { DSA_EMULATE_NONE = 0, DSA_EMULATE_AMD = 1 };
 dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps);
 /* The dsa_cap_bits the probed device has. */
 unsigned dsa__caps_bits(const dsa_caps *caps);
+
+/* ---- matrix-tile back-ends (cl/dsa_tile.h; caps.c) -------------------------
+ * The codes are cl/dsa_tile.h's DSA_TILE_* values. A context's back-end is
+ * the device's own (or DSACL_MMA's); it falls back to portable when the
+ * capability it needs is disabled. */
+enum { DSA_TILE_PORTABLE, DSA_TILE_NV, DSA_TILE_INTEL16, DSA_TILE_INTEL8, DSA_TILE_MFMA,
+       DSA_TILE_WMMA, DSA_TILE_COUNT };
+typedef struct dsa_tile_backend {
+  const char *name; /* DSACL_MMA's word for it */
+  int lanes, m, n;  /* work-items per unit, rows and columns per atom */
+  int a_regs;       /* kernels keep A fragments in registers (DSA_TILE_A_REGS) */
+} dsa_tile_backend;
+extern const dsa_tile_backend dsa__tile_backends[DSA_TILE_COUNT];
+/* Sets caps->tile (and tile_emu) from the probed capabilities and DSACL_MMA
+ * (dsa__probe_caps calls it; dsacl-cl-options for its device profiles). */
+dsa_status dsa__pick_tile(dsa_caps *caps);
+/* The back-end kernels of this context are built for, given the enabled
+ * capabilities; *emu: emulated. */
+int dsa__tile_backend(const dsa_caps *caps, unsigned enabled, bool *emu);
+/* Sets caps->tile (and _emu, _forced) from the other fields and DSACL_MMA. */
+dsa_status dsa__pick_tile(dsa_caps *caps);
 /* The -D options every program of this device is built with, for the
  * enabled capabilities `enabled` (dsa_cap_bits). */
 void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_t n);
@@ -94,7 +118,12 @@ struct dsa_context {
   dsa_caps caps;
   unsigned caps_enabled; /* dsa_cap_bits: probed minus disabled */
   bool force_portable;   /* every capability disabled */
+  /* DSACL_TOPK (op_topk.c): the top-k algorithm preferred (DSA_TOPK_ALGO_*)
+   * and the split's chunk width (0: chosen per call). */
+  int topk_algo;
+  uint32_t topk_chunk;
   char build_options[1024];
+  char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
   pthread_mutex_t lock; /* guards programs[] */
   cl_program programs[DSA_NUM_PROGRAMS];
@@ -102,6 +131,12 @@ struct dsa_context {
   bool destroyed;       /* dsa_context_destroy called; freed with its last queue */
   bool from_cache[DSA_NUM_PROGRAMS]; /* program loaded from the binary cache */
 };
+
+/* Top-k algorithms by preference (DSACL_TOPK): AUTO picks per call; a named
+ * one is taken wherever it can run, the ones before it are refused. */
+enum { DSA_TOPK_ALGO_AUTO = 0, DSA_TOPK_ALGO_SPLIT, DSA_TOPK_ALGO_ROW, DSA_TOPK_ALGO_STREAM };
+/* Parses DSACL_TOPK into c->topk_algo / topk_chunk (op_topk.c). */
+dsa_status dsa__topk_env(dsa_context *c);
 
 /* A queue of c is gone: frees c if it was destroyed and this was its last. */
 void dsa__context_queue_gone(dsa_context *c);
@@ -134,7 +169,17 @@ struct dsa_queue {
   /* The variant the last operator launched on this queue picked (tests and
    * logs); "" before the first pick. */
   char last_variant[96];
+  /* Device scratch of this queue (split-K partials of the sparse MLA
+   * decode, the top-k split's lists), grown on demand: dsa__queue_scratch. */
+  cl_mem scratch;
+  size_t scratch_size;
 };
+
+/* At least `bytes` of device scratch owned by q, valid for the commands q
+ * enqueues next (a queue is used by one thread at a time, in order; a
+ * smaller buffer it replaces is released, which OpenCL defers until the
+ * commands using it have finished). */
+dsa_status dsa__queue_scratch(dsa_queue *q, size_t bytes, cl_mem *out);
 
 dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
                            cl_kernel *out);
@@ -254,7 +299,8 @@ const char *dsa__queue_last_variant(const dsa_queue *q);
  * Context of buffers: dsa__check_queue (which every operator calls first)
  * records the queue's cl_context in a thread-local; dsa__check_tensor,
  * dsa__check_cache and dsa__check_mem, called after it on the same thread,
- * refuse a cl_mem whose CL_MEM_CONTEXT differs. Checks called with no
+ * refuse a cl_mem whose CL_MEM_CONTEXT differs, and dsa__check_events a wait
+ * event whose CL_EVENT_CONTEXT differs. Checks called with no
  * preceding successful dsa__check_queue on the thread skip that comparison. */
 dsa_status dsa__check_queue(const dsa_queue *q, const char *op);
 /* A raw cl_mem argument (e.g. a workspace): not NULL, a valid buffer, of the

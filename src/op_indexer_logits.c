@@ -23,8 +23,11 @@ typedef cl_ulong u64;
 /* Kernel geometry (cl/indexer_logits.cl): portable groups of IL_NT items as
  * HG x KG, each item 4 heads x 4 keys, DC dims per chunk; the wide tile for
  * many heads, the narrow one for few (and for devices with 32 KiB of local
- * memory). The NVIDIA tensor-core kernels: MMA_NT items, MMA_SUB sub-tiles
- * of MMA_KT keys staged at MMA_PITCH words per key. */
+ * memory). The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
+ * sub-tiles of TL_KT_* keys staged at TL_PITCH words per key (64 bf16 pairs
+ * + 4: the fragment loads of 8 or 16 rows hit distinct banks), TL_RMAX_*
+ * query rows (tokens x padded heads) per group; *_REGS for back-ends that
+ * keep A in registers, *_LOCAL for the portable one. */
 #define IL_NT NT
 #define IL_W_HG 16
 #define IL_W_KG 16
@@ -32,24 +35,71 @@ typedef cl_ulong u64;
 #define IL_N_HG 4
 #define IL_N_KG 64
 #define IL_N_DC 16
-#define MMA_NT 128
-#define MMA_KT 64
-#define MMA_SUB 4
-#define MMA_PITCH 68
-#define MMA_TILE (MMA_KT * MMA_SUB)
+/* Two geometries of the tile kernels (cl/indexer_logits.cl): groups of
+ * TL_NT items over TL_RMAX1_REGS rows (one token: paged next_n = 1), and of
+ * TL_NT2 items over TL_RMAX_REGS rows (tokens sharing each key tile). H100,
+ * one machine: the first is 14 % faster at next_n = 1 (fewer A fragments
+ * per item, more groups per SM), the second 9-10 % at next_n = 2 and in
+ * prefill (docs/PERFORMANCE.md, session 5). */
+#ifndef TL_NT
+#define TL_NT 128
+#endif
+#ifndef TL_NT2
+#define TL_NT2 256
+#endif
+#ifndef TL_RMAX1_REGS
+#define TL_RMAX1_REGS 64
+#endif
+#define TL_PITCH 68
+/* (Overridable at build time for tuning runs: -DTL_SUB=8.) */
+#ifndef TL_SUB
+#define TL_SUB 8
+#endif
+/* Key blocks per pass of a unit (independent accumulations in flight; on
+ * the H100 1 beats 2 and 4: registers, hence occupancy, cost more). */
+#ifndef TL_KP
+#define TL_KP 1
+#endif
+#define TL_KT_REGS 64
+#ifndef TL_RMAX_REGS
+#define TL_RMAX_REGS 128
+#endif
+#define TL_KT_LOCAL 32
+#define TL_RMAX_LOCAL 64
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
-        DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(MMA_NT) DSA_KDEF(MMA_KT) DSA_KDEF(MMA_SUB)
-            DSA_KDEF(MMA_PITCH);
+        DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
+            DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
+                DSA_KDEF(TL_RMAX_LOCAL);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
 static size_t tile_local_bytes(int hg, int kg, int dc) {
   return (size_t)(4 * hg + 4 * kg) * dc * 4 + (size_t)hg * 4 * kg * 4 + (size_t)4 * kg * 24;
 }
-/* The mma kernel's: staged keys, warp partials, key offsets, scales, states. */
-static size_t mma_local_bytes(void) {
-  return (size_t)MMA_KT * MMA_PITCH * 4 + 4 * MMA_KT * 4 + (size_t)MMA_KT * 16;
+
+/* The tile kernels' geometry on this context's back-end, flavour 1 (one
+ * token per group) or 2; the portable back-end has one geometry. */
+typedef struct tl_geom {
+  const dsa_tile_backend *be;
+  bool emu;
+  int kt, rmax, nt;
+} tl_geom;
+static tl_geom tl_geometry(const dsa_context *c, int flavour) {
+  tl_geom g;
+  const int t = dsa__tile_backend(&c->caps, c->caps_enabled, &g.emu);
+  g.be = &dsa__tile_backends[t];
+  g.kt = g.be->a_regs ? TL_KT_REGS : TL_KT_LOCAL;
+  g.rmax = !g.be->a_regs ? TL_RMAX_LOCAL : flavour == 1 ? TL_RMAX1_REGS : TL_RMAX_REGS;
+  g.nt = g.be->a_regs && flavour == 2 ? TL_NT2 : TL_NT;
+  return g;
+}
+/* IL_TILE_KERNEL's local memory: staged keys (and queries, without A in
+ * registers), row-block partials, per key two offsets, scale and state. */
+static size_t tl_local_bytes(const tl_geom *g) {
+  const size_t q = g->be->a_regs ? 16 : (size_t)g->rmax * TL_PITCH * 4; /* uint4 */
+  return (size_t)g->kt * TL_PITCH * 4 + q + (size_t)(g->rmax / g->be->m) * g->kt * 4 +
+         (size_t)g->kt * 24 + (size_t)(g->rmax / 16) * 8;
 }
 
 void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p) {
@@ -72,19 +122,27 @@ typedef struct il_job {
 
 /* ---- variants ------------------------------------------------------------------ */
 
-/* FP8 only, D = 128 (the fragments' k-steps), H <= 128 (two 16-head blocks
- * per warp). */
-static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  const char *r = dsa__refuse_local_mem(c, mma_local_bytes(), buf, n);
-  if (r || !shape) return r;
-  const il_job *j = shape;
-  if (j->fp4) return "MXFP4 has no tensor-core path";
-  if (j->D != 128) {
-    snprintf(buf, n, "D = %d, the mma path needs 128", (int)j->D);
+/* D = 128 (the staged rows), H <= 128 (one token's rows in a group). */
+static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  /* Both flavours live in one program: both must fit. */
+  const tl_geom g1 = tl_geometry(c, 1), g = tl_geometry(c, 2);
+  const size_t lm1 = tl_local_bytes(&g1), lm2 = tl_local_bytes(&g);
+  /* Without a matrix unit the portable-h64/h16 kernels are faster (H100,
+   * B=64 ctx=32768: 1928 us for the portable tile, 1208 us for h64), so
+   * the portable tile runs only when DSACL_MMA names it (tests, porting). */
+  if (g.be == &dsa__tile_backends[DSA_TILE_PORTABLE] && !c->caps.tile_forced) {
+    snprintf(buf, n, "no matrix unit: portable-h64/h16 are faster (DSACL_MMA=portable forces it)");
     return buf;
   }
-  if (j->H > 128) {
-    snprintf(buf, n, "H = %d > 128", (int)j->H);
+  const char *r = dsa__refuse_local_mem(c, lm1 > lm2 ? lm1 : lm2, buf, n);
+  if (r || !shape) return r;
+  const il_job *j = shape;
+  if (j->D != 128) {
+    snprintf(buf, n, "D = %d, the tile kernels need 128", (int)j->D);
+    return buf;
+  }
+  if (((j->H + 15) & ~15) > g.rmax) {
+    snprintf(buf, n, "H = %d > %d", (int)j->H, g.rmax);
     return buf;
   }
   return NULL;
@@ -107,25 +165,17 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
   return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
 }
 
-enum { V_MMA, V_WIDE, V_NARROW };
-#define IL_VARIANTS(mma)                                                                       \
-  {"nv-mma", DSA_CAP_NV_PTX, (mma) ? refuse_mma : refuse_no_mma, "FP8, D = 128, H <= 128"},    \
+enum { V_TILE, V_WIDE, V_NARROW };
+#define IL_VARIANTS                                                                            \
+  {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"},  \
       {"portable-h64", 0, refuse_wide, "H > 16"},                                            \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-static const char *refuse_no_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  (void)c;
-  (void)shape;
-  (void)buf;
-  (void)n;
-  return "MXFP4 has no tensor-core path";
-}
-
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS(1));
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4", IL_VARIANTS(0));
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits", IL_VARIANTS(1));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits", IL_VARIANTS);
 DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_paged_mqa_logits_mxfp4",
-                  IL_VARIANTS(0));
+                  IL_VARIANTS);
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
                          const dsa_events *ev) {
@@ -138,10 +188,34 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   const char *kname = names[j->fp4][j->paged][v == V_WIDE];
   cl_int tk = v == V_WIDE ? 4 * IL_W_KG : 4 * IL_N_KG;
   size_t nt = NT;
-  if (v == V_MMA) {
-    kname = j->paged ? "paged_mqa_logits_mma" : "mqa_logits_mma";
-    tk = MMA_TILE;
-    nt = MMA_NT;
+  /* Rows of the grid: query rows, or for the tile kernels groups of tq
+   * tokens (paged: of one sequence). */
+  int64_t rows = j->rows;
+  cl_int tq = 1;
+  if (v == V_TILE) {
+    static const char *tnames[2][2] = {{"mqa_logits_tile", "paged_mqa_logits_tile"},
+                                       {"mqa_logits_mxfp4_tile", "paged_mqa_logits_mxfp4_tile"}};
+    static const char *tnames1[2][2] = {
+        {"mqa_logits_tile1", "paged_mqa_logits_tile1"},
+        {"mqa_logits_mxfp4_tile1", "paged_mqa_logits_mxfp4_tile1"}};
+    /* Flavour 1 for one token per group (paged next_n = 1 with H <= its
+     * rows), else flavour 2. */
+    const int hp = (j->H + 15) & ~15;
+    const tl_geom g1 = tl_geometry(q->ctx, 1);
+    const int flavour = g1.be->a_regs && j->paged && j->next_n == 1 && hp <= g1.rmax ? 1 : 2;
+    const tl_geom g = flavour == 1 ? g1 : tl_geometry(q->ctx, 2);
+    kname = flavour == 1 ? tnames1[j->fp4][j->paged] : tnames[j->fp4][j->paged];
+    tk = g.kt * TL_SUB;
+    nt = (size_t)g.nt;
+    tq = (cl_int)(g.rmax / hp);
+    if (j->paged) {
+      if (tq > j->next_n) tq = j->next_n;
+      rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
+    } else {
+      rows = (j->rows + tq - 1) / tq;
+    }
+    snprintf(q->last_variant, sizeof q->last_variant, "%s: tile (%s%s)", table->op, g.be->name,
+             g.emu ? ", emulated" : "");
   }
   cl_kernel k;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
@@ -154,8 +228,8 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   const int64_t rows_cap = (int64_t)MAX_GROUPS_PER_LAUNCH / tiles_per;
   const int64_t rows_per = rows_cap > 0 ? rows_cap : 1;
   for (int64_t t0 = 0; t0 < total_tiles; t0 += tiles_per)
-  for (int64_t r0 = 0; r0 < j->rows; r0 += rows_per) {
-    const int64_t nr = j->rows - r0 < rows_per ? j->rows - r0 : rows_per;
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per) {
+    const int64_t nr = rows - r0 < rows_per ? rows - r0 : rows_per;
     const cl_int ntiles = (cl_int)(total_tiles - t0 < tiles_per ? total_tiles - t0 : tiles_per);
     dsa_kargs a;
     dsa__kargs_init(&a, q);
@@ -181,8 +255,12 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     dsa__karg_i32(&a, (cl_int)t0);
     dsa__karg_u32(&a, (cl_uint)r0);
     dsa__karg_faults(&a);
+    if (v == V_TILE) {
+      dsa__karg_i32(&a, tq);
+      dsa__karg_i32(&a, (cl_int)j->rows);
+    }
     /* In-order queue: the first launch waits, the last returns the event. */
-    const int first = t0 == 0 && r0 == 0, last = t0 + ntiles >= total_tiles && r0 + nr >= j->rows;
+    const int first = t0 == 0 && r0 == 0, last = t0 + ntiles >= total_tiles && r0 + nr >= rows;
     dsa_events sub = {first && ev ? ev->num_wait : 0, first && ev ? ev->wait : NULL,
                       last && ev ? ev->done : NULL};
     const size_t global = (size_t)nr * (size_t)ntiles * nt, local = nt;
@@ -398,7 +476,12 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
   j.ctx_rank = rank;
   j.cache = cache;
   j.bt = block_tables;
-  j.W = block_tables->shape[1];
+  /* The kernels clamp each row's limit to min(max_model_len, W * bs) in
+   * 64-bit: a zero-stride block table of width 2^40 with a block size of
+   * 2^23 would overflow it. Columns past max_model_len are never read, so W
+   * is capped at the blocks those columns span (same limits, same faults). */
+  const int64_t bs = cache->block_size, w_need = (mml + bs - 1) / bs;
+  j.W = block_tables->shape[1] < w_need ? block_tables->shape[1] : w_need;
   set_logits(&j, logits, p);
   return launch(q, &j,
                 fp4 ? &dsa__variants_paged_mqa_logits_mxfp4 : &dsa__variants_paged_mqa_logits, ev);

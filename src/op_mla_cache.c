@@ -124,6 +124,14 @@ dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
                      (long long)offset, (long long)out->shape[1]);
 
   const int64_t max_t = out->shape[1];
+  /* The grid is LANES x maxT x R work-items: with zero strides an out of
+   * 2^40 x 2^40 rows is inside its buffer, but the grid's item count
+   * (2^86) wraps in size_t. A real out holds R x maxT rows of 1 KiB. */
+  if (r > INT32_MAX || max_t > INT32_MAX || r * max_t > ((int64_t)1 << 40))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: out has %lld x %lld rows; R and maxT must be < 2^31 and R x maxT "
+                     "<= 2^40",
+                     op, (long long)r, (long long)max_t);
   if (r == 0 || max_t == 0) return dsa__launch_nothing(q, ev);
   if (dsa__pick(q, &dsa__variants_mla_gather_paged, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   cl_kernel kern;

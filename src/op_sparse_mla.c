@@ -2,6 +2,7 @@
  * two-stage). Kernels: cl/sparse_mla.cl. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -10,9 +11,12 @@
 #define MLA_DIM 512
 /* Kernel geometry (cl/sparse_mla.cl), passed as build options: the portable
  * attention work-group (WG items: one token x HG heads, tiles of NT entries,
- * DSL d-slices, PSTRIDE partials per head), GROWS rows per gather group, and
- * the mma path's SM_NW warps, SM_NT entries per tile and its local row
- * pitches SM_KDP / SM_KVP / SM_PP. */
+ * DSL d-slices, PSTRIDE partials per head), GROWS rows per gather group, the
+ * NVIDIA mma path's SM_NW warps, SM_NT entries per tile and its local row
+ * pitches SM_KDP / SM_KVP / SM_PP, and the tile kernels' (cl/dsa_tile.h)
+ * MT_WG items for one token x MT_HG heads, tiles of MT_NT entries, MT_KDP
+ * words per staged key row (256 dim pairs + 4: fragment loads of 8 or 16
+ * rows hit distinct banks). */
 #define WG 256
 #define HG 16
 #define NT 8
@@ -25,10 +29,14 @@ _Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
 #define SM_KDP 260
 #define SM_KVP 520
 #define SM_PP 16
+#define MT_WG 256
+#define MT_HG 32
+#define MT_NT 16
+#define MT_KDP 260
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
-        DSA_KDEF(GROWS)
-        DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP) DSA_KDEF(SM_PP);
+        DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
+            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
@@ -45,6 +53,35 @@ static size_t mma_local_bytes(void) {
          (size_t)SM_NT * 4;
 }
 
+/* The tile kernels on this context's matrix back-end (MT_LOCALS in
+ * cl/sparse_mla.cl): the tile buffer (kd and vt, or the query rows, or the
+ * bf16 output), the query rows again without A in registers, P hi and lo,
+ * the QK partials of MT_DS dim slices, the logits, alpha, 1/l, the mask. */
+typedef struct mt_geom {
+  const dsa_tile_backend *be;
+  bool emu;
+} mt_geom;
+static mt_geom mt_geometry(const dsa_context *c) {
+  mt_geom g;
+  g.be = &dsa__tile_backends[dsa__tile_backend(&c->caps, c->caps_enabled, &g.emu)];
+  return g;
+}
+static size_t mt_local_bytes(const mt_geom *g) {
+  const size_t units = MT_WG / (size_t)g->be->lanes, rb = MT_HG / (size_t)g->be->m;
+  const size_t kg = g->be->a_regs ? 1 : MT_NT / (size_t)g->be->n;
+  const size_t ds = units / (rb * kg);
+  const size_t kv = (size_t)MT_NT * MT_KDP + (size_t)MLA_DIM / 16 * (16 * (MT_NT / 2) + 8);
+  const size_t kbuf = kv > (size_t)MT_HG * MT_KDP ? kv : (size_t)MT_HG * MT_KDP;
+  const size_t qst = g->be->a_regs ? 4 : (size_t)MT_HG * MT_KDP;
+  return 4 * (kbuf + qst + 2 * (size_t)MT_HG * (MT_NT / 2 + 4) + ds * MT_HG * MT_NT +
+              (size_t)MT_HG * MT_NT + 2 * (size_t)MT_HG + MT_NT);
+}
+
+static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  const mt_geom g = mt_geometry(c);
+  return dsa__refuse_local_mem(c, mt_local_bytes(&g), buf, n);
+}
 static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
   return dsa__refuse_local_mem(c, mma_local_bytes(), buf, n);
@@ -58,12 +95,14 @@ static const char *refuse_1buf(const dsa_context *c, const void *shape, char *bu
   return dsa__refuse_local_mem(c, attn_local_bytes(1), buf, n);
 }
 
-/* Best first: tensor cores, then the portable kernel with a double tile
- * buffer, then its single-buffer twin for 32 KiB devices. */
-enum { V_MMA, V_PORTABLE, V_LM32 };
-#define SA_VARIANTS                                                        \
-  {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL},                            \
-      {"portable", 0, refuse_2buf, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
+/* Best first: the tile kernels on the context's matrix back-end, the NVIDIA
+ * tensor-core kernels (inline PTX), then the portable kernel with a double
+ * tile buffer, then its single-buffer twin for 32 KiB devices. */
+enum { V_TILE, V_MMA, V_PORTABLE, V_LM32 };
+#define SA_VARIANTS                                                                         \
+  {"tile", 0, refuse_tile, "the context's matrix back-end"},                                \
+      {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL}, {"portable", 0, refuse_2buf, NULL},     \
+      {"portable-lm32", 0, refuse_1buf, NULL}
 DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16", SA_VARIANTS);
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode", SA_VARIANTS);
 /* The two-stage form's gather is portable; its attention is the bf16
@@ -169,21 +208,31 @@ static void karg_set(dsa_kargs *a, const dsa_mla_index_set *s) {
   dsa__karg_tensor(a, empty ? NULL : s->lens, 1);
 }
 
-static void attn_grid(int64_t t, int64_t h, size_t wg, size_t global[3], size_t local[3]) {
-  global[0] = wg, global[1] = (size_t)((h + HG - 1) / HG), global[2] = (size_t)t;
+static void attn_grid(int64_t t, int64_t h, size_t wg, int hg, size_t global[3],
+                      size_t local[3]) {
+  global[0] = wg, global[1] = (size_t)((h + hg - 1) / hg), global[2] = (size_t)t;
   local[0] = wg, local[1] = 1, local[2] = 1;
 }
 
-/* The attention kernel the table picks: its name and work-group size. */
+/* The attention kernel the table picks: its name, work-group size and heads
+ * per work-group. */
 static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fused, cl_kernel *k,
-                              const char **name, size_t *wg) {
-  static const char *names[2][3] = {
-      {"sparse_attn_bf16_mma", "sparse_attn_bf16", "sparse_attn_bf16_lm32"},
-      {"sparse_mla_decode_fused_mma", "sparse_mla_decode_fused", "sparse_mla_decode_fused_lm32"}};
+                              const char **name, size_t *wg, int *hg) {
+  static const char *names[2][4] = {
+      {"sparse_attn_bf16_tile", "sparse_attn_bf16_mma", "sparse_attn_bf16",
+       "sparse_attn_bf16_lm32"},
+      {"sparse_mla_decode_fused_tile", "sparse_mla_decode_fused_mma", "sparse_mla_decode_fused",
+       "sparse_mla_decode_fused_lm32"}};
   const int v = dsa__pick(q, t, NULL);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   *name = names[fused][v];
-  *wg = v == V_MMA ? 32 * SM_NW : WG;
+  *wg = v == V_TILE ? MT_WG : v == V_MMA ? 32 * SM_NW : WG;
+  *hg = v == V_TILE ? MT_HG : HG;
+  if (v == V_TILE) {
+    const mt_geom g = mt_geometry(q->ctx);
+    snprintf(q->last_variant, sizeof q->last_variant, "%s: tile (%s%s)", t->op, g.be->name,
+             g.emu ? ", emulated" : "");
+  }
   return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, *name, k);
 }
 
@@ -197,7 +246,8 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
   cl_kernel kern;
   const char *kname;
   size_t wg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &kern, &kname, &wg));
+  int hg;
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &kern, &kname, &wg, &hg));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   karg_query(&a, query);
@@ -209,7 +259,7 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
   dsa__karg_i32(&a, has_lens);
   karg_output(&a, sink, p, out, lse);
   size_t global[3], local[3];
-  attn_grid(query->shape[0], query->shape[1], wg, global, local);
+  attn_grid(query->shape[0], query->shape[1], wg, hg, global, local);
   return dsa__launch_args(q, kern, kname, &a, 3, global, local, ev);
 }
 
@@ -255,6 +305,44 @@ static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
 
 static int64_t set_width(const dsa_mla_index_set *s) { return s ? s->indices->shape[1] : 0; }
 
+/* Split-K scratch: partial rows [T, S, H, 512] f32, then (m, l) [T, S, H, 2]. */
+static uint64_t split_bytes(int64_t t, int64_t h, int64_t s) {
+  return (uint64_t)t * (uint64_t)s * (uint64_t)h * (MLA_DIM * 4 + 8);
+}
+#define SPLIT_MAX 64
+#define SPLIT_MAX_BYTES ((uint64_t)1 << 30)
+
+/* Split-K (flash-decoding) of the fused tile kernel for few tokens: the
+ * entries of a token go to *ns work-groups of *chunk entries each (a multiple
+ * of MT_NT), and sparse_mla_split_combine merges their rows by their running
+ * max and sum. A GPU whose work-groups would fill at most half its compute
+ * units gets about one work-group a unit, each at least 4 tiles long;
+ * DSACL_MLA_SPLIT=N forces N (at most 64; tests). Unsplit: *ns = 1. */
+static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot, cl_int *ns,
+                       cl_int *chunk) {
+  const int64_t groups = t * ((h + MT_HG - 1) / MT_HG);
+  const int64_t tiles = (ktot + MT_NT - 1) / MT_NT;
+  int64_t n = 1;
+  const char *f = getenv("DSACL_MLA_SPLIT");
+  if (f && *f) {
+    char *end;
+    const long v = strtol(f, &end, 10);
+    if (*end == '\0' && v > 1) n = v;
+  } else if ((c->caps.type & CL_DEVICE_TYPE_GPU) && groups * 2 <= (int64_t)c->caps.compute_units) {
+    n = ((int64_t)c->caps.compute_units + groups - 1) / groups;
+    if (n > tiles / 4) n = tiles / 4;
+  }
+  if (n > SPLIT_MAX) n = SPLIT_MAX;
+  if (n > tiles) n = tiles;
+  *ns = 1, *chunk = 0;
+  if (n < 2) return;
+  const int64_t per = (tiles + n - 1) / n; /* tiles per split */
+  n = (tiles + per - 1) / per;
+  if (n < 2 || t * h > ((int64_t)1 << 24) || split_bytes(t, h, n) > SPLIT_MAX_BYTES) return;
+  *ns = (cl_int)n;
+  *chunk = (cl_int)(per * MT_NT);
+}
+
 dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
                                  const dsa_mla_index_set *main_set,
                                  const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
@@ -269,16 +357,48 @@ dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
   cl_kernel kern;
   const char *kname;
   size_t wg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_mla_decode, 1, &kern, &kname, &wg));
+  int hg;
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_mla_decode, 1, &kern, &kname, &wg, &hg));
+  const int tile = strcmp(kname, "sparse_mla_decode_fused_tile") == 0;
+  const int64_t h = query->shape[1], ktot = set_width(main_set) + set_width(extra_set);
+  cl_int nsplit = 1, chunk = 0;
+  if (tile) split_plan(q->ctx, t, h, ktot, &nsplit, &chunk);
+  /* Split-K: the combine kernel and the scratch are had before anything is
+   * enqueued, so a failure leaves no half-done operation behind. */
+  cl_kernel comb = NULL;
+  cl_mem ws = NULL;
+  if (nsplit > 1) {
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_mla_split_combine", &comb));
+    DSA_CHECK(dsa__queue_scratch(q, (size_t)split_bytes(t, h, nsplit), &ws));
+    const size_t n = strlen(q->last_variant);
+    snprintf(q->last_variant + n, sizeof q->last_variant - n, ", split %d", (int)nsplit);
+  }
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   karg_query(&a, query);
   karg_set(&a, main_set);
   karg_set(&a, extra_set);
   karg_output(&a, attn_sink, p, out, lse);
+  if (tile) {
+    dsa__karg_i32(&a, nsplit);
+    dsa__karg_i32(&a, chunk);
+    dsa__karg_mem(&a, ws);
+  }
   size_t global[3], local[3];
-  attn_grid(t, query->shape[1], wg, global, local);
-  return dsa__launch_args(q, kern, kname, &a, 3, global, local, ev);
+  attn_grid(t, h, wg, hg, global, local);
+  if (nsplit == 1) return dsa__launch_args(q, kern, kname, &a, 3, global, local, ev);
+  global[0] *= (size_t)nsplit;
+  const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
+  DSA_CHECK(dsa__launch_args(q, kern, kname, &a, 3, global, local, &first));
+  /* In-order queue: the combine follows. */
+  dsa__kargs_init(&a, q);
+  dsa__karg_i32(&a, (cl_int)h);
+  dsa__karg_i32(&a, nsplit);
+  dsa__karg_mem(&a, ws);
+  karg_output(&a, attn_sink, p, out, lse);
+  const size_t cglobal[3] = {64, (size_t)h, (size_t)t}, clocal[3] = {64, 1, 1};
+  const dsa_events second = {0, NULL, ev ? ev->done : NULL};
+  return dsa__launch_args(q, comb, "sparse_mla_split_combine", &a, 3, cglobal, clocal, &second);
 }
 
 static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -352,8 +472,9 @@ dsa_status dsa_sparse_mla_decode_two_stage(
   cl_kernel attn;
   const char *aname;
   size_t awg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &attn, &aname, &awg));
-  (void)attn, (void)aname, (void)awg;
+  int ahg;
+  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &attn, &aname, &awg, &ahg));
+  (void)attn, (void)aname, (void)awg, (void)ahg;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   karg_set(&a, main_set);

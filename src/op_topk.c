@@ -1,5 +1,17 @@
-/* Indexer top-k per row, prefill and decode forms. Kernel: cl/topk.cl
- * (one work-group per row, radix select + bitonic sort in local memory). */
+/* Indexer top-k per row, prefill and decode forms. Kernels: cl/topk.cl.
+ * Three algorithms, best first (each variant table lists them once per
+ * sub-group back-end, as cl/dsa_subgroup.h orders them):
+ *   split   few rows: each row cut into chunks, one group per chunk sorts its
+ *           own top k (topk_rows, chunk mode) into a scratch list owned by
+ *           the queue, then topk_merge ranks every list entry against the
+ *           other lists of its row and writes the first k;
+ *   row     one group per row, the row held in registers (topk_rows);
+ *   stream  one group per row streaming the row from global memory several
+ *           times (topk_per_row): any length, the fallback.
+ * DSACL_TOPK forces a preference (auto, split[:chunk], row, stream): the
+ * named algorithm runs wherever it can, the ones before it are refused. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -7,12 +19,196 @@
 #define TOPK_MAX_WG 1024 /* cl/topk.cl's local arrays are sized for this */
 #define TOPK_MIN_WG 64
 #define TOPK_MAX_K DSA_TOPK_MAX_K
-const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K);
+#define TOPK_VPT 32      /* columns per item held in registers (topk_rows) */
+#define TOPK_E_MAX 8     /* sorted words per item at most (topk_rows) */
+#define TOPK_MERGE_WG 128
+#define TOPK_MERGE_Q 4   /* list entries per merge item at most (1 for few rows) */
+const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_KDEF(TOPK_VPT)
+    DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q);
+#define TOPK_BINS 2048
+/* Split: at most this many chunks per row (topk_merge's work grows with
+ * their square) and this much scratch. */
+#define TOPK_MAX_CHUNKS 64
+#define TOPK_MAX_SCRATCH ((uint64_t)1 << 30)
 
-/* One kernel: a work-group per row (29.7 KiB of local memory at the
- * maximum k, inside OpenCL's guaranteed 32 KiB). */
-DSA_VARIANT_TABLE(dsa__variants_topk_prefill, "dsa_topk_prefill", {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_topk_decode, "dsa_topk_decode", {"portable", 0, NULL, NULL});
+/* ---- DSACL_TOPK ------------------------------------------------------------ */
+
+dsa_status dsa__topk_env(dsa_context *c) {
+  c->topk_algo = DSA_TOPK_ALGO_AUTO;
+  c->topk_chunk = 0;
+  const char *v = getenv("DSACL_TOPK");
+  if (!v || !*v || !strcmp(v, "auto")) return DSA_OK;
+  if (!strcmp(v, "row")) {
+    c->topk_algo = DSA_TOPK_ALGO_ROW;
+  } else if (!strcmp(v, "stream")) {
+    c->topk_algo = DSA_TOPK_ALGO_STREAM;
+  } else if (!strncmp(v, "split", 5) && (v[5] == '\0' || v[5] == ':')) {
+    c->topk_algo = DSA_TOPK_ALGO_SPLIT;
+    if (v[5] == ':') {
+      char *end;
+      unsigned long n = strtoul(v + 6, &end, 10);
+      if (*end != '\0' || n < 1 || n > TOPK_MAX_WG * TOPK_VPT)
+        return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                         "DSACL_TOPK = \"%s\": the chunk must be 1..%d columns", v,
+                         TOPK_MAX_WG * TOPK_VPT);
+      c->topk_chunk = (uint32_t)n;
+    }
+  } else {
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "DSACL_TOPK = \"%s\": known values are auto, split, split:<chunk "
+                     "columns>, row and stream",
+                     v);
+  }
+  return DSA_OK;
+}
+
+/* ---- plans -------------------------------------------------------------------- */
+
+/* What the predicates judge: the call's shape and topk_rows' group limit
+ * on this device (the kernel's own, known once it is built). */
+typedef struct topk_shape {
+  int64_t rows, n_cols;
+  int32_t k;
+  size_t wg_limit;
+} topk_shape;
+
+typedef struct topk_plan {
+  size_t wg;           /* topk_rows group */
+  uint32_t chunk, nch; /* split: chunk columns and chunks per row; row: n_cols, 1 */
+  uint32_t p2;         /* the sort's words, a power of two >= min(k, chunk) */
+  bool dbl;            /* the sort ping-pongs between two local buffers */
+  size_t local_bytes;  /* topk_rows' arena */
+} topk_plan;
+
+static uint32_t pow2_at_least(uint64_t n) {
+  uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+static size_t wg_limit_of(const dsa_context *c, const topk_shape *s) {
+  size_t lim = TOPK_MAX_WG;
+  if (c->caps.max_wg && c->caps.max_wg < lim) lim = c->caps.max_wg;
+  if (s && s->wg_limit && s->wg_limit < lim) lim = s->wg_limit;
+  return lim;
+}
+
+/* topk_rows for groups of `cols` columns: the group size and local memory.
+ * false when no group fits. */
+static bool rows_plan(const dsa_context *c, const topk_shape *s, uint64_t cols, topk_plan *p) {
+  const size_t lim = wg_limit_of(c, s);
+  const uint64_t m = cols < (uint64_t)s->k ? cols : (uint64_t)s->k;
+  p->p2 = pow2_at_least(m < 2 ? 2 : m);
+  size_t wg = TOPK_MIN_WG;
+  while ((uint64_t)wg * TOPK_VPT < cols || wg * TOPK_E_MAX < p->p2) wg *= 2;
+  if (wg > lim) return false;
+  p->wg = wg;
+  const size_t scan = (size_t)(TOPK_MAX_WG + 4) * 4;
+  const size_t hist_words = 2 * TOPK_BINS / 2; /* two uint histograms, in words */
+  for (int dbl = 1; dbl >= 0; dbl--) {
+    size_t words = (size_t)(dbl ? 2 : 1) * p->p2;
+    if (words < hist_words) words = hist_words;
+    p->dbl = dbl;
+    p->local_bytes = words * 8 + scan;
+    if (p->local_bytes <= c->caps.local_mem) return true;
+  }
+  return false;
+}
+
+/* The split for this call, or false (reason in why). */
+static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, const char **why) {
+  const int64_t n = s->n_cols, k = s->k;
+  const uint64_t cap = (uint64_t)wg_limit_of(c, s) * TOPK_VPT;
+  uint64_t chunk;
+  if (c->topk_chunk) {
+    chunk = c->topk_chunk;
+  } else if (c->topk_algo == DSA_TOPK_ALGO_SPLIT) {
+    /* forced: about four chunks, whatever the shape */
+    chunk = pow2_at_least((uint64_t)(n + 3) / 4);
+    if (chunk < 64) chunk = 64;
+  } else {
+    const int64_t cu = c->caps.compute_units ? c->caps.compute_units : 1;
+    if (s->rows < 2 * cu) {
+      /* Few rows: about two groups per compute unit, chunks of at least
+       * max(4k, 2048) columns (smaller ones make the merge the cost). */
+      const int64_t want = (2 * cu + s->rows - 1) / s->rows;
+      chunk = pow2_at_least((uint64_t)(n + want - 1) / (uint64_t)want);
+      if (chunk < (uint64_t)4 * k) chunk = (uint64_t)4 * k;
+      if (chunk < 2048) chunk = 2048;
+    } else if ((uint64_t)n <= cap) {
+      *why = "rows fill the device";
+      return false;
+    } else {
+      chunk = cap; /* rows longer than a group holds */
+    }
+  }
+  if (chunk > cap) chunk = cap;
+  if ((int64_t)chunk >= n) {
+    *why = "one chunk per row";
+    return false;
+  }
+  const uint64_t nch = ((uint64_t)n + chunk - 1) / chunk;
+  if (nch > TOPK_MAX_CHUNKS) {
+    *why = "more than 64 chunks per row";
+    return false;
+  }
+  if ((uint64_t)s->rows * nch * (uint64_t)k * 8 > TOPK_MAX_SCRATCH) {
+    *why = "scratch over 1 GiB";
+    return false;
+  }
+  if (!rows_plan(c, s, chunk, p)) {
+    *why = "no group fits a chunk";
+    return false;
+  }
+  p->chunk = (uint32_t)chunk;
+  p->nch = (uint32_t)nch;
+  return true;
+}
+
+static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->topk_algo > DSA_TOPK_ALGO_SPLIT)
+    return c->topk_algo == DSA_TOPK_ALGO_ROW ? "DSACL_TOPK=row" : "DSACL_TOPK=stream";
+  if (!shape) return NULL;
+  topk_plan p;
+  const char *why = NULL;
+  if (split_plan(c, shape, &p, &why)) return NULL;
+  snprintf(buf, n, "%s", why);
+  return buf;
+}
+static const char *refuse_row(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->topk_algo == DSA_TOPK_ALGO_STREAM) return "DSACL_TOPK=stream";
+  topk_shape dev = {1, TOPK_MIN_WG * TOPK_VPT, 1, 0};
+  const topk_shape *s = shape ? shape : &dev;
+  topk_plan p;
+  if (rows_plan(c, s, (uint64_t)s->n_cols, &p)) return NULL;
+  snprintf(buf, n, "no group holds %lld columns with k = %d", (long long)s->n_cols, (int)s->k);
+  return buf;
+}
+static const char *refuse_split_sg32(const dsa_context *c, const void *shape, char *buf,
+                                     size_t n) {
+  const char *r = dsa__refuse_no_sg32(c, shape, buf, n);
+  return r ? r : refuse_split(c, shape, buf, n);
+}
+static const char *refuse_row_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  const char *r = dsa__refuse_no_sg32(c, shape, buf, n);
+  return r ? r : refuse_row(c, shape, buf, n);
+}
+
+/* The same table for both forms. Indices: 0..3 split, 4..7 row, 8 stream. */
+#define SPLIT_LIM "fewer rows than 2 per compute unit, or rows longer than WG * 32"
+#define ROW_LIM "rows up to WG * 32 columns (WG: the device's group limit, at most 1024)"
+#define TOPK_VARIANTS                                                                  \
+  {"split/nv-shfl", DSA_CAP_NV_PTX, refuse_split, SPLIT_LIM},                          \
+      {"split/amd-bperm", DSA_CAP_AMD_BUILTINS, refuse_split, SPLIT_LIM},              \
+      {"split/intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_split_sg32, SPLIT_LIM},     \
+      {"split", 0, refuse_split, SPLIT_LIM},                                           \
+      {"row/nv-shfl", DSA_CAP_NV_PTX, refuse_row, ROW_LIM},                            \
+      {"row/amd-bperm", DSA_CAP_AMD_BUILTINS, refuse_row, ROW_LIM},                    \
+      {"row/intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_row_sg32, ROW_LIM},           \
+      {"row", 0, refuse_row, ROW_LIM}, {"stream", 0, NULL, NULL}
+DSA_VARIANT_TABLE(dsa__variants_topk_prefill, "dsa_topk_prefill", TOPK_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_topk_decode, "dsa_topk_decode", TOPK_VARIANTS);
+enum { V_SPLIT_END = 4, V_ROW_END = 8 };
 
 enum { MODE_PREFILL = 0, MODE_LENS_1D = 1, MODE_LENS_2D = 2 };
 
@@ -21,10 +217,10 @@ void dsa_topk_params_default(dsa_topk_params *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* Items per row: about 32 candidates per item per pass for wide rows (fewer
- * rows then, so each needs more parallelism), never past what the kernel
- * and the device accept. */
-static size_t pick_wg(dsa_queue *q, cl_kernel kern, int64_t n_cols) {
+/* The stream kernel's group: about 32 candidates per item per pass for wide
+ * rows (fewer rows then, so each needs more parallelism), never past what
+ * the kernel and the device accept. */
+static size_t stream_wg(dsa_queue *q, cl_kernel kern, int64_t n_cols) {
   size_t kmax = 0;
   if (clGetKernelWorkGroupInfo(kern, q->ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
                                NULL) != CL_SUCCESS)
@@ -37,6 +233,23 @@ static size_t pick_wg(dsa_queue *q, cl_kernel kern, int64_t n_cols) {
   return wg;
 }
 
+/* topk_rows_<WG>, WG = TOPK_MIN_WG << i (cl/topk.cl). */
+#define ROWS_KERNELS 5
+static const char *const rows_kernel[ROWS_KERNELS] = {"topk_rows_64", "topk_rows_128",
+                                                      "topk_rows_256", "topk_rows_512",
+                                                      "topk_rows_1024"};
+_Static_assert((TOPK_MIN_WG << (ROWS_KERNELS - 1)) == TOPK_MAX_WG, "rows kernels");
+
+/* The range arguments every kernel takes after its own leading ones. */
+static void karg_ranges(dsa_kargs *ka, const dsa_tensor *logits, int mode, const dsa_tensor *a,
+                        const dsa_tensor *b, int32_t next_n) {
+  dsa__karg_i64(ka, logits->shape[1]);
+  dsa__karg_i32(ka, mode);
+  dsa__karg_tensor(ka, a, 2); /* lengths: 1-D or 2-D */
+  dsa__karg_tensor(ka, b, 1);
+  dsa__karg_i32(ka, next_n);
+}
+
 /* Shared by both forms: everything after the per-form range arguments are
  * validated. a/b: the range tensors (b NULL in decode). */
 static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits, int mode,
@@ -44,29 +257,104 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
                          const dsa_tensor *indices, int32_t k, const dsa_events *ev) {
   const int64_t rows = logits->shape[0];
   if (rows == 0) return dsa__launch_nothing(q, ev);
-  if (dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill : &dsa__variants_topk_decode,
-                NULL) < 0)
-    return DSA_ERR_UNSUPPORTED;
-  cl_kernel kern;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_per_row", &kern));
-  const size_t wg = pick_wg(q, kern, logits->shape[1]);
-  if (wg < TOPK_MIN_WG)
-    return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: the device runs top-k groups of %zu items, "
-                     "fewer than the %d the kernel needs", op, wg, TOPK_MIN_WG);
+  /* The largest topk_rows_<WG> kernel the device runs at its size decides
+   * what the register variants take. */
+  size_t klim = 1; /* none: the register variants refuse */
+  for (int i = ROWS_KERNELS - 1; i >= 0 && klim == 1; i--) {
+    const size_t w = (size_t)TOPK_MIN_WG << i;
+    if (q->ctx->caps.max_wg && w > q->ctx->caps.max_wg) continue;
+    cl_kernel kr;
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, rows_kernel[i], &kr));
+    size_t kw = 0;
+    if (clGetKernelWorkGroupInfo(kr, q->ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kw, &kw,
+                                 NULL) == CL_SUCCESS && kw >= w)
+      klim = w;
+  }
+  const topk_shape shape = {rows, logits->shape[1], k, klim};
+  const int v = dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill
+                                                  : &dsa__variants_topk_decode,
+                          &shape);
+  if (v < 0) return DSA_ERR_UNSUPPORTED;
 
   dsa_kargs ka;
   dsa__kargs_init(&ka, q);
+  if (v >= V_ROW_END) { /* stream */
+    cl_kernel kern;
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_per_row", &kern));
+    const size_t wg = stream_wg(q, kern, logits->shape[1]);
+    if (wg < TOPK_MIN_WG)
+      return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: the device runs top-k groups of %zu items, "
+                       "fewer than the %d the kernel needs", op, wg, TOPK_MIN_WG);
+    dsa__karg_tensor(&ka, logits, 2);
+    karg_ranges(&ka, logits, mode, a, b, next_n);
+    dsa__karg_tensor(&ka, indices, 2);
+    dsa__karg_i32(&ka, k);
+    dsa__karg_faults(&ka);
+    const size_t global[1] = {(size_t)rows * wg}, local[1] = {wg};
+    return dsa__launch_args(q, kern, "topk_per_row", &ka, 1, global, local, ev);
+  }
+
+  topk_plan p;
+  const char *why = NULL;
+  const bool split = v < V_SPLIT_END;
+  if (split ? !split_plan(q->ctx, &shape, &p, &why)
+            : !rows_plan(q->ctx, &shape, (uint64_t)shape.n_cols, &p))
+    return dsa__fail(DSA_ERR_INTERNAL, 0, "%s: the picked variant has no plan", op);
+  if (!split) p.chunk = (uint32_t)shape.n_cols, p.nch = 1;
+  dsa__log(3, "%s: topk_rows groups of %zu (limit %zu), chunk %u x %u, sort %u words%s, "
+           "local %zu B", op, p.wg, klim, p.chunk, p.nch, p.p2, p.dbl ? " (2 buffers)" : "",
+           p.local_bytes);
+  int wi = 0;
+  while ((size_t)TOPK_MIN_WG << wi < p.wg) wi++;
+  const char *kname = rows_kernel[wi];
+  cl_kernel krows;
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, kname, &krows));
+  cl_mem scratch = NULL;
+  cl_kernel kmerge = NULL;
+  if (split) {
+    /* Looked up before anything is enqueued: no half-done operation. */
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_merge", &kmerge));
+    DSA_CHECK(dsa__queue_scratch(q, (size_t)rows * p.nch * (size_t)k * 8, &scratch));
+  }
   dsa__karg_tensor(&ka, logits, 2);
-  dsa__karg_i64(&ka, logits->shape[1]);
-  dsa__karg_i32(&ka, mode);
-  dsa__karg_tensor(&ka, a, 2); /* lengths: 1-D or 2-D */
-  dsa__karg_tensor(&ka, b, 1);
-  dsa__karg_i32(&ka, next_n);
+  karg_ranges(&ka, logits, mode, a, b, next_n);
   dsa__karg_tensor(&ka, indices, 2);
   dsa__karg_i32(&ka, k);
+  dsa__karg_mem(&ka, scratch);
+  dsa__karg_u32(&ka, p.chunk);
+  dsa__karg_u32(&ka, p.nch);
+  dsa__karg_i32(&ka, split);
+  const size_t arena_words = (p.local_bytes - (size_t)(TOPK_MAX_WG + 4) * 4) / 8;
+  dsa__karg_local(&ka, p.local_bytes);
+  dsa__karg_u32(&ka, (cl_uint)arena_words);
+  dsa__karg_u32(&ka, p.dbl);
   dsa__karg_faults(&ka);
-  const size_t global[1] = {(size_t)rows * wg}, local[1] = {wg};
-  return dsa__launch_args(q, kern, "topk_per_row", &ka, 1, global, local, ev);
+  const size_t global[1] = {(size_t)rows * p.nch * p.wg}, local[1] = {p.wg};
+  if (!split) return dsa__launch_args(q, krows, kname, &ka, 1, global, local, ev);
+
+  const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
+  DSA_CHECK(dsa__launch_args(q, krows, kname, &ka, 1, global, local, &first));
+  /* In-order queue: the merge follows the chunk sorts. */
+  /* Few rows: one list entry per item (parallelism); else TOPK_MERGE_Q
+   * (one binary search per other list for Q entries). */
+  const int64_t cu = q->ctx->caps.compute_units ? q->ctx->caps.compute_units : 1;
+  const uint32_t mq = rows < 2 * cu ? 1 : TOPK_MERGE_Q, per = TOPK_MERGE_WG * mq,
+                 pieces = (uint32_t)((k + per - 1) / per);
+  dsa_kargs km;
+  dsa__kargs_init(&km, q);
+  karg_ranges(&km, logits, mode, a, b, next_n);
+  dsa__karg_tensor(&km, indices, 2);
+  dsa__karg_i32(&km, k);
+  dsa__karg_mem(&km, scratch);
+  dsa__karg_u32(&km, p.chunk);
+  dsa__karg_u32(&km, p.nch);
+  dsa__karg_u32(&km, pieces);
+  dsa__karg_u32(&km, mq);
+  dsa__karg_faults(&km);
+  const size_t mglobal[1] = {(size_t)rows * p.nch * pieces * TOPK_MERGE_WG},
+               mlocal[1] = {TOPK_MERGE_WG};
+  const dsa_events second = {0, NULL, ev ? ev->done : NULL};
+  return dsa__launch_args(q, kmerge, "topk_merge", &km, 1, mglobal, mlocal, &second);
 }
 
 /* logits [rows, N] f32 and indices [rows, k] i32; returns k in *k_out. */

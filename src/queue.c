@@ -1,4 +1,5 @@
 /* Queues: the cl queue, per-queue kernel objects, the fault word, launches. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +95,30 @@ void dsa_queue_destroy(dsa_queue **pq) {
   clFinish(q->q);
   for (int i = 0; i < q->nkernels; i++) clReleaseKernel(q->kernels[i].k);
   clReleaseMemObject(q->faults);
+  if (q->scratch) clReleaseMemObject(q->scratch);
   clReleaseCommandQueue(q->q);
   dsa_context *c = q->ctx;
   free(q);
   dsa__context_queue_gone(c);
   *pq = NULL;
+}
+
+dsa_status dsa__queue_scratch(dsa_queue *q, size_t bytes, cl_mem *out) {
+  if (bytes == 0) bytes = 1;
+  if (q->scratch && q->scratch_size >= bytes) {
+    *out = q->scratch;
+    return DSA_OK;
+  }
+  const size_t mib = (size_t)1 << 20;
+  const size_t size = bytes > SIZE_MAX - mib ? bytes : (bytes + mib - 1) / mib * mib;
+  cl_int e;
+  cl_mem m = clCreateBuffer(q->ctx->ctx, CL_MEM_READ_WRITE, size, NULL, &e);
+  if (!m) return dsa__fail_cl(e, "allocating the queue's scratch buffer");
+  if (q->scratch) clReleaseMemObject(q->scratch);
+  q->scratch = m;
+  q->scratch_size = size;
+  *out = m;
+  return DSA_OK;
 }
 
 cl_command_queue dsa_queue_cl(const dsa_queue *q) { return q ? q->q : NULL; }

@@ -103,8 +103,18 @@ dsa_status dsa__check_events(const dsa_events *ev, const char *op) {
     return BAD("%s: ev->wait is NULL but ev->num_wait is %u", op, ev->num_wait);
   if (ev && ev->num_wait == 0 && ev->wait)
     return BAD("%s: ev->wait is set but ev->num_wait is 0", op);
-  for (cl_uint i = 0; ev && i < ev->num_wait; i++)
+  for (cl_uint i = 0; ev && i < ev->num_wait; i++) {
     if (!ev->wait[i]) return BAD("%s: ev->wait[%u] is NULL", op, i);
+    /* An event of another cl_context: PoCL waits on it as if it were its
+     * own; the standard leaves it to the driver (CL_INVALID_CONTEXT or not). */
+    if (current_ctx) {
+      cl_context ec = NULL;
+      if (clGetEventInfo(ev->wait[i], CL_EVENT_CONTEXT, sizeof ec, &ec, NULL) != CL_SUCCESS)
+        return BAD("%s: ev->wait[%u] is not a valid event", op, i);
+      if (ec != current_ctx)
+        return BAD("%s: ev->wait[%u] belongs to another cl_context than the queue's", op, i);
+    }
+  }
   return DSA_OK;
 }
 

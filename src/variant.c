@@ -56,6 +56,7 @@ int dsa__pick(dsa_queue *q, const dsa_variant_table *t, const void *shape) {
 }
 
 const char *dsa__queue_last_variant(const dsa_queue *q) { return q ? q->last_variant : ""; }
+const char *dsa_queue_last_variant(const dsa_queue *q) { return dsa__queue_last_variant(q); }
 
 const char *dsa__refuse_local_mem(const dsa_context *c, size_t need, char *buf, size_t n) {
   if (need <= c->caps.local_mem) return NULL;
@@ -97,7 +98,11 @@ const char *dsa__refuse_no_sg32(const dsa_context *c, const void *shape, char *b
   X(dsa__variants_paged_mqa_logits_mxfp4)    \
   X(dsa__variants_sparse_attn_bf16)          \
   X(dsa__variants_sparse_mla_decode)         \
-  X(dsa__variants_sparse_mla_decode_two_stage)
+  X(dsa__variants_sparse_mla_decode_two_stage) \
+  X(dsa__variants_output_quant)              \
+  X(dsa__variants_mtp_norm) \
+  X(dsa__variants_compressor_save_states)     \
+  X(dsa__variants_compressor_compress_insert)
 
 #define DSA_VT_EXTERN_(sym) extern const dsa_variant_table sym;
 DSA_VARIANT_TABLES(DSA_VT_EXTERN_)
@@ -119,7 +124,10 @@ const int dsa__num_variant_tables =
   X(MLA_QNORM, dsa__defines_mla_qnorm)  \
   X(INDEX_HELPERS, dsa__defines_index_helpers) \
   X(INDEXER_LOGITS, dsa__defines_indexer_logits) \
-  X(SPARSE_MLA, dsa__defines_sparse_mla)
+  X(SPARSE_MLA, dsa__defines_sparse_mla) \
+  X(OUTPUT_QUANT, dsa__defines_output_quant) \
+  X(MTP_NORM, dsa__defines_mtp_norm) \
+  X(COMPRESSOR, dsa__defines_compressor)
 
 #define DSA_PD_EXTERN_(prog, sym) extern const char sym[];
 DSA_PROGRAM_DEFINES(DSA_PD_EXTERN_)

@@ -50,6 +50,10 @@ static const struct prog {
       "dsa_c128_topk_indices", "dsa_combine_topk_swa", "dsa_mixed_sparse_indices"}},
     {"tests/test_sparse_mla", 0,
      {"dsa_sparse_attn_bf16", "dsa_sparse_mla_decode", "dsa_sparse_mla_decode_two_stage"}},
+    {"tests/test_output_quant", 0, {"dsa_output_inv_rope_fp8_quant"}},
+    {"tests/test_mtp_norm", 0, {"dsa_mtp_input_rmsnorm"}},
+    {"tests/test_compressor", 0,
+     {"dsa_compressor_save_states", "dsa_compressor_compress_insert"}},
     {"tools/dsacl-golden", 1, {NULL}}, /* every operator with golden vectors */
 };
 #define NPROGS (int)(sizeof progs / sizeof progs[0])

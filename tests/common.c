@@ -29,7 +29,7 @@ void dsa_test_open(dsa_context **c, dsa_queue **q, unsigned queue_flags) {
     fprintf(stderr, "SKIP: no OpenCL device: %s\n", dsa_last_error());
     exit(77);
   }
-  if (s == DSA_ERR_UNSUPPORTED && getenv("DSACL_EMULATE")) {
+  if (s == DSA_ERR_UNSUPPORTED && (getenv("DSACL_EMULATE") || getenv("DSACL_MMA"))) {
     fprintf(stderr, "SKIP: this device cannot emulate: %s\n", dsa_last_error());
     exit(77);
   }
@@ -71,6 +71,27 @@ guarded_buf gbuf_create(dsa_context *c, dsa_queue *q, size_t size, const void *i
   if (err != CL_SUCCESS) cl_die("clEnqueueWriteBuffer", err);
   free(host);
   return b;
+}
+
+/* Writes n bytes at off by rewriting the whole buffer (read, patch, write).
+ * A plain partial clEnqueueWriteBuffer is right on every OpenCL runtime, but
+ * Oclgrind's --uninitialized plugin re-allocates a buffer's shadow state on
+ * every host write (MemCheck's hostMemoryStore -> allocAndStoreShadowMemory),
+ * so a write of a part at an offset leaves the rest of the buffer marked
+ * uninitialized and the kernels that then read it reported. */
+void dsa_test_write_at(dsa_queue *q, cl_mem m, size_t off, size_t n, const void *src) {
+  size_t total = 0;
+  cl_int err = clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof total, &total, NULL);
+  if (err != CL_SUCCESS) cl_die("clGetMemObjectInfo", err);
+  if (off > total || n > total - off) cl_die("dsa_test_write_at: past the buffer", CL_INVALID_VALUE);
+  uint8_t *h = malloc(total ? total : 1);
+  if (!h) cl_die("dsa_test_write_at: malloc", CL_OUT_OF_HOST_MEMORY);
+  err = clEnqueueReadBuffer(dsa_queue_cl(q), m, CL_TRUE, 0, total, h, 0, NULL, NULL);
+  if (err != CL_SUCCESS) cl_die("clEnqueueReadBuffer", err);
+  memcpy(h + off, src, n);
+  err = clEnqueueWriteBuffer(dsa_queue_cl(q), m, CL_TRUE, 0, total, h, 0, NULL, NULL);
+  if (err != CL_SUCCESS) cl_die("clEnqueueWriteBuffer", err);
+  free(h);
 }
 
 void gbuf_read(dsa_queue *q, const guarded_buf *b, void *dst) {

@@ -72,6 +72,8 @@ typedef struct guarded_buf {
  * the bands with the guard pattern. */
 guarded_buf gbuf_create(dsa_context *c, dsa_queue *q, size_t size, const void *init);
 /* Reads the payload back into host memory (blocking). */
+/* n bytes at byte off of m, written as a whole-buffer rewrite (see common.c). */
+void dsa_test_write_at(dsa_queue *q, cl_mem m, size_t off, size_t n, const void *src);
 void gbuf_read(dsa_queue *q, const guarded_buf *b, void *dst);
 /* Returns 1 when both guard bands are still intact. */
 int gbuf_guards_ok(dsa_queue *q, const guarded_buf *b);

@@ -1,5 +1,6 @@
 /* dsacl-demo: one DeepSeek-V4-Flash decode step of the sparse-attention path
- * on synthetic data: the caches filled, then examples/decode_step.c's
+ * on synthetic data: the caches filled (the C4 ones by the compressor, as a
+ * prefill fills them), then examples/decode_step.c's
  * decode_step() (the calls a server makes) run on the device, every stage
  * checked against the C reference of tests/ref afterwards (from the
  * caller-owned intermediates it leaves) and timed with OpenCL profiling
@@ -15,12 +16,22 @@
  * compressed (C4) MLA cache and indexer K cache 64 compressed rows per block,
  * all three with the padded page strides vLLM uses; physical blocks are handed
  * out in a random order. The two compressed caches share one block table (one
- * storage block of 64 compressed rows = 256 tokens, as in vLLM).
+ * storage block of 64 compressed rows = 256 tokens, as in vLLM). Compressor
+ * state caches (fp32, one per head: C4 main hd 512 and C4 indexer hd 128)
+ * 4 rows per block, a ring of 65 blocks per sequence (see stage 1b's comment
+ * in main: the prefill runs in chunks of 256 positions per sequence).
  *
  * Stages (docs/DECODE.md walks through the same calls):
  *   1a  SWA MLA cache: dsa_mla_cache_insert of the past tokens 0 .. L_b - 2
- *   1b  C4 MLA cache:  dsa_mla_cache_insert of floor(L_b / 4) compressed rows
- *   1c  indexer K cache (FP8): dsa_indexer_k_insert of the same rows
+ *   then, per prefill chunk (positions [256k, 256k + 256) of every sequence;
+ *   random fp32 projected kv | score rows, random ape and bf16 norm weights):
+ *   1b  dsa_compressed_slot_mapping: the C4 / indexer cache slot of each
+ *       token that closes a window of 4, -1 for the others
+ *   1c  dsa_compressor_save_states, C4 main head (hd 512): fp32 state rows
+ *   1d  the same for the C4 indexer head (hd 128)
+ *   1e  dsa_compressor_compress_insert -> C4 MLA cache (DSA_CACHE_MLA_FP8)
+ *   1f  dsa_compressor_compress_insert -> indexer K cache (DSA_CACHE_INDEXER_FP8)
+ *       (floor(L_b / 4) compressed rows per sequence in all)
  *   2   dsa_indexer_q_quant: indexer Q RoPE + FP8 quant (64 heads x 128)
  *   3   dsa_paged_mqa_logits, 2-D context lengths floor(L_b / 4)
  *   4   dsa_topk_decode, k = topk
@@ -29,10 +40,13 @@
  *   7   dsa_mla_qnorm_rope_kv_insert: q RMSNorm + RoPE, kv RoPE + insert of
  *       the new token into the SWA cache
  *   8a  dsa_sparse_mla_decode (fused) with attention sink
- *   8b  dsa_sparse_mla_decode_two_stage (same inputs)
- * Checks: the exact stages (1, 2, 4-7) compare bytes with the reference run on
- * the same inputs (inputs that came out of an earlier device stage are read
- * back from the device); logits: max |d| / max |ref| <= 1e-5 over finite
+ *   8b  dsa_sparse_mla_decode_two_stage (same inputs; not in decode_step())
+ *   9   dsa_output_inv_rope_fp8_quant: inverse RoPE of dims 448..511 and FP8
+ *       quant of the fused output for the O projection (G = H / 8 groups)
+ * Checks: the exact stages (1, 2, 4-7, 9) compare bytes with the reference run
+ * on the same inputs (inputs that came out of an earlier device stage are read
+ * back from the device; the state caches after every chunk, the C4 and
+ * indexer caches whole after the last); logits: max |d| / max |ref| <= 1e-5 over finite
  * entries and the -inf mask identical; attention: SPEC.md's tolerance against
  * the fp64 reference (elementwise |d| <= 1e-2 max(1, |ref|), relative L2 <=
  * 4e-3, lse within 1e-4), and fused vs two-stage with the same bounds. No
@@ -43,7 +57,8 @@
  * when there is no OpenCL device at all (meson's "skipped").
  *
  * Device times are START of a marker enqueued just before the stage .. END of
- * the stage's completion event (an operator may run several kernels). */
+ * the stage's completion event (an operator may run several kernels); the
+ * chunked stages 1b-1f add up their calls. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -58,10 +73,12 @@
 #include "json.h"
 #include "rng.h"
 #include "ref.h"
+#include "ref_compressor.h"
 #include "ref_index_helpers.h"
 #include "ref_indexer_logits.h"
 #include "ref_indexer_quant.h"
 #include "ref_mla_qnorm.h"
+#include "ref_output_quant.h"
 #include "ref_sparse_mla.h"
 #include "ref_topk.h"
 
@@ -75,7 +92,11 @@ enum {
   RATIO = 4,
   SWA_BS = 64,  /* SWA cache: tokens per block */
   CMP_BS = 64,  /* C4 MLA cache and indexer cache: compressed rows per block */
-  NEXT_N = 1
+  NEXT_N = 1,
+  ST_BS = 4,    /* compressor state cache: rows (tokens) per block (vLLM, C4) */
+  CHUNK = 256,  /* prefill chunk: positions of a sequence per compressor call */
+  RING = CHUNK / ST_BS + 1, /* state blocks a sequence keeps: a chunk's + 1 */
+  HPG = 8       /* output quant: heads per wo_a group (V4-Flash 64 = 8 x 8) */
 };
 /* Page strides as vLLM pads them (SPEC-reference §1): 64 * 584 -> 37440,
  * 64 * 132 -> 8640. */
@@ -156,11 +177,13 @@ static int finish(const config *cfg, double warmup_s, const char *fatal_stage) {
     printf(",\n  \"sizes\": {\"seqs\": %lld, \"context\": %lld, \"heads\": %lld, "
            "\"indexer_heads\": %d, \"indexer_dim\": %d, \"topk\": %lld, \"window\": %lld, "
            "\"compress_ratio\": %d, \"swa_block_size\": %d, \"c4_block_size\": %d, "
-           "\"indexer_block_size\": %d, \"next_n\": %d, \"seed\": %llu, \"quick\": %s, "
+           "\"indexer_block_size\": %d, \"state_block_size\": %d, \"prefill_chunk\": %d, "
+           "\"o_groups\": %lld, \"next_n\": %d, \"seed\": %llu, \"quick\": %s, "
            "\"context_min\": %lld},\n",
            (long long)cfg->seqs, (long long)cfg->context, (long long)cfg->heads, IDX_HEADS,
            IDX_DIM, (long long)cfg->topk, (long long)cfg->window, RATIO, SWA_BS, CMP_BS, CMP_BS,
-           NEXT_N, (unsigned long long)cfg->seed, cfg->quick ? "true" : "false",
+           ST_BS, CHUNK, (long long)(cfg->heads % HPG ? 1 : cfg->heads / HPG), NEXT_N,
+           (unsigned long long)cfg->seed, cfg->quick ? "true" : "false",
            (long long)(cfg->context - 3 * (cfg->seqs - 1) < 1
                            ? 1
                            : cfg->context - 3 * (cfg->seqs - 1)));
@@ -200,7 +223,7 @@ static int finish(const config *cfg, double warmup_s, const char *fatal_stage) {
       printf("%-40s %12s  %s  %s\n", name, us, stages[i].ok ? "ok  " : "FAIL", stages[i].detail);
     }
     if (nstages) {
-      printf("decode step (stages 2-8a, fused attention): %.1f us device time\n", step_us);
+      printf("decode step (stages 2-9, fused attention): %.1f us device time\n", step_us);
       printf("host time %.2f s (programs ready in %.2f s)\n", host_s, warmup_s);
     }
     if (failed)
@@ -308,8 +331,8 @@ static void time_end(stage *s, cl_event done) {
     err = clGetEventProfilingInfo(t_begin, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
   if (err == CL_SUCCESS)
     err = clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-  if (err == CL_SUCCESS && t1 >= t0)
-    s->us = (double)(t1 - t0) * 1e-3;
+  if (err == CL_SUCCESS && t1 >= t0) /* accumulates over a stage's calls */
+    s->us = (s->us > 0 ? s->us : 0) + (double)(t1 - t0) * 1e-3;
   else
     stage_note(s, 1, "no profiling time (OpenCL error %d)", (int)err);
   clReleaseEvent(t_begin);
@@ -342,6 +365,20 @@ static dsa_events *evp;
     evp = &ev;           \
     OP(s, call);         \
     time_end(s, done);   \
+  } while (0)
+/* A stage of several calls (the prefill's chunks): the untimed launch for
+ * the first only; the device times add up. */
+#define TIMED_CHUNK(k, s, call) \
+  do {                          \
+    if ((k) == 0) {             \
+      evp = NULL;               \
+      OP(s, call);              \
+      clFinish(clq);            \
+    }                           \
+    time_begin();               \
+    evp = &ev;                  \
+    OP(s, call);                \
+    time_end(s, done);          \
   } while (0)
 
 static void check_faults(stage *s) {
@@ -416,7 +453,9 @@ static void usage(FILE *f) {
           "usage: dsacl-demo [--device N|NAME] [--json] [--quick] [--seqs B] [--context L]\n"
           "                  [--heads H] [--topk K] [--window W] [--seed S]\n"
           "One DeepSeek-V4-Flash decode step of the sparse-attention path on synthetic\n"
-          "data, each stage on the device, checked against the C reference and timed.\n"
+          "data (the compressed caches filled by the compressor, the output quantized\n"
+          "for the O projection), each stage on the device, checked against the C\n"
+          "reference and timed.\n"
           "defaults: --seqs 16 --context 4096 --heads 64 --topk 512 --window 128\n"
           "--quick:  --seqs 4 --context 1024 --heads 16 --topk 128 --window 128\n"
           "(explicit flags override either set). Sequence b holds max(1, L - 3b) tokens.\n"
@@ -563,7 +602,6 @@ int main(int argc, char **argv) {
   uint8_t *swa_img = xcalloc(swa_bytes), *c4_img = xcalloc(c4_bytes), *ik_img = xcalloc(ik_bytes);
   ref_mla_cache swa_ref = {swa_img, swa_nb, SWA_BS, MLA_STRIDE};
   ref_mla_cache c4_ref = {c4_img, cmp_nb, CMP_BS, MLA_STRIDE};
-  ref_idx_cache ik_ref = {ik_img, cmp_nb, CMP_BS, IDX_STRIDE, 0};
   size_t big = swa_bytes > c4_bytes ? swa_bytes : c4_bytes;
   if (ik_bytes > big) big = ik_bytes;
   uint8_t *back = xmalloc(big); /* device read-backs */
@@ -591,65 +629,211 @@ int main(int argc, char **argv) {
     free(kv), free(slots);
   }
 
-  /* ---- 1b / 1c: C4 MLA cache and indexer K cache, compressed rows -------------------- */
-  int64_t *cslots = xmalloc((size_t)(n_rows ? n_rows : 1) * 8);
-  {
-    int64_t n = 0;
-    for (int64_t b = 0; b < B; b++)
-      for (int64_t c = 0; c < n_cmp[b]; c++)
-        cslots[n++] = (int64_t)cmp_bt[b * Wc1 + c / CMP_BS] * CMP_BS + c % CMP_BS;
-  }
-  cl_mem cs_m = buf_new((size_t)n_rows * 8, cslots);
-  dsa_tensor cst = dsa_tensor_make(cs_m, 0, DSA_I64, 1, (int64_t[]){n_rows});
-  {
-    stage *s = stage_new("1b", "C4 MLA cache insert (compressed)");
-    uint16_t *kv = random_bf16((size_t)(n_rows ? n_rows : 1) * MLA_DIM, 1.0);
-    cl_mem kv_m = buf_new((size_t)n_rows * MLA_DIM * 2, kv);
-    dsa_tensor kt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){n_rows, MLA_DIM});
-    TIMED(s, dsa_mla_cache_insert(queue, &kt, &cst, &c4_cache, evp));
-    check_faults(s);
-    unsigned f = ref_mla_insert(&c4_ref, kv, MLA_DIM, cslots, n_rows);
-    buf_read(c4_mem, c4_bytes, back);
-    stage_note(s, 1, "%lld rows", (long long)n_rows);
-    check_bytes(s, "cache", back, c4_img, c4_bytes);
-    if (f) stage_note(s, 0, "reference faults 0x%x", f);
-    clReleaseMemObject(kv_m);
-    free(kv);
-  }
-  {
-    stage *s = stage_new("1c", "indexer K cache insert (FP8)");
-    uint16_t *k = random_bf16((size_t)(n_rows ? n_rows : 1) * IDX_DIM, 1.0);
-    cl_mem k_m = buf_new((size_t)n_rows * IDX_DIM * 2, k);
-    dsa_tensor kt = dsa_tensor_make(k_m, 0, DSA_BF16, 2, (int64_t[]){n_rows, IDX_DIM});
-    TIMED(s, dsa_indexer_k_insert(queue, &kt, &cst, &ik_cache, DSA_E2M1_RNE, evp));
-    check_faults(s);
-    unsigned f = ref_indexer_k_insert(&ik_ref, k, IDX_DIM, cslots, n_rows, REF_E2M1_RNE);
-    buf_read(ik_mem, ik_bytes, back);
-    stage_note(s, 1, "%lld rows", (long long)n_rows);
-    check_bytes(s, "cache", back, ik_img, ik_bytes);
-    if (f) stage_note(s, 0, "reference faults 0x%x", f);
-    clReleaseMemObject(k_m);
-    free(k);
-  }
-  clReleaseMemObject(cs_m);
-  free(cslots);
-
-  /* ---- per-step metadata on the device ----------------------------------------------- */
-  /* cos/sin table (GPT-J RoPE over 64 dims, theta 10000): row p = cos(p f_i), sin(p f_i). */
-  const int64_t P = L;
-  float *cos_sin = xmalloc((size_t)P * ROPE_DIM * 4);
-  for (int64_t p = 0; p < P; p++)
+  /* ---- 1b-1f: the compressor fills the C4 MLA cache and the indexer K cache ---------- */
+  /* As vLLM's DeepseekCompressor runs for a prefill, per C4 layer and per head
+   * (the main head, hd 512, into the C4 MLA cache; the indexer's, hd 128,
+   * into the indexer K cache): each token's projected kv and score rows (fp32;
+   * here random) are saved with the ape row of p % 4 into an fp32 state cache
+   * (dsa_compressor_save_states), then every token whose position closes a
+   * window of 4 (p % 4 == 3) softmax-pools the 8 state rows p - 7 .. p,
+   * RMSNorms, RoPEs and quantizes them into its compressed row c = p / 4
+   * (dsa_compressor_compress_insert) at the slot dsa_compressed_slot_mapping
+   * gives. The prefill covers all L_b tokens of a sequence, the decode token
+   * at L_b - 1 included: in vLLM this step's own compressor call saves that
+   * token's state and writes its row (when L_b % 4 == 0) before the indexer
+   * reads the cache; the demo folds that call into the fill so that
+   * decode_step() stays the attention path.
+   *
+   * Chunked, as a server's chunked prefill runs: one state row is 8 KiB (main)
+   * + 2 KiB (indexer) of fp32, so the state of every token at the default
+   * size (16 x 4096 tokens) would take 640 MiB on the device and as much
+   * again for the reference's image, while a window only ever reads its own
+   * 8 rows. Chunk k holds positions [256k, 256k + 256) of every sequence (one
+   * save + compress pair per head per chunk); the state cache holds per
+   * sequence a ring of 256 / 4 + 1 blocks of 4 rows (vLLM's C4 state block
+   * size): the chunk's 64 blocks plus the previous chunk's last one, which the
+   * chunk's first window reads (rows p - 7 .. p - 4). The state block table
+   * of a chunk names only those live blocks (-1 elsewhere, as blocks that a
+   * server freed), so a read outside a window would fault. */
+  float *cos_sin = xmalloc((size_t)L * ROPE_DIM * 4);
+  for (int64_t p = 0; p < L; p++) /* GPT-J RoPE over 64 dims, theta 10000 */
     for (int i = 0; i < ROPE_DIM / 2; i++) {
       double a = (double)p * pow(ROPE_THETA, -2.0 * i / ROPE_DIM);
       cos_sin[p * ROPE_DIM + i] = (float)cos(a);
       cos_sin[p * ROPE_DIM + ROPE_DIM / 2 + i] = (float)sin(a);
     }
+  const int64_t P = L;
   cl_mem cos_m = buf_new((size_t)P * ROPE_DIM * 4, cos_sin);
+  dsa_tensor cos_t = dsa_tensor_make(cos_m, 0, DSA_F32, 2, (int64_t[]){P, ROPE_DIM});
+  {
+    stage *s_map = stage_new("1b", "compressed slot mapping");
+    stage *s_sv[2] = {stage_new("1c", "compressor state save (C4, hd 512)"),
+                      stage_new("1d", "compressor state save (indexer, hd 128)")};
+    stage *s_ci[2] = {stage_new("1e", "compress+insert -> C4 MLA cache"),
+                      stage_new("1f", "compress+insert -> indexer K (FP8)")};
+    const int64_t TC = B * CHUNK;            /* most tokens a chunk holds */
+    const int64_t nst = B * RING;            /* state blocks */
+    const int64_t Wst = (L + ST_BS - 1) / ST_BS; /* state block-table width */
+    const int64_t nchunks = (L + CHUNK - 1) / CHUNK;
+    static const int hd_of[2] = {MLA_DIM, IDX_DIM};
+    /* Per head h: state [nst, 4, 2 SW] (SW = 2 hd: the window overlap), its
+     * host image, the kv|score projection [TC, 2 SW], ape [4, SW] and the
+     * RMSNorm weight [hd] (bf16, as the checkpoint stores it). */
+    cl_mem state_m[2], ks_m[2], ape_m[2], nw_m[2];
+    float *state_img[2], *ks[2], *ape[2], *nw_f[2];
+    size_t state_bytes[2];
+    for (int h = 0; h < 2; h++) {
+      const int64_t SW = 2 * hd_of[h];
+      state_bytes[h] = (size_t)(nst * ST_BS * 2 * SW) * 4;
+      state_m[h] = buf_new(state_bytes[h], NULL);
+      state_img[h] = xcalloc(state_bytes[h]);
+      ks[h] = xmalloc((size_t)(TC * 2 * SW) * 4);
+      ks_m[h] = buf_new((size_t)(TC * 2 * SW) * 4, NULL);
+      ape[h] = xmalloc((size_t)(RATIO * SW) * 4);
+      for (int64_t i = 0; i < RATIO * SW; i++) ape[h][i] = (float)(gauss() * 0.5);
+      ape_m[h] = buf_new((size_t)(RATIO * SW) * 4, ape[h]);
+      uint16_t *w = xmalloc((size_t)hd_of[h] * 2);
+      nw_f[h] = xmalloc((size_t)hd_of[h] * 4);
+      for (int d = 0; d < hd_of[h]; d++) {
+        w[d] = ref_bf16_from_float((float)(1.0 + 0.25 * gauss()));
+        nw_f[h][d] = ref_bf16_to_float(w[d]);
+      }
+      nw_m[h] = buf_new((size_t)hd_of[h] * 2, w);
+      free(w);
+    }
+    int64_t *cpos = xmalloc((size_t)TC * 8), *sslot = xmalloc((size_t)TC * 8);
+    int64_t *cslot_want = xmalloc((size_t)TC * 8), *cslot_dev = xmalloc((size_t)TC * 8);
+    int32_t *ct2r = xmalloc((size_t)TC * 4), *qsl = xmalloc((size_t)(B + 1) * 4);
+    int32_t *cseq = xmalloc((size_t)B * 4), *st_bt = xmalloc((size_t)(B * Wst) * 4);
+    cl_mem cpos_m = buf_new((size_t)TC * 8, NULL), sslot_m = buf_new((size_t)TC * 8, NULL);
+    cl_mem cslot_m = buf_new((size_t)TC * 8, NULL), ct2r_m = buf_new((size_t)TC * 4, NULL);
+    cl_mem qsl_m = buf_new((size_t)(B + 1) * 4, NULL), cseq_m = buf_new((size_t)B * 4, NULL);
+    cl_mem st_bt_m = buf_new((size_t)(B * Wst) * 4, NULL);
+    cl_mem cmp_bt0_m = buf_new((size_t)(B * Wc1) * 4, cmp_bt);
+    float *st_back = xmalloc(state_bytes[0]);
+    int64_t n_tok = 0, n_win = 0, map_bad = 0;
+    unsigned ref_f = 0;
+    dsa_compressed_slot_params smp;
+    dsa_compressed_slot_params_default(&smp);
+    smp.compress_ratio = RATIO, smp.block_size = CMP_BS;
+    dsa_compressor_params cp;
+    dsa_compressor_params_default(&cp);
+    cp.compress_ratio = RATIO;
+    for (int64_t k = 0; k < nchunks; k++) {
+      /* The chunk's tokens, sequence by sequence (vLLM's query_start_loc). */
+      int64_t T_k = 0;
+      qsl[0] = 0;
+      for (int64_t b = 0; b < B; b++) {
+        const int64_t p0 = k * CHUNK;
+        const int64_t p1 = seq_len[b] < (k + 1) * CHUNK ? seq_len[b] : (k + 1) * CHUNK;
+        for (int64_t p = p0; p < p1; p++, T_k++) {
+          const int64_t j = p / ST_BS;
+          cpos[T_k] = p, ct2r[T_k] = (int32_t)b;
+          sslot[T_k] = (b * RING + j % RING) * ST_BS + p % ST_BS;
+          n_win += p % RATIO == RATIO - 1;
+        }
+        qsl[b + 1] = (int32_t)T_k;
+        cseq[b] = (int32_t)(p1 > p0 ? p1 : seq_len[b]);
+        /* Live state blocks: the chunk's and the one before it. */
+        const int64_t lo = p0 / ST_BS - 1, hi = (p1 + ST_BS - 1) / ST_BS;
+        for (int64_t j = 0; j < Wst; j++)
+          st_bt[b * Wst + j] = p1 > p0 && j >= lo && j < hi ? (int32_t)(b * RING + j % RING) : -1;
+      }
+      n_tok += T_k;
+      for (int h = 0; h < 2; h++) /* projected kv | score rows, fp32 */
+        for (int64_t i = 0; i < T_k * 4 * hd_of[h]; i++)
+          ks[h][i] = (float)(i % (4 * hd_of[h]) < 2 * hd_of[h] ? gauss() : 2.0 * gauss());
+      const struct { cl_mem m; const void *p; size_t n; } up[] = {
+          {cpos_m, cpos, (size_t)T_k * 8}, {sslot_m, sslot, (size_t)T_k * 8},
+          {ct2r_m, ct2r, (size_t)T_k * 4}, {qsl_m, qsl, (size_t)(B + 1) * 4},
+          {cseq_m, cseq, (size_t)B * 4}, {st_bt_m, st_bt, (size_t)(B * Wst) * 4},
+          {ks_m[0], ks[0], (size_t)(T_k * 4 * MLA_DIM) * 4},
+          {ks_m[1], ks[1], (size_t)(T_k * 4 * IDX_DIM) * 4}};
+      for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
+        if (up[i].n && clEnqueueWriteBuffer(clq, up[i].m, CL_TRUE, 0, up[i].n, up[i].p, 0, NULL,
+                                            NULL) != CL_SUCCESS)
+          die("clEnqueueWriteBuffer failed");
+      dsa_tensor pos_k = dsa_tensor_make(cpos_m, 0, DSA_I64, 1, (int64_t[]){T_k});
+      dsa_tensor sslot_k = dsa_tensor_make(sslot_m, 0, DSA_I64, 1, (int64_t[]){T_k});
+      dsa_tensor cslot_k = dsa_tensor_make(cslot_m, 0, DSA_I64, 1, (int64_t[]){T_k});
+      dsa_tensor t2r_k = dsa_tensor_make(ct2r_m, 0, DSA_I32, 1, (int64_t[]){T_k});
+      dsa_tensor qsl_t = dsa_tensor_make(qsl_m, 0, DSA_I32, 1, (int64_t[]){B + 1});
+      dsa_tensor cseq_t = dsa_tensor_make(cseq_m, 0, DSA_I32, 1, (int64_t[]){B});
+      dsa_tensor st_bt_t = dsa_tensor_make(st_bt_m, 0, DSA_I32, 2, (int64_t[]){B, Wst});
+      dsa_tensor cbt_t = dsa_tensor_make(cmp_bt0_m, 0, DSA_I32, 2, (int64_t[]){B, Wc1});
+
+      /* 1b: compressed slot of every token that closes a window (else -1). */
+      TIMED_CHUNK(k, s_map, dsa_compressed_slot_mapping(queue, &qsl_t, &cseq_t, &cbt_t, &cslot_k,
+                                                        &smp, evp));
+      check_faults(s_map);
+      ref_table crt = {cmp_bt, B, Wc1, Wc1};
+      ref_f |= ref_compressed_slot_mapping(qsl, cseq, crt, RATIO, CMP_BS, cslot_want, T_k);
+      buf_read(cslot_m, (size_t)T_k * 8, cslot_dev);
+      map_bad += memcmp(cslot_dev, cslot_want, (size_t)T_k * 8) != 0;
+
+      for (int h = 0; h < 2; h++) {
+        const int64_t SW = 2 * hd_of[h];
+        /* kv and score: the two halves of one [T, 2 SW] projection output. */
+        dsa_tensor kv_k = dsa_tensor_make(ks_m[h], 0, DSA_F32, 2, (int64_t[]){T_k, SW});
+        dsa_tensor sc_k =
+            dsa_tensor_make(ks_m[h], (size_t)SW * 4, DSA_F32, 2, (int64_t[]){T_k, SW});
+        kv_k.stride[0] = sc_k.stride[0] = 2 * SW;
+        dsa_tensor ape_t = dsa_tensor_make(ape_m[h], 0, DSA_F32, 2, (int64_t[]){RATIO, SW});
+        dsa_tensor st_t =
+            dsa_tensor_make(state_m[h], 0, DSA_F32, 3, (int64_t[]){nst, ST_BS, 2 * SW});
+        TIMED_CHUNK(k, s_sv[h], dsa_compressor_save_states(queue, &kv_k, &sc_k, &ape_t, &pos_k,
+                                                           &sslot_k, &st_t, &cp, evp));
+        check_faults(s_sv[h]);
+        ref_state rs = {state_img[h], nst, ST_BS, ST_BS * 2 * SW, 2 * SW};
+        ref_f |= ref_compressor_save_states(&rs, ks[h], 2 * SW, ks[h] + SW, 2 * SW, ape[h], SW,
+                                            cpos, sslot, T_k, RATIO, SW);
+        buf_read(state_m[h], state_bytes[h], st_back);
+        if (memcmp(st_back, state_img[h], state_bytes[h]))
+          check_bytes(s_sv[h], "state", st_back, state_img[h], state_bytes[h]);
+
+        dsa_tensor nw_t = dsa_tensor_make(nw_m[h], 0, DSA_BF16, 1, (int64_t[]){hd_of[h]});
+        TIMED_CHUNK(k, s_ci[h],
+                    dsa_compressor_compress_insert(queue, &st_t, &st_bt_t, &t2r_k, &pos_k,
+                                                   &sslot_k, &nw_t, &cos_t, &cslot_k,
+                                                   h ? &ik_cache : &c4_cache, &cp, evp));
+        check_faults(s_ci[h]);
+        ref_compress_args ca = {&rs, st_bt, B, Wst, Wst, 1, ct2r, cpos, sslot, cslot_want, T_k,
+                                nw_f[h], cos_sin, ROPE_DIM, P, cp.eps, RATIO,
+                                h ? REF_CACHE_INDEXER_FP8 : REF_CACHE_MLA_FP8,
+                                h ? ik_img : c4_img, cmp_nb, CMP_BS, h ? IDX_STRIDE : MLA_STRIDE,
+                                NULL};
+        ref_f |= ref_compressor_compress_insert(&ca);
+      }
+    }
+    stage_note(s_map, 1, "%lld chunks of <= %d tokens a sequence, %lld tokens, %lld windows",
+               (long long)nchunks, CHUNK, (long long)n_tok, (long long)n_win);
+    stage_note(s_map, map_bad == 0, "slots %s", map_bad ? "DIFFER" : "equal");
+    for (int h = 0; h < 2; h++) {
+      if (s_sv[h]->ok)
+        stage_note(s_sv[h], 1, "state (ring of %d rows a sequence): %.1f MiB equal after each "
+                   "chunk", RING * ST_BS, (double)state_bytes[h] / (1u << 20));
+      buf_read(h ? ik_mem : c4_mem, h ? ik_bytes : c4_bytes, back);
+      stage_note(s_ci[h], 1, "%lld rows", (long long)n_rows);
+      check_bytes(s_ci[h], "cache", back, h ? ik_img : c4_img, h ? ik_bytes : c4_bytes);
+    }
+    if (ref_f) stage_note(s_map, 0, "reference faults 0x%x", ref_f);
+    for (int h = 0; h < 2; h++) {
+      clReleaseMemObject(state_m[h]), clReleaseMemObject(ks_m[h]);
+      clReleaseMemObject(ape_m[h]), clReleaseMemObject(nw_m[h]);
+      free(state_img[h]), free(ks[h]), free(ape[h]), free(nw_f[h]);
+    }
+    clReleaseMemObject(cpos_m), clReleaseMemObject(sslot_m), clReleaseMemObject(cslot_m);
+    clReleaseMemObject(ct2r_m), clReleaseMemObject(qsl_m), clReleaseMemObject(cseq_m);
+    clReleaseMemObject(st_bt_m), clReleaseMemObject(cmp_bt0_m);
+    free(cpos), free(sslot), free(cslot_want), free(cslot_dev), free(ct2r), free(qsl);
+    free(cseq), free(st_bt), free(st_back);
+  }
+
+  /* ---- per-step metadata on the device ----------------------------------------------- */
   cl_mem pos_m = buf_new((size_t)T * 8, pos), t2r_m = buf_new((size_t)T * 4, tok_req);
   cl_mem swa_bt_m = buf_new((size_t)(B * Ws) * 4, swa_bt);
   cl_mem cmp_bt_m = buf_new((size_t)(B * Wc1) * 4, cmp_bt);
   cl_mem ctx_m = buf_new((size_t)B * 4, n_cmp);
-  dsa_tensor cos_t = dsa_tensor_make(cos_m, 0, DSA_F32, 2, (int64_t[]){P, ROPE_DIM});
   dsa_tensor pos_t = dsa_tensor_make(pos_m, 0, DSA_I64, 1, (int64_t[]){T});
   dsa_tensor t2r_t = dsa_tensor_make(t2r_m, 0, DSA_I32, 1, (int64_t[]){T});
   dsa_tensor swa_bt_t = dsa_tensor_make(swa_bt_m, 0, DSA_I32, 2, (int64_t[]){B, Ws});
@@ -657,7 +841,7 @@ int main(int argc, char **argv) {
   dsa_tensor ctx_t = dsa_tensor_make(ctx_m, 0, DSA_I32, 2, (int64_t[]){B, NEXT_N});
   ref_table swa_rt = {swa_bt, B, Ws, Ws}, cmp_rt = {cmp_bt, B, Wc1, Wc1};
 
-  /* ---- 2-8a: the decode step itself (examples/decode_step.c) -------------------------- */
+  /* ---- 2-9: the decode step itself (examples/decode_step.c) ---------------------------- */
   /* The step's activations and its caller-owned intermediates. */
   const size_t iq_n = (size_t)(T * IDX_HEADS * IDX_DIM), q_n = (size_t)(T * H * MLA_DIM);
   const size_t lg_n = (size_t)(T * mml);
@@ -677,6 +861,12 @@ int main(int argc, char **argv) {
   cl_mem si_m = buf_new((size_t)(T * W) * 4, NULL), sl_m = buf_new((size_t)T * 4, NULL);
   cl_mem qo_m = buf_new(q_n * 2, NULL), out_m = buf_new(q_n * 2, NULL);
   cl_mem lse_m = buf_new((size_t)(T * H) * 4, NULL);
+  /* The output quant: G wo_a groups of HPG heads (one group when HPG does not
+   * divide H), f32 block scales with the token axis padded to Tp = a multiple
+   * of 4 (vLLM's TMA alignment). */
+  const int64_t G = H % HPG ? 1 : H / HPG, hpg = H / G, Tp = (T + 3) / 4 * 4;
+  const size_t osc_n = (size_t)(G * hpg * 4 * Tp);
+  cl_mem of_m = buf_new(q_n, NULL), os_m = buf_new(osc_n * 4, NULL);
   dsa_tensor iq_t = dsa_tensor_make(iq_m, 0, DSA_BF16, 3, (int64_t[]){T, IDX_HEADS, IDX_DIM});
   dsa_tensor iw_t = dsa_tensor_make(iw_m, 0, DSA_BF16, 2, (int64_t[]){T, IDX_HEADS});
   dsa_tensor qi_t = dsa_tensor_make(qi_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
@@ -694,15 +884,20 @@ int main(int argc, char **argv) {
   dsa_tensor qo_t = dsa_tensor_make(qo_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
   dsa_tensor out_t = dsa_tensor_make(out_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
   dsa_tensor lse_t = dsa_tensor_make(lse_m, 0, DSA_F32, 2, (int64_t[]){T, H});
+  dsa_tensor of_t = dsa_tensor_make(of_m, 0, DSA_E4M3, 3, (int64_t[]){G, T, hpg * MLA_DIM});
+  dsa_tensor os_t = dsa_tensor_make(os_m, 0, DSA_F32, 3, (int64_t[]){G, hpg * 4, Tp});
   const decode_step_io io = {
       &swa_cache, &c4_cache, &ik_cache, &pos_t, &t2r_t, &cos_t, &swa_bt_t, &cmp_bt_t, &ctx_t,
       &iq_t, &iw_t, &qi_t, &kv_t, &kvs_t, &sink_t,
       &iqo_t, &iwo_t, &lg_t, &tk_t, &gi_t, &gl_t, &si_t, &sl_t, &qo_t, &out_t, &lse_t,
-      (int32_t)K, (int32_t)W, SWA_BS, CMP_BS};
+      &of_t, &os_t, (int32_t)K, (int32_t)W, SWA_BS, CMP_BS};
   stage *st_[DECODE_STEP_STAGES];
-  static const char *const ids[DECODE_STEP_STAGES] = {"2", "3", "4", "5", "6", "7", "8a"};
-  for (int i = 0; i < DECODE_STEP_STAGES; i++)
+  static const char *const ids[DECODE_STEP_STAGES] = {"2", "3", "4", "5", "6", "7", "8a", "9"};
+  stage *s8b = NULL; /* the two-stage attention (not in decode_step()) listed after 8a */
+  for (int i = 0; i < DECODE_STEP_STAGES; i++) {
+    if (i == DECODE_STEP_STAGES - 1) s8b = stage_new("8b", "sparse MLA decode, two-stage (+sink)");
     st_[i] = stage_new(ids[i], decode_step_stage_names[i]);
+  }
   {
     /* Untimed first (first launches include code generation), then timed:
      * every stage writes the same bytes again. */
@@ -854,7 +1049,7 @@ int main(int argc, char **argv) {
     check_attention(s, "vs fp64", fused, want, T * H, lse, want_lse);
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
 
-    s = stage_new("8b", "sparse MLA decode, two-stage (+sink)");
+    s = s8b;
     const size_t ws_size = dsa_sparse_mla_decode_workspace_size(T, W, K);
     cl_mem ws_m = buf_new(ws_size, NULL);
     /* Poison the outputs so that the two-stage result cannot be the fused one. */
@@ -874,6 +1069,22 @@ int main(int argc, char **argv) {
     check_attention(s, "vs fused", two, fz, T * H, NULL, NULL);
     free(fz);
     clReleaseMemObject(ws_m);
+
+    /* 9: inverse RoPE + FP8 quant for the O projection; its input is the
+     * fused output the device left (read back above), so the check is exact. */
+    s = st_[7];
+    uint8_t *want_o = xmalloc(q_n), *got_o = xmalloc(q_n);
+    float *want_s = xmalloc(osc_n * 4), *got_s = xmalloc(osc_n * 4);
+    f = ref_inv_rope_fp8_quant(fused, H * MLA_DIM, MLA_DIM, T, H, pos, cos_sin, ROPE_DIM, P, G,
+                               want_o, T * hpg * MLA_DIM, hpg * MLA_DIM, want_s, 0,
+                               hpg * 4 * Tp, Tp, 1, Tp);
+    buf_read(of_m, q_n, got_o);
+    buf_read(os_m, osc_n * 4, got_s);
+    stage_note(s, 1, "G = %lld x %lld heads", (long long)G, (long long)hpg);
+    check_bytes(s, "e4m3", got_o, want_o, q_n);
+    check_bytes(s, "scales", got_s, want_s, osc_n * 4);
+    if (f) stage_note(s, 0, "reference faults 0x%x", f);
+    free(want_o), free(got_o), free(want_s), free(got_s);
     free(want), free(want_lse), free(fused), free(two), free(lse);
   }
 
@@ -884,7 +1095,8 @@ int main(int argc, char **argv) {
   clReleaseMemObject(qo_m), clReleaseMemObject(iq_out_m), clReleaseMemObject(iw_out_m);
   clReleaseMemObject(iq_m), clReleaseMemObject(iw_m), clReleaseMemObject(qi_m);
   clReleaseMemObject(kv_m), clReleaseMemObject(kvs_m), clReleaseMemObject(sink_m);
-  clReleaseMemObject(out_m), clReleaseMemObject(lse_m);
+  clReleaseMemObject(out_m), clReleaseMemObject(lse_m), clReleaseMemObject(of_m);
+  clReleaseMemObject(os_m);
   free(iq), free(iw), free(qin), free(kv_new), free(kv_slots), free(sink);
   clReleaseMemObject(cos_m), clReleaseMemObject(pos_m), clReleaseMemObject(t2r_m);
   clReleaseMemObject(swa_bt_m), clReleaseMemObject(cmp_bt_m), clReleaseMemObject(ctx_m);

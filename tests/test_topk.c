@@ -1,6 +1,9 @@
 /* Indexer top-k (dsa_topk_prefill / dsa_topk_decode) against the C reference
  * in tests/ref on randomized shapes, tie-heavy and non-finite data, bad
- * ranges (faults), guard bands, events and host-side argument validation.
+ * ranges (faults), guard bands, events and host-side argument validation;
+ * first with the library's own pick (which splits few rows here), then
+ * with each algorithm forced through DSACL_TOPK (split in chunks of 300
+ * columns, row, stream), so every variant runs here whatever the device.
  *
  * The output rule is deterministic, so every comparison is exact: the whole
  * output payload (with random bytes between strided entries, which must stay
@@ -515,13 +518,68 @@ static void test_bad_args(void) {
   gbuf_release(&lb), gbuf_release(&sb), gbuf_release(&eb), gbuf_release(&ob);
 }
 
+/* ---- every algorithm, forced ------------------------------------------------ */
+
+static void reopen(const char *topk) {
+  dsa_test_close(&ctx, &q);
+  if (topk) setenv("DSACL_TOPK", topk, 1);
+  else unsetenv("DSACL_TOPK");
+  dsa_test_open(&ctx, &q, 0);
+}
+
+/* A smaller mix of the cases above under each DSACL_TOPK value: random and
+ * tie-heavy rows, NaN / -0 / all-equal families, n around k (n <= k rows
+ * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
+ * length ranks, events (two kernels for split). */
+static void test_forced(void) {
+  static const char *const algos[] = {"split:300", "row", "stream"};
+  for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    reopen(algos[a]);
+    const pf_case pf[] = {
+        {4, 3000, 512, -1, 0}, {3, 2500, 2048, -1, 2}, {5, 700, 64, 3, 3},
+        {2, 1500, 1, 8, 1},    {3, 9000, 2048, 1, 1},  {2, 5000, 7, 2, 1},
+        {6, 600, 100, 9, 2},   {2, 4000, 512, 6, 1},   {3, 2000, 64, 10, 0},
+    };
+    for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
+    const dc_case dc[] = {
+        {2, 2, 3000, 512, 2, -1, 0}, {1, 1, 32768, 2048, 1, 0, 1}, {3, 1, 4000, 128, 1, 9, 1},
+        {2, 2, 1500, 64, 2, 3, 3},   {4, 3, 2500, 2048, 1, -1, 2}, {2, 2, 6000, 7, 2, 7, 1},
+        {6, 3, 50, 2, 2, 0, 4},
+    };
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
+    for (int it = 0; it < 4; it++) {
+      pf_case p = {1 + rnd(6), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)], (int)rnd(NKINDS + 1) - 1,
+                   (int)rnd(4)};
+      run_prefill(&p);
+      dc_case d = {1 + rnd(4), 1 + rnd(3), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)],
+                   1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+      run_decode(&d);
+    }
+    test_events();
+  }
+  reopen(NULL);
+  /* An unknown value is refused when the context is made. */
+  setenv("DSACL_TOPK", "fastest", 1);
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = "off";
+  dsa_context *bad = NULL;
+  const dsa_status st = dsa_context_create(&bad, &o);
+  CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL && strstr(dsa_last_error(), "DSACL_TOPK"),
+        "DSACL_TOPK=fastest: %s: %s", dsa_status_name(st), dsa_last_error());
+  if (bad) dsa_context_destroy(&bad);
+  unsetenv("DSACL_TOPK");
+}
+
 int main(void) {
+  unsetenv("DSACL_TOPK"); /* the library's own pick first */
   dsa_test_open(&ctx, &q, 0);
   test_bad_args();
   test_events();
   test_prefill();
   test_decode();
   test_many_rows();
+  test_forced();
   dsa_test_close(&ctx, &q);
   return dsa_test_summary();
 }

@@ -46,11 +46,17 @@ static void test_picker(void) {
     CHECK(!masked || dsa_context_caps(c) == 0, "disable_caps = all leaves no capability");
     CHECK(strstr(dsa_context_build_options(c), "-DDSA_HAS_NV_PTX=0") || !masked,
           "masked build options: %s", dsa_context_build_options(c));
+    CHECK(strcmp(dsa_queue_last_variant(q), "") == 0, "no call yet: \"%s\"",
+          dsa_queue_last_variant(q));
+    /* Masked: the portable matrix back-end; else whatever the device has. */
+    CHECK(masked ? strcmp(dsa_context_matrix_backend(c), "portable") == 0
+                 : dsa_context_matrix_backend(c)[0] != '\0',
+          "matrix back-end \"%s\"", dsa_context_matrix_backend(c));
     shape_t s = {2};
     int v = dsa__pick(q, &test_table, &s);
     CHECK(v == (fp16 ? 0 : 1), "small shape: picked %d (fp16 %d)", v, fp16);
-    CHECK(strcmp(dsa__queue_last_variant(q), fp16 ? "test_op: wide" : "test_op: narrow") == 0,
-          "last variant %s", dsa__queue_last_variant(q));
+    CHECK(strcmp(dsa_queue_last_variant(q), fp16 ? "test_op: wide" : "test_op: narrow") == 0,
+          "last variant %s", dsa_queue_last_variant(q));
     s.n = 6;
     CHECK(dsa__pick(q, &test_table, &s) == 1, "n = 6 takes the narrow variant");
     s.n = 9;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 /* Per-stage device times of a row made of several operators (decode_step). */
-#define BENCH_MAX_STAGES 8
+#define BENCH_MAX_STAGES 12
 typedef struct bench_stage {
   const char *name;
   double median_us, min_us;

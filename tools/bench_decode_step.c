@@ -1,5 +1,5 @@
 /* dsacl-bench row decode_step: examples/decode_step.c's decode_step() (the
- * seven calls of one DeepSeek-V4 decode step, as a server makes them) at full
+ * eight calls of one DeepSeek-V4 decode step, as a server makes them) at full
  * size, without the reference (tests/dsacl-demo.c checks the same function
  * at sizes the C reference finishes). Reports the whole step and each stage
  * (START of the marker decode_step enqueues before a stage .. END of its
@@ -38,6 +38,9 @@ enum {
 #define MLA_STRIDE 37440 /* 64 * 584 padded as vLLM does */
 #define IDX_STRIDE 8640  /* 64 * 132 padded */
 
+/* ds_stages fills the stages and the indexer step. */
+_Static_assert(DECODE_STEP_STAGES + 1 <= BENCH_MAX_STAGES, "BENCH_MAX_STAGES too small");
+
 /* One timed (or warm-up) call: its per-stage start markers and completions. */
 typedef struct step_events {
   cl_event start[DECODE_STEP_STAGES], done[DECODE_STEP_STAGES];
@@ -46,9 +49,9 @@ typedef struct step_events {
 /* p = {B, L, H, K} */
 typedef struct ds_state {
   dsa_paged_cache swa, c4, ik;
-  cl_mem mem[24];
+  cl_mem mem[32];
   int nmem;
-  dsa_tensor t[24];
+  dsa_tensor t[32];
   int nt;
   decode_step_io io;
   step_events *calls;
@@ -205,6 +208,14 @@ static int ds_setup(bench_env *e, const int64_t *p, void **out) {
       !(io->out = tensor(s, e, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM}, qn * 2, NULL)) ||
       !(io->lse = tensor(s, e, DSA_F32, 2, (int64_t[]){T, H}, (size_t)(T * H) * 4, NULL)))
     goto out;
+  /* The O projection's input: G = H / 8 wo_a groups of 8 heads (V4-Flash 64
+   * heads -> 8 groups, Pro 128 -> 16), f32 block scales with the token axis
+   * padded to a multiple of 4 as vLLM pads it. */
+  const int64_t G = H % 8 ? 1 : H / 8, hpg = H / G, Tp = (T + 3) / 4 * 4;
+  if (!(io->o_fp8 = tensor(s, e, DSA_E4M3, 3, (int64_t[]){G, T, hpg * MLA_DIM}, qn, NULL)) ||
+      !(io->o_scales = tensor(s, e, DSA_F32, 3, (int64_t[]){G, hpg * 4, Tp},
+                              (size_t)(G * hpg * 4 * Tp) * 4, NULL)))
+    goto out;
   rc = 0;
 out:
   free(swa_bt), free(cmp_bt), free(t2r), free(ctx), free(pos), free(kv_slots);
@@ -214,7 +225,7 @@ out:
 
 /* One step; its events are kept for ds_stages. The whole step's time spans
  * from stage 1's start marker (handed to the driver as span_first) to the
- * end of stage 7. */
+ * end of stage 8. */
 static int ds_run(bench_env *e, void *st, cl_event *done) {
   ds_state *s = st;
   if (s->ncalls == s->cap) {
@@ -248,14 +259,18 @@ static int ds_stages(void *st, int runs, bench_stage *out) {
   if (runs < 1) return 0;
   double *us = malloc((size_t)runs * sizeof *us);
   if (!us) return -1;
-  for (int i = 0; i < DECODE_STEP_STAGES; i++) {
+  /* The stages, then the indexer step (issue 14): Q quant + logits +
+   * top-k, from stage 1's start to stage 3's end. */
+  for (int i = 0; i <= DECODE_STEP_STAGES; i++) {
+    const int first = i < DECODE_STEP_STAGES ? i : 0, last = i < DECODE_STEP_STAGES ? i : 2;
     for (int r = 0; r < runs; r++) {
       const step_events *c = &s->calls[s->ncalls - runs + r];
       cl_ulong t0 = 0, t1 = 0;
-      cl_int err = clGetEventProfilingInfo(c->start[i], CL_PROFILING_COMMAND_START, sizeof t0,
-                                           &t0, NULL);
+      cl_int err = clGetEventProfilingInfo(c->start[first], CL_PROFILING_COMMAND_START,
+                                           sizeof t0, &t0, NULL);
       if (err == CL_SUCCESS)
-        err = clGetEventProfilingInfo(c->done[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+        err = clGetEventProfilingInfo(c->done[last], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                      NULL);
       if (err != CL_SUCCESS) {
         free(us);
         return bench_cl_fail(err, "clGetEventProfilingInfo", __LINE__);
@@ -263,12 +278,13 @@ static int ds_stages(void *st, int runs, bench_stage *out) {
       us[r] = t1 > t0 ? (double)(t1 - t0) * 1e-3 : 0;
     }
     qsort(us, (size_t)runs, sizeof *us, cmp_double);
-    out[i].name = decode_step_stage_names[i];
+    out[i].name = i < DECODE_STEP_STAGES ? decode_step_stage_names[i]
+                                         : "indexer step (Q quant + logits + top-k)";
     out[i].min_us = us[0];
     out[i].median_us = runs % 2 ? us[runs / 2] : 0.5 * (us[runs / 2 - 1] + us[runs / 2]);
   }
   free(us);
-  return DECODE_STEP_STAGES;
+  return DECODE_STEP_STAGES + 1;
 }
 
 static void ds_teardown(void *st) {
@@ -288,13 +304,14 @@ static void ds_teardown(void *st) {
 /* The main traffic: indexer q in, FP8 q and weights out and back in, the
  * indexer K cache rows each token sees, logits written and read, top-k and
  * slots, q in / normed q out and back in / attention out, (W + K) MLA cache
- * entries (584 B + a 4 B index) per token. */
+ * entries (584 B + a 4 B index) per token, the attention output read again
+ * for the output quant and its FP8 bytes and f32 block scales. */
 static double ds_bytes(const int64_t *p) {
   const double t = (double)p[0], h = (double)p[2], k = (double)p[3], n = (double)(p[1] / RATIO);
   const double lw = (double)(((p[1] / RATIO) + CMP_BS - 1) / CMP_BS * CMP_BS);
   return t * IDX_HEADS * IDX_DIM * (2 + 2 * 1) + t * IDX_HEADS * (2 + 2 * 4) + t * n * 132 +
          t * lw * 4 * 2 + t * k * 4 * 3 + t * WINDOW * 4 * 2 + t * h * MLA_DIM * 2 * 4 +
-         t * (WINDOW + k) * (584 + 4);
+         t * (WINDOW + k) * (584 + 4) + t * h * (MLA_DIM * (2 + 1) + 4 * 4);
 }
 
 /* Logits (2 * 64 heads * 128 per compressed row) and attention (QK and PV). */
@@ -305,6 +322,10 @@ static double ds_flops(const int64_t *p) {
 
 const bench_op bench_ops_decode_step[] = {
     {"decode_step", "B=%lld L=%lld H=%lld K=%lld", {64, 32768, 64, 512}, {4, 1024, 16, 128},
+     ds_setup, ds_run, ds_teardown, ds_bytes, ds_flops},
+    /* DeepSeek-V4-Flash at its full context: 131072 tokens, 32768
+     * compressed rows per sequence (issue 12's decode-step figure). */
+    {"decode_step", "B=%lld L=%lld H=%lld K=%lld", {64, 131072, 64, 512}, {2, 2048, 16, 128},
      ds_setup, ds_run, ds_teardown, ds_bytes, ds_flops},
     {0},
 };

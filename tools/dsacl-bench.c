@@ -13,6 +13,9 @@
  *  - the bandwidth ceiling: a uint4 copy kernel (grid-stride and one uint4 per
  *    work-item) and clEnqueueCopyBuffer on a large buffer, whichever is
  *    fastest, counting bytes read + written ("% ceil" = op GB/s / ceiling);
+ *  - the compute ceilings: fp32 FMA (eight float4 chains per work-item) and,
+ *    on NVIDIA, bf16 mma.sync m16n8k16 (four chains per warp), the
+ *    instruction of the tile back-end; for the roofline (tools/roofline.py);
  *  - the launch floor: an empty kernel on one work-group;
  *  - per operator, a size-matched copy: the faster of copy_one (one uint4 per
  *    work-item) and copy_four (four) moving as many bytes as the operator
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <dsacl/dsacl.h>
 
@@ -45,6 +49,9 @@
   X(mla_qnorm)            \
   X(sparse_mla)           \
   X(decode_step)          \
+  X(output_quant)         \
+  X(mtp_norm)             \
+  X(compressor)           \
   /* end of families */
 
 #define DECLARE(f) extern const bench_op bench_ops_##f[];
@@ -158,15 +165,60 @@ static const char *ref_src =
     "  for (int j = 0; j < 4; j++) if (b + j * l < n) v[j] = src[b + j * l];\n"
     "  for (int j = 0; j < 4; j++) if (b + j * l < n) dst[b + j * l] = v[j];\n"
     "}\n"
-    "__kernel void empty(void) {}\n";
+    "__kernel void empty(void) {}\n"
+    /* The fp32 vector ceiling: eight independent float4 FMA chains per
+     * work-item (2 * 4 * 8 FLOP an iteration); the sum is stored so that
+     * nothing is optimised away. */
+    "__kernel void fma_peak(__global float *out, float a, float b, int iters) {\n"
+    "  const float g = (float)get_global_id(0) * 1e-6f;\n"
+    "  float4 x0 = g, x1 = g + 1, x2 = g + 2, x3 = g + 3, x4 = g + 4, x5 = g + 5,\n"
+    "         x6 = g + 6, x7 = g + 7;\n"
+    "  const float4 av = a, bv = b;\n"
+    "  for (int i = 0; i < iters; i++) {\n"
+    "    x0 = fma(x0, av, bv); x1 = fma(x1, av, bv); x2 = fma(x2, av, bv);\n"
+    "    x3 = fma(x3, av, bv); x4 = fma(x4, av, bv); x5 = fma(x5, av, bv);\n"
+    "    x6 = fma(x6, av, bv); x7 = fma(x7, av, bv);\n"
+    "  }\n"
+    "  const float4 s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));\n"
+    "  out[get_global_id(0)] = (s.x + s.y) + (s.z + s.w);\n"
+    "}\n";
+
+/* The matrix ceiling on NVIDIA (the instruction the tile back-end uses,
+ * cl/dsa_nv.h): per warp, four independent bf16 mma.sync m16n8k16 chains,
+ * 2 * 16 * 8 * 16 FLOP each per iteration. Built only where the device is
+ * NVIDIA's. */
+static const char *mma_src =
+    "__kernel void mma_peak(__global float *out, int iters) {\n"
+    "  const uint id = (uint)get_global_id(0);\n"
+    "  const uint a0 = 0x3f803f80u ^ (id & 7u), a1 = a0 + 1u, a2 = a0 + 2u, a3 = a0 + 3u;\n"
+    "  const uint b0 = 0x3c003c00u ^ (id & 3u), b1 = b0 + 1u;\n"
+    "  float c[4][4] = {{0}};\n"
+    "  for (int i = 0; i < iters; i++) {\n"
+    "    for (int j = 0; j < 4; j++) {\n"
+    "      float d0, d1, d2, d3;\n"
+    "      __asm__ __volatile__(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
+    "          \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\"\n"
+    "          : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
+    "          : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1),\n"
+    "            \"f\"(c[j][0]), \"f\"(c[j][1]), \"f\"(c[j][2]), \"f\"(c[j][3]));\n"
+    "      c[j][0] = d0; c[j][1] = d1; c[j][2] = d2; c[j][3] = d3;\n"
+    "    }\n"
+    "  }\n"
+    "  float s = 0;\n"
+    "  for (int j = 0; j < 4; j++) s += (c[j][0] + c[j][1]) + (c[j][2] + c[j][3]);\n"
+    "  out[id] = s;\n"
+    "}\n";
 
 typedef struct ref_kernels {
-  cl_program prog;
-  cl_kernel stride, one, four, empty;
+  cl_program prog, mma_prog;
+  cl_kernel stride, one, four, empty, fma, mma;
   size_t max_wg;
 } ref_kernels;
 
 static void ref_release(ref_kernels *r) {
+  if (r->fma) clReleaseKernel(r->fma);
+  if (r->mma) clReleaseKernel(r->mma);
+  if (r->mma_prog) clReleaseProgram(r->mma_prog);
   if (r->stride) clReleaseKernel(r->stride);
   if (r->one) clReleaseKernel(r->one);
   if (r->four) clReleaseKernel(r->four);
@@ -192,7 +244,17 @@ static int ref_build(bench_env *e, ref_kernels *r) {
   if (err == CL_SUCCESS) r->one = clCreateKernel(r->prog, "copy_one", &err);
   if (err == CL_SUCCESS) r->four = clCreateKernel(r->prog, "copy_four", &err);
   if (err == CL_SUCCESS) r->empty = clCreateKernel(r->prog, "empty", &err);
+  if (err == CL_SUCCESS) r->fma = clCreateKernel(r->prog, "fma_peak", &err);
   if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateKernel", __LINE__);
+  /* The NVIDIA matrix kernel: a failed build leaves the matrix ceiling out. */
+  char vendor[256] = "";
+  clGetDeviceInfo(e->dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
+  if (strstr(vendor, "NVIDIA")) {
+    r->mma_prog = clCreateProgramWithSource(e->clctx, 1, &mma_src, NULL, &err);
+    if (err == CL_SUCCESS && clBuildProgram(r->mma_prog, 1, &e->dev, "", NULL, NULL) == CL_SUCCESS)
+      r->mma = clCreateKernel(r->mma_prog, "mma_peak", &err);
+    if (!r->mma) fprintf(stderr, "dsacl-bench: no matrix ceiling (mma_peak did not build)\n");
+  }
   return 0;
 }
 
@@ -223,7 +285,33 @@ static double gbs(double bytes, double us) { return us > 0 ? bytes / (us * 1e3) 
 typedef struct ceiling {
   double stride_gbs, one_gbs, copybuf_gbs, gbs;
   size_t bytes;
+  double fma_gflops, mma_gflops; /* compute ceilings; 0: not measured */
 } ceiling;
+
+/* GFLOP/s of kernel k (fma_peak or mma_peak) over `items` work-items of
+ * `iters` iterations, flop_per_item_iter each; its argument 0 is out. */
+static double measure_flops(bench_env *e, const bench_cfg *cfg, cl_kernel k, size_t items,
+                            int iters, double flop_per_item_iter, int fma) {
+  kernel_launch l = {0};
+  l.k = k;
+  l.global = items;
+  l.local = 256;
+  cl_mem out = bench_make_buf(e, items * sizeof(float), NULL);
+  if (!out) return 0;
+  const cl_float a = 0.999f, b = 1e-3f;
+  cl_int err = clSetKernelArg(k, 0, sizeof out, &out);
+  if (fma) {
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 1, sizeof a, &a);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 2, sizeof b, &b);
+  }
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, fma ? 3 : 1, sizeof iters, &iters);
+  timing t;
+  double g = 0;
+  if (err == CL_SUCCESS && time_it(e, cfg, kernel_run, &l, &t) == 0 && t.median_us > 0)
+    g = (double)items * iters * flop_per_item_iter / (t.median_us * 1e3);
+  bench_free_buf(&out);
+  return g;
+}
 
 static int measure_ceiling(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk,
                            ceiling *out) {
@@ -269,6 +357,13 @@ static int measure_ceiling(bench_env *e, const bench_cfg *cfg, const ref_kernels
   if (time_it(e, cfg, copy_buffer_run, &l, &t) != 0) goto done;
   out->copybuf_gbs = gbs(2.0 * (double)bytes, t.median_us);
   out->gbs = fmax(out->stride_gbs, fmax(out->one_gbs, out->copybuf_gbs));
+  /* Compute ceilings: enough work-groups of 256 to fill the device several
+   * times over, a few milliseconds of work on a GPU. */
+  const int gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+  const size_t items = (size_t)cus * (gpu ? 2048 : 256);
+  out->fma_gflops = measure_flops(e, cfg, rk->fma, items, gpu ? 512 : 64, 2.0 * 4 * 8, 1);
+  if (rk->mma) /* a warp's 32 items share each mma: 4096 FLOP / 32 per item */
+    out->mma_gflops = measure_flops(e, cfg, rk->mma, items, 256, 4 * 4096.0 / 32, 0);
   rc = 0;
 done:
   bench_free_buf(&l.src);
@@ -364,6 +459,7 @@ typedef struct result {
   size_t copy_half; /* bytes read (= written) by the size-matched copy */
   bench_stage stage[BENCH_MAX_STAGES]; /* rows made of stages (bench_env.stages) */
   int nstages;
+  char variant[96]; /* the queue's last pick: "operator: variant (back-end)" */
 } result;
 
 static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, result *res) {
@@ -375,6 +471,7 @@ static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, 
   e->stages = NULL;
   int rc = res->op->setup(e, res->p, &r.state);
   if (rc == 0) rc = time_it(e, cfg, op_enqueue, &r, &res->t);
+  snprintf(res->variant, sizeof res->variant, "%s", dsa_queue_last_variant(e->q));
   if (rc == 0 && e->stages) {
     int n = e->stages(r.state, cfg->runs, res->stage);
     if (n < 0) rc = -1;
@@ -411,6 +508,10 @@ static int bench_one(bench_env *e, const bench_cfg *cfg, const ref_kernels *rk, 
 
 static void json_str(const char *s) { json_write_str(stdout, s); }
 
+/* The matrix-tile back-end of the bench's context (cl/dsa_tile.h). */
+static const dsa_context *g_ctx;
+static const char *matrix_backend(void) { return g_ctx ? dsa_context_matrix_backend(g_ctx) : ""; }
+
 static double pct_copy(const result *r) {
   return r->copy_ok && r->t.median_us > 0 ? 100 * r->copy.median_us / r->t.median_us : 0;
 }
@@ -428,11 +529,17 @@ static void print_json(const char *device, const char *driver, const char *platf
   json_str(platform);
   printf(",\n  \"date\": ");
   json_str(date);
+  printf(",\n  \"matrix_backend\": ");
+  json_str(matrix_backend());
   printf(",\n  \"runs\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n  \"cache_flush_bytes\": %zu,\n",
          cfg->runs, cfg->warmup, quick ? "true" : "false", cfg->flush ? cfg->flush_bytes : 0);
   printf("  \"ceiling\": {\"bytes\": %zu, \"copy_kernel_stride_gbs\": %.2f, "
          "\"copy_kernel_one_gbs\": %.2f, \"copy_buffer_gbs\": %.2f, \"gbs\": %.2f},\n",
          ceil_->bytes, ceil_->stride_gbs, ceil_->one_gbs, ceil_->copybuf_gbs, ceil_->gbs);
+  printf("  \"compute_ceiling\": {\"fp32_fma_gflops\": %.1f, \"matrix_gflops\": %.1f, "
+         "\"matrix_instruction\": %s},\n",
+         ceil_->fma_gflops, ceil_->mma_gflops,
+         ceil_->mma_gflops > 0 ? "\"mma.sync m16n8k16 bf16\"" : "null");
   printf("  \"launch_floor_us\": %.3f,\n", floor_us);
   printf("  \"results\": [");
   for (int i = 0; i < nres; i++) {
@@ -443,7 +550,8 @@ static void print_json(const char *device, const char *driver, const char *platf
     json_str(r->shape);
     printf(", \"params\": [");
     for (int j = 0; j < BENCH_MAX_PARAMS; j++) printf("%s%lld", j ? ", " : "", (long long)r->p[j]);
-    printf("], \"ok\": %s", r->ok ? "true" : "false");
+    printf("], \"ok\": %s, \"variant\": ", r->ok ? "true" : "false");
+    json_str(r->variant);
     if (r->ok) {
       double g = gbs(r->bytes, r->t.median_us);
       printf(", \"median_us\": %.3f, \"min_us\": %.3f, \"bytes\": %.0f, \"gbs\": %.2f, "
@@ -486,7 +594,12 @@ static void print_table(const char *device, const char *driver, const char *plat
   printf("ceiling: %.1f GB/s (read+write; copy kernel grid-stride %.1f, one-per-item %.1f, "
          "clEnqueueCopyBuffer %.1f; %zu MiB)\n",
          c->gbs, c->stride_gbs, c->one_gbs, c->copybuf_gbs, c->bytes >> 20);
-  printf("launch floor: %.2f us (empty kernel)\n", floor_us);
+  printf("compute ceiling: fp32 FMA %.1f GFLOP/s", c->fma_gflops);
+  if (c->mma_gflops > 0) printf(", matrix (mma.sync bf16) %.1f GFLOP/s", c->mma_gflops);
+  printf("\n");
+  printf("launch floor: %.2f us (empty kernel) | matrix tiles: %s (DSACL_MMA; JSON: each row's "
+         "variant)\n",
+         floor_us, matrix_backend());
   printf("%% ceil: GB/s vs the ceiling | %% copy: %% of same-size copy = copy us / median us "
          "(copy us: the faster of copy_one and copy_four moving the op's bytes)\n\n");
   printf("%-18s %-22s %12s %12s %12s %9s %7s %10s %7s\n", "operator", "shape", "median us",
@@ -591,6 +704,7 @@ int main(int argc, char **argv) {
     bench_dsa_fail(st, "dsa_queue_create", __LINE__);
     goto out;
   }
+  g_ctx = e.ctx;
   e.clctx = dsa_context_cl_context(e.ctx);
   e.dev = dsa_context_cl_device(e.ctx);
   e.clq = dsa_queue_cl(e.q);
@@ -635,7 +749,13 @@ int main(int argc, char **argv) {
     for (const bench_op *op = families[f]; op->name; op++) nops++;
   res = calloc(nops ? (size_t)nops : 1, sizeof *res);
   if (!res) goto out;
-  int nres = 0, failed = 0;
+  int nres = 0, failed = 0, nwanted = 0;
+  for (int f = 0; f < NUM_FAMILIES; f++)
+    for (const bench_op *op = families[f]; op->name; op++)
+      nwanted += !only || !strncmp(op->name, only, strlen(only));
+  /* Progress on stderr, only when it is a terminal (a full run takes
+   * minutes; logs and pipes get nothing extra). */
+  const int progress = isatty(STDERR_FILENO);
   for (int f = 0; f < NUM_FAMILIES; f++) {
     for (const bench_op *op = families[f]; op->name; op++) {
       if (only && strncmp(op->name, only, strlen(only))) continue;
@@ -644,12 +764,18 @@ int main(int argc, char **argv) {
       r->p = quick ? op->quick : op->p;
       snprintf(r->shape, sizeof r->shape, op->shape, (long long)r->p[0], (long long)r->p[1],
                (long long)r->p[2], (long long)r->p[3]);
+      if (progress) {
+        fprintf(stderr, "\r\033[K[%d/%d] %s %s", nres, nwanted, r->op->name, r->shape);
+        fflush(stderr);
+      }
       if (bench_one(&e, &cfg, &rk, r) != 0) {
-        fprintf(stderr, "dsacl-bench: %s %s failed\n", r->op->name, r->shape);
+        fprintf(stderr, "%sdsacl-bench: %s %s failed\n", progress ? "\r\033[K" : "", r->op->name,
+                r->shape);
         failed++;
       }
     }
   }
+  if (progress) fprintf(stderr, "\r\033[K");
   if (nres == 0) {
     fprintf(stderr, "dsacl-bench: no operator matches '%s'\n", only ? only : "");
     rc = 2;

@@ -44,6 +44,9 @@ static const profile profiles[] = {
     {"amd-gfx1030", DSA_VENDOR_AMD, GPU, 2, 0, false, false, false, false, true, true,
      KIB(64), 256, 36, "gfx1030", "AMD Accelerated Parallel Processing",
      "OpenCL 2.1 AMD-APP (3590.0)", "OpenCL 2.0 ", "3590.0 (HSA1.1,LC)"},
+    {"amd-gfx1100", DSA_VENDOR_AMD, GPU, 2, 0, false, false, false, false, true, true,
+     KIB(64), 1024, 96, "gfx1100", "AMD Accelerated Parallel Processing",
+     "OpenCL 2.1 AMD-APP (3590.0)", "OpenCL 2.0 ", "3590.0 (HSA1.1,LC)"},
     {"nvidia", DSA_VENDOR_NVIDIA, GPU, 1, 2, false, false, false, true, false, true,
      KIB(48), 1024, 132, "NVIDIA H100 80GB HBM3", "NVIDIA CUDA", "OpenCL 3.0 CUDA 12.4.131",
      "OpenCL 3.0 CUDA", "550.54.15"},
@@ -108,6 +111,12 @@ int main(int argc, char **argv) {
   copy(caps.device_version, p->device_version, sizeof caps.device_version);
   copy(caps.driver_version, p->driver, sizeof caps.driver_version);
 
+  /* The matrix-tile back-end this device gets (the real builtins: DPAS,
+   * MFMA, WMMA, mma.sync), as the library picks it. */
+  if (dsa__pick_tile(&caps) != DSA_OK) {
+    fprintf(stderr, "dsacl-cl-options: %s\n", dsa_last_error());
+    return 1;
+  }
   char opts[4096];
   dsa__build_options(&caps, portable ? 0u : (unsigned)DSA_CAP_ALL, opts, sizeof opts);
   fputs(opts, stdout);

@@ -179,6 +179,9 @@ static void print_caps(const dsa_context *c) {
     if (has & b)
       printf(" %s%s", dsa_cap_name(b), (c->caps_enabled & b) ? "" : " (disabled)");
   printf("%s\n", has ? "" : " none (portable kernels only)");
+  const char *mb = dsa_context_matrix_backend(c);
+  printf("  matrix tiles        %s%s (DSACL_MMA)\n", mb,
+         k->tile_forced ? ", forced" : (strcmp(mb, "portable") == 0 ? ": no matrix unit" : ""));
   printf("  build options       %s\n", dsa_context_build_options(c));
   printf("  programs           ");
   for (int i = 0; i < DSA_NUM_PROGRAMS; i++)

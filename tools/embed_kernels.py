@@ -12,7 +12,9 @@ import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+# A trailing /* comment */ or // comment is allowed: a line the pattern
+# missed would reach the device compiler, which cannot find the header.
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*(/\*.*\*/\s*|//.*)?$')
 
 
 def inline(path, include_dir, seen):

@@ -3,7 +3,9 @@
 # not registered (the lent GPU machines). Debian packages for the OpenCL
 # headers and ICD loader are unpacked from DEPS (default .deps/*.deb) and the
 # golden vectors read from DEPS/golden. Results go to OUT (default ./gpu-out).
-#   usage: tools/gpu-check.sh [--bench-only]
+#   usage: tools/gpu-check.sh [--bench-only | --run 'COMMANDS']
+# --run: after the build, only COMMANDS (bash; $b is the build folder, $out
+# the results folder), for a quick measurement.
 # Prepare .deps on a Debian machine first (it is git-ignored; carry it along):
 #   mkdir -p .deps && (cd .deps && apt-get download opencl-c-headers \
 #     ocl-icd-opencl-dev ocl-icd-libopencl1 pkgconf pkgconf-bin libpkgconf3 pkg-config)
@@ -26,6 +28,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 meson setup /tmp/dsacl-build -Dgolden_dir="$PWD/$deps/golden" >"$out/setup.log" 2>&1 \
   && ninja -C /tmp/dsacl-build >"$out/build.log" 2>&1 || { tail -40 "$out"/*.log; exit 1; }
 b=/tmp/dsacl-build
+if [ "${1:-}" = "--run" ]; then
+  out=$out b=$b bash -c "$2"
+  exit
+fi
 $b/tools/dsacl-info --variants | tee "$out/info.txt" | head -40
 if [ "${1:-}" != "--bench-only" ]; then
   meson test -C $b --no-suite vendor --print-errorlogs --num-processes 4 2>&1 \

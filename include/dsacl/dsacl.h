@@ -156,6 +156,11 @@ DSA_API const char *dsa_context_build_options(const dsa_context *c);
 DSA_API const char *dsa_context_cache_dir(const dsa_context *c); /* "" when off */
 /* The dsa_cap_bits this context's kernels are built for and may use. */
 DSA_API unsigned dsa_context_caps(const dsa_context *c);
+/* The matrix-tile back-end of this context's kernels (cl/dsa_tile.h):
+ * "portable", "nv-mma", "intel-dpas16", "intel-dpas8", "amd-mfma" or
+ * "amd-wmma"; "(emulated)" follows a vendor back-end run as an emulation
+ * (DSACL_MMA on a device without it). Owned by the context. */
+DSA_API const char *dsa_context_matrix_backend(const dsa_context *c);
 /* Builds (or loads from the binary cache) every program now, instead of at
  * first use. */
 DSA_API dsa_status dsa_context_warmup(dsa_context *c);
@@ -173,6 +178,10 @@ DSA_API dsa_status dsa_queue_create_from_cl(dsa_queue **out, dsa_context *c,
                                             cl_command_queue q);
 DSA_API void dsa_queue_destroy(dsa_queue **q);
 DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *q);
+/* The kernel variant of this queue's latest operator call that enqueued
+ * work, "operator: variant" (the tile variants add their back-end); "" before
+ * any. Owned by the queue, valid until its next call. */
+DSA_API const char *dsa_queue_last_variant(const dsa_queue *q);
 
 /* Device fault word: bits set by kernels on data-dependent bad input.
  * X(NAME, bit, "meaning"). The kernels get these values as build options
@@ -291,7 +300,8 @@ DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cac
  * g = gather_lens ? gather_lens[r] : seq_lens[r]; start = seq_lens[r] - g;
  * out[r, offset + i] = dequant(block_table[r][(start+i)/bs], (start+i)%bs),
  * i in [0, g). Other rows of out are untouched. seq_lens, gather_lens i32 [R],
- * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT.
+ * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT;
+ * R, maxT < 2^31 and R x maxT <= 2^40.
  * gather_lens may be NULL. Data-dependent violations set fault bits:
  *   seq_len < 0, g < 0 or g > seq_len: request skipped, DSA_FAULT_LENGTH_RANGE;
  *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
@@ -314,5 +324,8 @@ DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cac
 #include "dsacl/mla_qnorm.h"
 #include "dsacl/sparse_mla.h"
 #include "dsacl/topk.h"
+#include "dsacl/output_quant.h"
+#include "dsacl/mtp_norm.h"
+#include "dsacl/compressor.h"
 
 #endif /* DSACL_DSACL_H */

@@ -6,7 +6,8 @@
  * arithmetic) and in the queue's context. Accepted work waits on a user
  * event; it runs (event completed) when every tensor is small, else it stays
  * pending for the rest of the process (a huge zero-stride grid would run for
- * hours) and, the queue being in order, the fuzzer moves to a fresh queue. Failing the user event instead crashes PoCL 3.x
+ * hours) and, the queue being in order, the fuzzer moves to a fresh queue.
+ * Failing the user event instead crashes PoCL 3.x
  * ("PTHREAD ERROR in pocl_update_event_failed"). PoCL context created once. */
 #include <stdint.h>
 #include <stdio.h>
@@ -148,6 +149,148 @@ static void check_cache(const dsa_paged_cache *c) {
   }
 }
 
+/* The other operators, by signature: the dtype and rank of each tensor
+ * argument in call order, and the format of each paged cache. The tensors
+ * and caches come from the input like the ones above; with the operator
+ * byte's top bit set, a 16-bit mask from the input passes some of them as
+ * NULL pointers. */
+#define I32_ DSA_I32
+#define I64_ DSA_I64
+#define U8_ DSA_U8
+#define F32_ DSA_F32
+#define BF_ DSA_BF16
+#define E4_ DSA_E4M3
+#define E2_ DSA_E2M1X2
+#define UE_ DSA_UE8M0
+enum { SIG_MAXT = 12 };
+typedef struct sig {
+  int nt, nc;
+  dsa_dtype dt[SIG_MAXT];
+  signed char nd[SIG_MAXT];
+  dsa_cache_format cf[2];
+} sig;
+static const sig sigs[] = {
+    /* 0 dsa_mla_gather_paged */
+    {4, 1, {I32_, I32_, I32_, BF_}, {1, 1, 2, 3}, {DSA_CACHE_MLA_FP8}},
+    /* 1 dsa_compressed_slot_mapping */ {4, 0, {I32_, I32_, I32_, I64_}, {1, 1, 2, 1}, {0}},
+    /* 2 dsa_swa_indices */ {6, 0, {I64_, I32_, U8_, I32_, I32_, I32_}, {1, 1, 1, 2, 2, 1}, {0}},
+    /* 3 dsa_global_topk_indices */
+    {6, 0, {I32_, I32_, I32_, U8_, I32_, I32_}, {2, 1, 2, 1, 2, 1}, {0}},
+    /* 4 dsa_c128_topk_indices */
+    {6, 0, {I64_, I32_, I32_, U8_, I32_, I32_}, {1, 1, 2, 1, 2, 1}, {0}},
+    /* 5 dsa_combine_topk_swa */
+    {6, 0, {I32_, I32_, I32_, I32_, I32_, I32_}, {2, 1, 1, 1, 2, 1}, {0}},
+    /* 6 dsa_mixed_sparse_indices */
+    {12, 0, {I32_, I32_, I32_, U8_, I32_, I32_, I32_, I32_, I32_, I32_, I32_, I32_},
+     {2, 2, 1, 1, 2, 1, 1, 1, 2, 2, 2, 1}, {0}},
+    /* 7 dsa_mqa_logits */
+    {7, 0, {E4_, E4_, F32_, F32_, I32_, I32_, F32_}, {3, 2, 1, 2, 1, 1, 2}, {0}},
+    /* 8 dsa_mqa_logits_mxfp4 */
+    {8, 0, {E2_, UE_, E2_, UE_, F32_, I32_, I32_, F32_}, {3, 3, 2, 2, 2, 1, 1, 2}, {0}},
+    /* 9 dsa_paged_mqa_logits */
+    {5, 1, {E4_, F32_, I32_, I32_, F32_}, {4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_FP8}},
+    /* 10 dsa_paged_mqa_logits_mxfp4 */
+    {6, 1, {E2_, UE_, F32_, I32_, I32_, F32_}, {4, 4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_MXFP4}},
+    /* 11 dsa_indexer_q_quant, MXFP4 */
+    {7, 0, {I64_, BF_, F32_, F32_, E2_, UE_, F32_}, {1, 3, 2, 2, 3, 3, 2}, {0}},
+    /* 12 dsa_indexer_k_gather */
+    {4, 1, {I32_, I32_, E4_, F32_}, {2, 1, 2, 1}, {DSA_CACHE_INDEXER_FP8}},
+    /* 13 dsa_indexer_k_insert */ {2, 1, {BF_, I64_}, {2, 1}, {DSA_CACHE_INDEXER_MXFP4}},
+    /* 14 dsa_sparse_attn_bf16 with lens, sink, lse */
+    {7, 0, {BF_, BF_, I32_, I32_, F32_, BF_, F32_}, {3, 2, 2, 1, 1, 3, 2}, {0}},
+    /* 15 dsa_sparse_mla_decode */
+    {8, 2, {BF_, I32_, I32_, I32_, I32_, F32_, BF_, F32_}, {3, 2, 1, 2, 1, 1, 3, 2},
+     {DSA_CACHE_MLA_FP8, DSA_CACHE_MLA_FP8}},
+    /* 16 dsa_topk_prefill */ {4, 0, {F32_, I32_, I32_, I32_}, {2, 1, 1, 2}, {0}},
+    /* 17 dsa_mla_qnorm_rope_kv_insert with q_out */
+    {6, 1, {BF_, BF_, BF_, I64_, F32_, I64_}, {3, 3, 2, 1, 2, 1}, {DSA_CACHE_MLA_FP8}},
+    /* 18 dsa_output_inv_rope_fp8_quant (f32 scales; i32 when the dtype byte says so) */
+    {5, 0, {BF_, I64_, F32_, E4_, F32_}, {3, 1, 2, 3, 3}, {0}},
+    /* 19 dsa_mtp_input_rmsnorm */
+    {7, 0, {BF_, I64_, BF_, F32_, F32_, BF_, BF_}, {2, 1, 3, 1, 1, 2, 3}, {0}},
+    /* 20 dsa_mtp_shared_head_rmsnorm */ {3, 0, {BF_, F32_, BF_}, {2, 1, 2}, {0}},
+    /* 21 dsa_compressor_save_states */
+    {6, 0, {F32_, F32_, F32_, I64_, I64_, F32_}, {2, 2, 2, 1, 1, 3}, {0}},
+    /* 22 dsa_compressor_compress_insert */
+    {8, 1, {F32_, I32_, I32_, I64_, I64_, F32_, F32_, I64_}, {3, 2, 1, 1, 1, 1, 2, 1},
+     {DSA_CACHE_MLA_FP8}},
+};
+enum { NSIGS = (int)(sizeof sigs / sizeof sigs[0]) };
+
+/* An argument the call ignores (an absent index set's) is NULLed in t / c,
+ * so that the caller checks only what the operator validated. */
+static dsa_status sig_call(int i, const dsa_tensor **t, const dsa_paged_cache **c, rd *r,
+                           const dsa_events *ev) {
+  /* Parameters, read in a fixed order (initializer lists are unsequenced). */
+  const int32_t a = (int32_t)pick_i64(r), b = (int32_t)pick_i64(r), k = (int32_t)pick_i64(r);
+  const int32_t d = (int32_t)pick_i64(r), e = (int32_t)pick_i64(r);
+  const int64_t m = pick_i64(r), n = pick_i64(r);
+  switch (i) {
+    case 0: return dsa_mla_gather_paged(q, c[0], t[0], t[1], t[2], m, t[3], ev);
+    case 1: {
+      dsa_compressed_slot_params p = {a, b, {0}};
+      return dsa_compressed_slot_mapping(q, t[0], t[1], t[2], t[3], &p, ev);
+    }
+    case 2: {
+      dsa_swa_indices_params p = {a, b, {0}};
+      return dsa_swa_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+    }
+    case 3: {
+      dsa_global_topk_params p = {a, {0}};
+      return dsa_global_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+    }
+    case 4: {
+      dsa_c128_topk_params p = {a, b, {0}};
+      return dsa_c128_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+    }
+    case 5: {
+      dsa_combine_topk_swa_params p = {a, b, k, m, n, {0}};
+      return dsa_combine_topk_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+    }
+    case 6: {
+      dsa_mixed_sparse_params p = {a, b, k, d, e, (int32_t)(n & 1), {0}};
+      dsa_mixed_sparse_inputs in = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
+      return dsa_mixed_sparse_indices(q, &in, t[10], t[11], &p, ev);
+    }
+    case 7: return dsa_mqa_logits(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
+    case 8:
+      return dsa_mqa_logits_mxfp4(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], NULL, ev);
+    case 9: return dsa_paged_mqa_logits(q, t[0], c[0], t[1], t[2], t[3], t[4], NULL, ev);
+    case 10:
+      return dsa_paged_mqa_logits_mxfp4(q, t[0], t[1], c[0], t[2], t[3], t[4], t[5], NULL, ev);
+    case 11: return dsa_indexer_q_quant(q, t[0], t[1], t[2], t[3], NULL, t[4], t[5], t[6], ev);
+    case 12: return dsa_indexer_k_gather(q, c[0], t[0], t[1], t[2], t[3], ev);
+    case 13: return dsa_indexer_k_insert(q, t[0], t[1], c[0], (dsa_e2m1_mode)(a & 1), ev);
+    case 14: return dsa_sparse_attn_bf16(q, t[0], t[1], t[2], t[3], t[4], NULL, t[5], t[6], ev);
+    case 15: {
+      dsa_mla_index_set ms = {c[0], t[1], t[2]}, es = {c[1], t[3], t[4]};
+      if (a & 1) t[1] = t[2] = NULL, c[0] = NULL;
+      if (a & 2) t[3] = t[4] = NULL, c[1] = NULL;
+      return dsa_sparse_mla_decode(q, t[0], (a & 1) ? NULL : &ms, (a & 2) ? NULL : &es, t[5], NULL,
+                                   t[6], t[7], ev);
+    }
+    case 16: {
+      dsa_topk_params p = {k, 0, {0}};
+      return dsa_topk_prefill(q, t[0], t[1], t[2], t[3], &p, ev);
+    }
+    case 17:
+      return dsa_mla_qnorm_rope_kv_insert(q, t[0], t[1], t[2], t[3], t[4], t[5], c[0], NULL, ev);
+    case 18: return dsa_output_inv_rope_fp8_quant(q, t[0], t[1], t[2], t[3], t[4], ev);
+    case 19:
+      return dsa_mtp_input_rmsnorm(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
+    case 20: return dsa_mtp_shared_head_rmsnorm(q, t[0], t[1], t[2], NULL, ev);
+    case 21: {
+      dsa_compressor_params p = {a, 1e-6f, {0}};
+      return dsa_compressor_save_states(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+    }
+    default: {
+      dsa_compressor_params p = {a, 1e-6f, {0}};
+      return dsa_compressor_compress_insert(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], c[0],
+                                            &p, ev);
+    }
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rd r = {data, size};
   cl_int e;
@@ -158,7 +301,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dsa_paged_cache pc;
   dsa_status s = DSA_OK;
   work = 0;
-  int op = (int)(take(&r, 1) % 6);
+  const uint8_t opb = (uint8_t)take(&r, 1);
+  int op = (int)((opb & 0x7f) % (6 + NSIGS));
   switch (op) {
     case 0:
       cache(&r, &pc, DSA_CACHE_MLA_FP8), tensor(&r, &a, DSA_I32, 1), tensor(&r, &b, DSA_BF16, 2);
@@ -199,7 +343,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
               check_tensor(&d, "weights"), check_tensor(&f, "out_q"), check_tensor(&w, "out_w");
       }
       break;
-    default:
+    case 5:
       tensor(&r, &a, DSA_BF16, 3), tensor(&r, &b, DSA_BF16, 2), tensor(&r, &c, DSA_I64, 1);
       tensor(&r, &d, DSA_F32, 2), tensor(&r, &f, DSA_I64, 1), cache(&r, &pc, DSA_CACHE_MLA_FP8);
       s = dsa_mla_qnorm_rope_kv_insert(q, &a, NULL, &b, &c, &d, &f, &pc, NULL, &ev);
@@ -207,6 +351,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_tensor(&a, "q_in"), check_tensor(&b, "kv"), check_tensor(&c, "positions"),
             check_tensor(&d, "cos_sin"), check_tensor(&f, "slots"), check_cache(&pc);
       break;
+    default: {
+      const sig *g = &sigs[op - 6];
+      dsa_tensor tt[SIG_MAXT];
+      dsa_paged_cache cc[2];
+      const dsa_tensor *tp[SIG_MAXT];
+      const dsa_paged_cache *cp[2];
+      const unsigned nulls = (opb & 0x80) ? (unsigned)take(&r, 2) : 0;
+      for (int i = 0; i < g->nt; i++) {
+        tensor(&r, &tt[i], g->dt[i], g->nd[i]);
+        tp[i] = (nulls >> i & 1) ? NULL : &tt[i];
+      }
+      for (int i = 0; i < g->nc; i++) {
+        cache(&r, &cc[i], g->cf[i]);
+        cp[i] = (nulls >> (SIG_MAXT + i) & 1) ? NULL : &cc[i];
+      }
+      s = sig_call(op - 6, tp, cp, &r, &ev);
+      if (!s) {
+        char what[48];
+        for (int i = 0; i < g->nt; i++) {
+          snprintf(what, sizeof what, "signature %d tensor %d", op - 6, i);
+          check_tensor(tp[i], what);
+        }
+        for (int i = 0; i < g->nc; i++)
+          if (cp[i]) check_cache(cp[i]);
+      }
+      break;
+    }
   }
   if (s != DSA_OK && s != DSA_ERR_INVALID_ARGUMENT && s != DSA_ERR_UNSUPPORTED &&
       s != DSA_ERR_OPENCL) {

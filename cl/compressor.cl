@@ -1,0 +1,374 @@
+/* DeepSeek-V4 KV compressor (SPEC-reference §8.5, §5.2, §5.3; exact
+ * semantics in docs/COMPRESSOR.md): state saving and the fused compress ->
+ * RMSNorm -> RoPE -> quantize -> insert.
+ *
+ * State cache: F32 [num_blocks, bs, 2*SW], row (s / bs, s % bs) =
+ * [kv (SW) | score + ape (SW)], SW = coff * hd (coff = 2 for ratio 4).
+ *
+ * compressor_save_states: grid (W4 rounded up to 64, T); work-item (j, t)
+ * copies floats [4j, 4j+4) of token t's kv (as bits) and writes
+ * score + ape for the same four columns. No barriers.
+ *
+ * compressor_compress_512 / _128: one work-group per token, hd/4 lanes
+ * (128 or 32); lane l owns dims [4l, 4l+4) through every stage. The window's
+ * row addresses are resolved once into local memory (block-table lookups,
+ * range checks); each lane then makes three passes over the rows for its
+ * four dims (max, sum of EXP2, weighted sum; EXP2 recomputed, it is
+ * deterministic), reduces the sum of squares as the fixed halving tree of
+ * docs/COMPRESSOR.md, and quantizes: block maxima through local memory.
+ * Tokens that do not close a window read only their metadata; the group
+ * still passes every barrier (no early return: see the note at the stores).
+ *
+ * Numerics are device-independent: FP_CONTRACT off, fma only where written,
+ * EXP2 by a fixed fma polynomial, the softmax division correctly rounded
+ * (the device quotient when an exact residual test proves it, else integer
+ * long division), 1/sqrt correctly rounded. */
+#pragma OPENCL FP_CONTRACT OFF
+#include "dsa_mla.h"
+#include "dsa_mxfp4.h"
+#include "dsa_norm.h"
+
+/* CMP_SAVE_WG (save-states work-group width) and CMP_MAX_ROWS (rows of one
+ * window: 2 * 4 or 128) come from src/op_compressor.c as build options. */
+
+/* fp32 1e-4: the indexer FP8 amax floor (§5.2). */
+#define CMP_IDX_FLOOR_BITS 0x38D1B717u
+#define CMP_MASKED 0xFFFFFFFFFFFFFFFFul
+
+__kernel void compressor_save_states(DSA_CTENSOR2(kv), DSA_CTENSOR2(sc), DSA_CTENSOR2(ape),
+                                     DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_TENSOR3(st),
+                                     long st_nb, int st_bs, int W4, int ratio, long T,
+                                     DSA_FAULTS) {
+  const uint j = get_global_id(0);
+  const ulong t = get_global_id(1);
+  if (t >= (ulong)T || j >= (uint)W4) return;
+  const long slot = *(__global const long *)(slots_mem + slots_off + t * slots_s0);
+  if (slot < 0) return;
+  if (slot >= st_nb * (long)st_bs) {
+    if (j == 0u) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+    return;
+  }
+  const long p = *(__global const long *)(pos_mem + pos_off + t * pos_s0);
+  if (p < 0) {
+    if (j == 0u) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
+    return;
+  }
+  const long blk = dsa_div_nonneg(slot, st_bs);
+  const long i = slot - blk * st_bs;
+  __global uchar *row = st_mem + st_off + (ulong)blk * st_s0 + (ulong)i * st_s1 + j * 16u;
+  const long ar = p % ratio;
+  const uint4 k = dsa_load16(kv_mem + kv_off + t * kv_s0 + j * 16u, kv_al >= 16);
+  const float4 s = as_float4(dsa_load16(sc_mem + sc_off + t * sc_s0 + j * 16u, sc_al >= 16));
+  const float4 a =
+      as_float4(dsa_load16(ape_mem + ape_off + (ulong)ar * ape_s0 + j * 16u, ape_al >= 16));
+  const int al = st_al >= 16;
+  dsa_store16(row, k, al);
+  dsa_store16(row + (ulong)W4 * 16u, as_uint4(s + a), al);
+}
+
+/* ---- compress ---------------------------------------------------------------- */
+
+/* docs/COMPRESSOR.md EXP2 (t <= 0): C_n = fl32(ln2^n / n!). */
+DSA_INLINE float cmp_exp2(float t) {
+  if (isnan(t)) return t;
+  if (t < -126.0f) return 0.0f;
+  const float k = rint(t);
+  const float f = t - k;
+  float a = 0x1.ffcbfcp-17f;
+  a = fma(a, f, 0x1.430912p-13f);
+  a = fma(a, f, 0x1.5d87fep-10f);
+  a = fma(a, f, 0x1.3b2ab6p-7f);
+  a = fma(a, f, 0x1.c6b08ep-5f);
+  a = fma(a, f, 0x1.ebfbe0p-3f);
+  a = fma(a, f, 0x1.62e430p-1f);
+  const float pp = fma(a, f, 1.0f);
+  return pp * as_float((uint)((int)k + 127) << 23);
+}
+
+/* Correctly rounded w / d for w >= 0 and d > 0 finite, both zero or normal
+ * (the softmax weights: EXP2 never returns a subnormal, and d >= 1).
+ *
+ * Fast path: the device's division q (OpenCL allows 2.5 ulp), accepted only
+ * when provably the rounded quotient: with the exact residual E = w - q d,
+ * q = RN(w / d) iff -h_dn < E < h_up, h = half an ulp of q (above / below,
+ * the one below halved at a power of two) times d; both bounds are exact
+ * floats (q >= 2^-100, d >= 1), and fma's rounding of E is monotonic, so
+ * RN(E) strictly inside the bounds implies E is (no tie can occur: a
+ * midpoint has 25 significant bits, w only 24). Otherwise, integer long
+ * division of the significands and rounding to nearest even on the float
+ * grid, a subnormal quotient included. */
+DSA_INLINE float cmp_div_slow(float w, float d) {
+  const uint wb = as_uint(w), db = as_uint(d);
+  const ulong mw = (ulong)((wb & 0x7FFFFFu) | 0x800000u);
+  const ulong md = (ulong)((db & 0x7FFFFFu) | 0x800000u);
+  const ulong num = mw << 26;
+  ulong qq = num / md; /* in [2^25, 2^27) */
+  uint st = (num - qq * md) != 0ul;
+  int e2 = (int)((wb >> 23) & 0xFFu) - (int)((db >> 23) & 0xFFu) - 26; /* w/d = qq * 2^e2 */
+  if (qq >= (1ul << 26)) {
+    st |= (uint)(qq & 1ul);
+    qq >>= 1;
+    e2 += 1;
+  }
+  /* qq in [2^25, 2^26): biased exponent eb = e2 + 25 + 127; keep the bits at
+   * or above the result's unit (2^(e2+2) when normal, 2^-149 when not). */
+  const int eb = e2 + 152;
+  const int sh = eb >= 1 ? 2 : 3 - eb;
+  if (sh > 27) return 0.0f;
+  const ulong keep = qq >> sh, rem = qq & ((1ul << sh) - 1ul), hf = 1ul << (sh - 1);
+  const ulong r = keep + ((rem > hf || (rem == hf && (st || (keep & 1ul)))) ? 1ul : 0ul);
+  if (eb < 1) return as_float((uint)r); /* a carry to 2^23 is the smallest normal */
+  return as_float(((uint)(eb - 1) << 23) + (uint)r);
+}
+
+DSA_INLINE float cmp_div_cr(float w, float d) {
+  if (isnan(w) || isnan(d)) return as_float(0x7FC00000u);
+  if ((as_uint(w) & 0x7FFFFFFFu) == 0u) return w;
+  const float q = w / d;
+  const uint qb = as_uint(q);
+  if (qb >= 0x0D800000u && qb < 0x7F800000u) { /* 2^-100 <= q, finite */
+    const float e = fma(-q, d, w);
+    const float ulp_half = as_float((qb & 0x7F800000u) - (24u << 23)); /* ulp(q) / 2 */
+    const float h_up = ulp_half * d;
+    const float h_dn = (qb & 0x7FFFFFu) ? h_up : h_up * 0.5f;
+    if (e < h_up && -e < h_dn) return q;
+  }
+  return cmp_div_slow(w, d);
+}
+
+DSA_INLINE uint cmp_bf16x2(float a, float b) {
+  return (uint)dsa_f32_to_bf16(a) | ((uint)dsa_f32_to_bf16(b) << 16);
+}
+
+/* The whole operator for one token; HD (512 or 128) is a literal at each
+ * call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3 MXFP4. */
+DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int st_bs,
+                                DSA_CTENSOR2(bt), long bt_rows, long bt_w, DSA_CTENSOR1(req),
+                                DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_CTENSOR1(w),
+                                int w_bf16, DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(cslots),
+                                DSA_PAGED(cache), int fmt, int ratio, float eps, DSA_FAULTS,
+                                __local ulong *rowoff, __local float *red, __local uint *keys,
+                                __local int *badrow) {
+  const int LANES = HD / 4;
+  const uint lane = get_local_id(0);
+  const ulong t = get_group_id(1);
+  const int overlap = ratio == 4;
+  const int N = (1 + overlap) * ratio;
+  const ulong SW = (ulong)(1 + overlap) * (ulong)HD;
+  const dsa_paged c = DSA_PAGED_OF(cache);
+
+  /* Uniform token checks, in the documented order; lane 0 reports. */
+  bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
+  const long p = *(__global const long *)(pos_mem + pos_off + t * pos_s0);
+  uint fbit = 0u;
+  if (go && p < 0) go = false, fbit = DSA_FAULT_POSITION_RANGE;
+  if (go && (p + 1) % ratio != 0) go = false;
+  long r = 0;
+  if (go) {
+    r = *(__global const int *)(req_mem + req_off + t * req_s0);
+    if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
+  }
+  if (lane == 0u) *badrow = 0x7FFFFFFF;
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Window rows: byte offsets (from st_mem) of each row's kv column base. */
+  if (go) {
+    for (int i = (int)lane; i < N; i += LANES) {
+      const long qi = p - N + 1 + i;
+      ulong off = CMP_MASKED;
+      if (qi >= 0) {
+        const long jb = dsa_div_nonneg(qi, st_bs);
+        if (jb >= bt_w) {
+          atomic_min(badrow, 2 * i);
+        } else {
+          const long b =
+              *(__global const int *)(bt_mem + bt_off + (ulong)r * bt_s0 + (ulong)jb * bt_s1);
+          if (b < 0 || b >= st_nb) atomic_min(badrow, 2 * i + 1);
+          else
+            off = st_off + (ulong)b * st_s0 + (ulong)(qi - jb * st_bs) * st_s1 +
+                  ((overlap && i >= ratio) ? (ulong)HD * 4u : 0ul);
+        }
+      }
+      rowoff[i] = off;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && *badrow != 0x7FFFFFFF)
+    go = false, fbit = (*badrow & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;
+  long cslot = -1, pc = 0;
+  if (go) {
+    cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+    if (cslot < 0) go = false;
+    else if (cslot >= c.capacity) go = false, fbit = DSA_FAULT_SLOT_RANGE;
+  }
+  if (go) {
+    pc = p / ratio * ratio;
+    if (pc >= n_pos) go = false, fbit = DSA_FAULT_POSITION_RANGE;
+  }
+  if (lane == 0u && fbit) dsa_fault(faults, fbit);
+
+  /* Softmax-gated sum of the rows for dims [4 lane, 4 lane + 4). */
+  const float L2E = 0x1.715476p+0f;
+  float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (go) {
+    const ulong col = (ulong)lane * 16u;
+    const ulong sco = SW * 4u + col;
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < N; i++) {
+      const ulong off = rowoff[i];
+      if (off == CMP_MASKED) continue;
+      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
+      m[0] = fmax(m[0], s.x), m[1] = fmax(m[1], s.y), m[2] = fmax(m[2], s.z), m[3] = fmax(m[3], s.w);
+    }
+    float den[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < N; i++) {
+      const ulong off = rowoff[i];
+      if (off == CMP_MASKED) continue;
+      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
+      const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const float z = sv[k] - m[k];
+        const float tt = z * L2E;
+        den[k] = den[k] + cmp_exp2(tt);
+      }
+    }
+    for (int i = 0; i < N; i++) {
+      const ulong off = rowoff[i];
+      if (off == CMP_MASKED) continue;
+      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
+      const float4 kv = vload4(0, (__global const float *)(st_mem + off + col));
+      const float sv[4] = {s.x, s.y, s.z, s.w}, kvv[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const float z = sv[k] - m[k];
+        const float tt = z * L2E;
+        const float pw = cmp_div_cr(cmp_exp2(tt), den[k]);
+        const float prod = kvv[k] * pw;
+        cv[k] = cv[k] + prod;
+      }
+    }
+  }
+
+  /* RMSNorm: lane sum of its four squares, then the halving tree. */
+  float a = cv[0] * cv[0];
+  a = a + cv[1] * cv[1];
+  a = a + cv[2] * cv[2];
+  a = a + cv[3] * cv[3];
+  red[lane] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int wd = LANES / 2; wd >= 1; wd >>= 1) {
+    if ((int)lane < wd) red[lane] = red[lane] + red[lane + wd];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float var = red[0] * (HD == 512 ? 0x1p-9f : 0x1p-7f);
+  const float rho = dsa_rsqrt_cr(var + eps);
+  float n[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const ulong d = (ulong)lane * 4u + (ulong)k;
+    __global const uchar *wp = w_mem + w_off + d * w_s0;
+    const float g = w_bf16 ? dsa_bf16_to_f32(*(__global const ushort *)wp)
+                           : *(__global const float *)wp;
+    n[k] = (cv[k] * rho) * g;
+  }
+
+  /* RoPE: lane's pairs (2 lane, 2 lane + 1); RoPE section = last 64 dims.
+   * Head 128 rotates every pair, (1, 0) before the section (vLLM's masked
+   * loads); head 512 only its RoPE lanes. */
+  const int rope_lane = (int)lane >= (HD - 64) / 4;
+  float rt[4] = {n[0], n[1], n[2], n[3]};
+  if (go && (rope_lane || HD == 128)) {
+    float cc[2] = {1.0f, 1.0f}, ss[2] = {0.0f, 0.0f};
+    if (rope_lane) {
+      const int i0 = 2 * (int)lane - (HD - 64) / 2;
+      __global const float *row = (__global const float *)(cs_mem + cs_off + (ulong)pc * cs_s0);
+      cc[0] = row[i0], cc[1] = row[i0 + 1], ss[0] = row[32 + i0], ss[1] = row[33 + i0];
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const float e = n[2 * k], o = n[2 * k + 1];
+      const float os = o * ss[k], es = e * ss[k];
+      rt[2 * k] = fma(e, cc[k], -os);
+      rt[2 * k + 1] = fma(o, cc[k], es);
+    }
+  }
+
+  __global uchar *data, *scales;
+  const uint tdata = HD == 512 ? (uint)MLA_DATA_BYTES
+                     : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_DATA
+                                : (uint)DSA_CACHE_INDEXER_MXFP4_DATA;
+  const uint tscale = HD == 512 ? (uint)DSA_CACHE_MLA_FP8_SCALE
+                      : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_SCALE
+                                 : (uint)DSA_CACHE_INDEXER_MXFP4_SCALE;
+  dsa_paged_slot(&c, go ? cslot : 0, tdata, tscale, &data, &scales);
+
+  /* The bf16 words the quantizer sees: MLA NoPE unrotated, indexer rotated. */
+  const uint lo = HD == 512 ? cmp_bf16x2(n[0], n[1]) : cmp_bf16x2(rt[0], rt[1]);
+  const uint hi = HD == 512 ? cmp_bf16x2(n[2], n[3]) : cmp_bf16x2(rt[2], rt[3]);
+  keys[lane] = max(dsa_bf16x2_abs_key(lo), dsa_bf16x2_abs_key(hi));
+  /* What this lane stores, decided before the barrier: 0 nothing, 1 MLA
+   * RoPE, 2 MLA NoPE, 3 indexer FP8, 4 indexer MXFP4. */
+  const int role = !go ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* No return anywhere in this kernel once it has barriers: PoCL 5 (pthread)
+   * mishandles a uniform early return, even one before the first barrier
+   * (private values of other work-items were mixed up: lanes stored one
+   * another's dims). Tokens that do not close a window run the whole body
+   * on zeros with go = false and store nothing. */
+  if (role == 0) {
+  } else if (role == 1) {
+    const uint q = lane - (uint)(HD - 64) / 4u;
+      dsa_store8(data + MLA_NOPE + 8u * q,
+               (uint2)(cmp_bf16x2(rt[0], rt[1]), cmp_bf16x2(rt[2], rt[3])), c.align >= 8);
+    if (q == 0u) scales[7] = 0;
+  } else if (role == 2) {
+    const uint b = lane / 16u;
+      uint m = 0u;
+    for (uint i = 0; i < 16u; i++) m = max(m, keys[16u * b + i]);
+    const int e = mla_block_exp(m);
+    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
+    if ((lane & 15u) == 0u) scales[b] = mla_scale_byte(e);
+  } else if (role == 3) {
+    uint m = 0u;
+    for (uint i = 0; i < 32u; i++) m = max(m, keys[i]);
+    const int e = dsa_e4m3_scale_exp(max(m, CMP_IDX_FLOOR_BITS));
+    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
+    if (lane == 0u) vstore4(as_uchar4((uint)(e + 127) << 23), 0, scales);
+  } else {
+    const uint b = lane / 8u;
+    uint m = 0u;
+    for (uint i = 0; i < 8u; i++) m = max(m, keys[8u * b + i]);
+    const int e = dsa_mxfp4_scale_exp(m, DSA_E2M1_RNE);
+    const uint n0 = dsa_bf16_to_e2m1(lo & 0xFFFFu, e, DSA_E2M1_RNE);
+    const uint n1 = dsa_bf16_to_e2m1(lo >> 16, e, DSA_E2M1_RNE);
+    const uint n2 = dsa_bf16_to_e2m1(hi & 0xFFFFu, e, DSA_E2M1_RNE);
+    const uint n3 = dsa_bf16_to_e2m1(hi >> 16, e, DSA_E2M1_RNE);
+    vstore2((uchar2)((uchar)(n0 | (n1 << 4)), (uchar)(n2 | (n3 << 4))), 0, data + 2u * lane);
+    if ((lane & 7u) == 0u) scales[b] = (uchar)(e + 127);
+  }
+}
+
+/* Tensor / cache argument groups passed on to cmp_body. */
+#define CMP_T1(x) x##_mem, x##_off, x##_s0, x##_al
+#define CMP_T2(x) x##_mem, x##_off, x##_s0, x##_s1, x##_al
+#define CMP_T3(x) x##_mem, x##_off, x##_s0, x##_s1, x##_s2, x##_al
+#define CMP_P(x) x##_mem, x##_off, x##_nb, x##_bs, x##_bstride, x##_al
+
+#define CMP_KERNEL(NAME, HDV)                                                                 \
+  __kernel __attribute__((reqd_work_group_size(HDV / 4, 1, 1))) void NAME(                    \
+      DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,    \
+      DSA_CTENSOR1(req), DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_CTENSOR1(w), int w_bf16, \
+      DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), int fmt,          \
+      int ratio, float eps, DSA_FAULTS) {                                                     \
+    __local ulong rowoff[CMP_MAX_ROWS];                                                       \
+    __local float red[HDV / 4];                                                               \
+    __local uint keys[HDV / 4];                                                               \
+    __local int badrow;                                                                       \
+    cmp_body(HDV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req),           \
+             CMP_T1(pos), CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs), n_pos, CMP_T1(cslots), \
+             CMP_P(cache), fmt, ratio, eps, faults, rowoff, red, keys, &badrow);              \
+  }
+
+CMP_KERNEL(compressor_compress_512, 512)
+CMP_KERNEL(compressor_compress_128, 128)

@@ -1,0 +1,473 @@
+/* Matrix-tile layer: one sub-group-level multiply-accumulate "atom"
+ *
+ *     C[M x N] += A[M x K] * B[K x N]      bf16 x bf16 -> f32
+ *
+ * with a back-end per vendor, chosen at build time by DSA_TILE (host:
+ * src/caps.c, DSACL_MMA). A kernel written over the layer is written once:
+ * it stages its operands in local memory as bf16 pairs (uint words, the
+ * lower-indexed element in the low half), A row-major (M rows of K), B as N
+ * rows of K (each column of B contiguous: the keys of an attention or
+ * logits tile), both with a pitch in words; it loads fragments, multiplies,
+ * and reads the accumulator elements back with their (row, column).
+ *
+ *   back-end            DSA_TILE            lanes  M  N  K  instruction
+ *   portable            DSA_TILE_PORTABLE     1    4  4  8  fma, one work-item
+ *   NVIDIA mma.sync     DSA_TILE_NV          32   16  8 16  mma.m16n8k16 (sm_80+)
+ *   Intel DPAS, SIMD16  DSA_TILE_INTEL16     16    8 16 16  intel_sub_group_bf16_bf16_matrix_mad_k16
+ *   Intel DPAS, SIMD8   DSA_TILE_INTEL8       8    8  8 16  (same builtin, SIMD8 form: dg2)
+ *   AMD MFMA, wave64    DSA_TILE_MFMA        64   16 16 16  v_mfma_f32_16x16x16bf16_1k (gfx90a, gfx94x)
+ *   AMD WMMA, wave32    DSA_TILE_WMMA        32   16 16 16  v_wmma_f32_16x16x16_bf16 (gfx11)
+ *
+ * DSA_TILE_EMU = 1 replaces the one vendor instruction by an exact emulation
+ * with Intel sub-group shuffles over a sub-group of the same width (Intel's
+ * OpenCL CPU runtime has sizes 8, 16, 32 and 64), following the vendor's
+ * documented fragment layout: which lane holds which element. Everything but
+ * the instruction (loads, lane arithmetic, accumulator coordinates, the
+ * column reductions) is then the real back-end's code. Products of bf16 are
+ * exact in f32; only the order of the f32 sums may differ from the hardware.
+ *
+ * Interface (every lane of a unit calls each function: uniform control):
+ *   DSA_TILE_LANES, _M, _N, _K          the atom
+ *   DSA_TILE_KERNEL                     kernel attribute (required sub-group size)
+ *   DSA_TILE_A_REGS                     1: fragments are small enough that a
+ *                                       kernel may keep A in registers
+ *   dsa_tile_a / _b / _c                fragment types (structs of arrays)
+ *   dsa_tile_lane()                     this work-item's lane in its unit
+ *   dsa_tile_load_a(p, pitch)           A atom at p: row r, word w at p[r * pitch + w]
+ *   dsa_tile_load_b(p, pitch)           B atom at p: column n, word w at p[n * pitch + w]
+ *   dsa_tile_zero(), dsa_tile_mma(c, a, b)
+ *   DSA_TILE_CE                         accumulator elements per lane: c.v[e]
+ *   dsa_tile_row(e), dsa_tile_col(e)    their coordinates in the atom
+ *   DSA_TILE_CCOLS, dsa_tile_slot(e)    the distinct columns a lane holds and
+ *   dsa_tile_slot_col(s)                which one element e is in
+ *   dsa_tile_col_sum(v)                 sum of v over the lanes that hold the
+ *                                       same columns (all of them get it)
+ *   dsa_tile_col_leader()               the lane that writes such a sum
+ *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
+ *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
+ *
+ * A unit is DSA_TILE_LANES consecutive work-items of the linear local id
+ * (a warp, a sub-group, a wave); work-groups are multiples of it.
+ * Include after dsa_common.h, in the programs that use it. */
+#ifndef DSA_TILE_H
+#define DSA_TILE_H
+
+#define DSA_TILE_PORTABLE 0
+#define DSA_TILE_NV 1
+#define DSA_TILE_INTEL16 2
+#define DSA_TILE_INTEL8 3
+#define DSA_TILE_MFMA 4
+#define DSA_TILE_WMMA 5
+
+#ifndef DSA_TILE
+#define DSA_TILE DSA_TILE_PORTABLE
+#endif
+#ifndef DSA_TILE_EMU
+#define DSA_TILE_EMU 0
+#endif
+
+/* bf16 halves of a word, as f32 (exact). */
+DSA_INLINE float dsa_tile_lo(uint w) { return as_float(w << 16); }
+DSA_INLINE float dsa_tile_hi(uint w) { return as_float(w & 0xFFFF0000u); }
+
+#if DSA_TILE == DSA_TILE_NV
+/* ---- NVIDIA: mma.sync.m16n8k16 (PTX ISA "Matrix Fragments for mma.m16n8k16
+ * with floating point type"); g = lane / 4, t = lane % 4:
+ *   A: a0 (g, k 2t..2t+1), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..)
+ *   B: b0 (k 2t..2t+1, column g), b1 (k 2t + 8.., g)
+ *   C: c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+ * Emulated (DSA_TILE_EMU) on Intel sub-groups of 32: the warp's lanes are
+ * the sub-group's, shfl.sync becomes intel_sub_group_shuffle_xor. */
+#if !DSA_HAS_NV_PTX && !DSA_TILE_EMU
+#error "DSA_TILE_NV needs NVIDIA inline PTX"
+#endif
+#define DSA_TILE_LANES 32
+#define DSA_TILE_M 16
+#define DSA_TILE_N 8
+#define DSA_TILE_K 16
+#define DSA_TILE_A_REGS 1
+#define DSA_TILE_CE 4
+#define DSA_TILE_CCOLS 2
+typedef struct { uint v[4]; } dsa_tile_a;
+typedef struct { uint v[2]; } dsa_tile_b;
+typedef struct { float v[4]; } dsa_tile_c;
+#if DSA_TILE_EMU
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(32)))
+DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
+DSA_INLINE float dsa_tile_shfl_xor(float v, int m) {
+  return intel_sub_group_shuffle_xor(v, (uint)m);
+}
+#else
+#define DSA_TILE_KERNEL
+DSA_INLINE uint dsa_tile_lane(void) { return get_local_id(0) & 31u; }
+DSA_INLINE float dsa_tile_shfl_xor(float v, int m) { return dsa_nv_shfl_xor_f32(v, m); }
+#endif
+DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
+  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+  dsa_tile_a a;
+  a.v[0] = p[g * pitch + t];
+  a.v[1] = p[(g + 8u) * pitch + t];
+  a.v[2] = p[g * pitch + t + 4u];
+  a.v[3] = p[(g + 8u) * pitch + t + 4u];
+  return a;
+}
+DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
+  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+  dsa_tile_b b;
+  b.v[0] = p[g * pitch + t];
+  b.v[1] = p[g * pitch + t + 4u];
+  return b;
+}
+#if DSA_TILE_EMU
+/* The instruction's definition over the fragment map above: element (r, n)
+ * sums A[r][k] B[k][n] over k, A[r][k] from lane 4 (r % 8) + (k % 8) / 2,
+ * register (r >= 8) + 2 (k >= 8), half k % 2; B[k][n] from lane
+ * 4 n + (k % 8) / 2, register k >= 8, half k % 2. */
+DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
+                                       const int f16) {
+  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const uint n = 2u * t + (uint)(e & 1);
+    float acc = c.v[e];
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      const uint wa = intel_sub_group_shuffle(a.v[(e >> 1) + 2 * (k >> 3)], 4u * g + (uint)((k & 7) >> 1));
+      const uint wb = intel_sub_group_shuffle(b.v[k >> 3], 4u * n + (uint)((k & 7) >> 1));
+      const float x = f16 ? dsa_f16_to_f32((k & 1) ? wa >> 16 : wa & 0xFFFFu)
+                          : ((k & 1) ? dsa_tile_hi(wa) : dsa_tile_lo(wa));
+      const float y = f16 ? dsa_f16_to_f32((k & 1) ? wb >> 16 : wb & 0xFFFFu)
+                          : ((k & 1) ? dsa_tile_hi(wb) : dsa_tile_lo(wb));
+      acc = fma(x, y, acc);
+    }
+    c.v[e] = acc;
+  }
+  return c;
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 0);
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 1);
+}
+#else
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  dsa_nv_mma_bf16(c.v, a.v[0], a.v[1], a.v[2], a.v[3], b.v[0], b.v[1]);
+  return c;
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  dsa_nv_mma_f16(c.v, a.v[0], a.v[1], a.v[2], a.v[3], b.v[0], b.v[1]);
+  return c;
+}
+#endif
+DSA_INLINE uint dsa_tile_row(int e) { return (dsa_tile_lane() >> 2) + 8u * (uint)(e >> 1); }
+DSA_INLINE uint dsa_tile_col(int e) { return 2u * (dsa_tile_lane() & 3u) + (uint)(e & 1); }
+DSA_INLINE int dsa_tile_slot(int e) { return e & 1; }
+DSA_INLINE uint dsa_tile_slot_col(int s) { return 2u * (dsa_tile_lane() & 3u) + (uint)s; }
+DSA_INLINE float dsa_tile_col_sum(float v) {
+  v += dsa_tile_shfl_xor(v, 4);
+  v += dsa_tile_shfl_xor(v, 8);
+  return v + dsa_tile_shfl_xor(v, 16);
+}
+DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 4u; }
+#define DSA_TILE_HAS_F16 1
+
+#elif DSA_TILE == DSA_TILE_INTEL16 || DSA_TILE == DSA_TILE_INTEL8
+/* ---- Intel DPAS (cl_intel_subgroup_matrix_multiply_accumulate), M = 8.
+ * The sub-group is N wide; lane n holds column n of B (int8: k = 2j in the
+ * low half of word j, 2j + 1 in the high half) and of C (float8: row m in
+ * element m). A (8 rows): SIMD16, short8, lane n holds column k = n of every
+ * row; SIMD8, int8, lane n holds the pair k = 2n, 2n + 1 of every row. */
+#if DSA_TILE == DSA_TILE_INTEL16
+#define DSA_TILE_LANES 16
+#define DSA_TILE_N 16
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(16)))
+typedef struct { ushort v[8]; } dsa_tile_a;
+#else
+#define DSA_TILE_LANES 8
+#define DSA_TILE_N 8
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(8)))
+typedef struct { uint v[8]; } dsa_tile_a;
+#endif
+#define DSA_TILE_M 8
+#define DSA_TILE_K 16
+#define DSA_TILE_A_REGS 1
+#define DSA_TILE_CE 8
+#define DSA_TILE_CCOLS 1
+typedef struct { uint v[8]; } dsa_tile_b;
+typedef struct { float v[8]; } dsa_tile_c;
+DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
+DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
+  const uint n = dsa_tile_lane();
+  dsa_tile_a a;
+#pragma unroll
+  for (int m = 0; m < 8; m++) {
+#if DSA_TILE == DSA_TILE_INTEL16
+    a.v[m] = (ushort)(p[(uint)m * pitch + (n >> 1)] >> (16u * (n & 1u)));
+#else
+    a.v[m] = p[(uint)m * pitch + n];
+#endif
+  }
+  return a;
+}
+DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
+  const uint n = dsa_tile_lane();
+  dsa_tile_b b;
+#pragma unroll
+  for (int j = 0; j < 8; j++) b.v[j] = p[n * pitch + (uint)j];
+  return b;
+}
+#if DSA_TILE_EMU
+/* The builtin's definition (the extension's coding sample, bf16 form): row m
+ * of A is spread over the sub-group, so lane n's result for row m is the
+ * sum over k of A[m][k] (from the lane holding k) times its own B[k][n]. */
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+#pragma unroll
+  for (int m = 0; m < 8; m++) {
+    float acc = c.v[m];
+#if DSA_TILE == DSA_TILE_INTEL16
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      const uint x = intel_sub_group_shuffle((uint)a.v[m], (uint)k);
+      const float bk = (k & 1) ? dsa_tile_hi(b.v[k >> 1]) : dsa_tile_lo(b.v[k >> 1]);
+      acc = fma(as_float(x << 16), bk, acc);
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const uint x = intel_sub_group_shuffle(a.v[m], (uint)j);
+      acc = fma(dsa_tile_lo(x), dsa_tile_lo(b.v[j]), acc);
+      acc = fma(dsa_tile_hi(x), dsa_tile_hi(b.v[j]), acc);
+    }
+#endif
+    c.v[m] = acc;
+  }
+  return c;
+}
+#else
+/* Debian's ocloc (22.43) does not declare the builtins; these are the
+ * extension's prototypes. */
+#if DSA_TILE == DSA_TILE_INTEL16
+float8 __attribute__((overloadable)) intel_sub_group_bf16_bf16_matrix_mad_k16(short8 a, int8 b,
+                                                                              float8 acc);
+#else
+float8 __attribute__((overloadable)) intel_sub_group_bf16_bf16_matrix_mad_k16(int8 a, int8 b,
+                                                                              float8 acc);
+#endif
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+#if DSA_TILE == DSA_TILE_INTEL16
+  const short8 av = as_short8(vload8(0, a.v));
+#else
+  const int8 av = as_int8(vload8(0, a.v));
+#endif
+  vstore8(intel_sub_group_bf16_bf16_matrix_mad_k16(av, as_int8(vload8(0, b.v)), vload8(0, c.v)),
+          0, c.v);
+  return c;
+}
+#endif
+DSA_INLINE uint dsa_tile_row(int e) { return (uint)e; }
+DSA_INLINE uint dsa_tile_col(int e) { return (void)e, dsa_tile_lane(); }
+DSA_INLINE int dsa_tile_slot(int e) { return (void)e, 0; }
+DSA_INLINE uint dsa_tile_slot_col(int s) { return (void)s, dsa_tile_lane(); }
+DSA_INLINE float dsa_tile_col_sum(float v) { return v; }
+DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
+
+#elif DSA_TILE == DSA_TILE_MFMA || DSA_TILE == DSA_TILE_WMMA
+/* ---- AMD. r = lane % 16.
+ * MFMA 16x16x16 bf16_1k, wave64, q = lane / 16 (0..3) (CDNA3 ISA, "Matrix
+ * fused multiply add", and AMD's matrix instruction calculator):
+ *   A: short4, row r, k 4q..4q+3;  B: short4, column r, k 4q..4q+3;
+ *   C: float4, element j at row 4q + j, column r.
+ * WMMA 16x16x16 bf16, wave32, h = lane / 16 (0..1) (RDNA3 ISA, "Wave Matrix
+ * Multiply Accumulate"): A: short16, row r, k 0..15 (lanes r and r + 16 hold
+ * the same); B: short16, column r, k 0..15; C: float8, element j at row
+ * 2j + h, column r. */
+#if DSA_TILE == DSA_TILE_MFMA
+#define DSA_TILE_LANES 64
+#define DSA_TILE_CE 4
+#define DSA_TILE_AW 2 /* words of A (and of B) per lane */
+#else
+#define DSA_TILE_LANES 32
+#define DSA_TILE_CE 8
+#define DSA_TILE_AW 8
+#endif
+#define DSA_TILE_M 16
+#define DSA_TILE_N 16
+#define DSA_TILE_K 16
+#define DSA_TILE_A_REGS 1
+#define DSA_TILE_CCOLS 1
+typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_a;
+typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_b;
+typedef struct { float v[DSA_TILE_CE]; } dsa_tile_c;
+#if DSA_TILE_EMU
+#if DSA_TILE == DSA_TILE_MFMA
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(64)))
+#else
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(32)))
+#endif
+DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
+DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
+  return v + intel_sub_group_shuffle_xor(v, m);
+}
+#else
+#define DSA_TILE_KERNEL
+DSA_INLINE uint dsa_tile_lane(void) {
+  return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+}
+DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
+  return v + as_float(__builtin_amdgcn_ds_bpermute((int)((dsa_tile_lane() ^ m) << 2),
+                                                   as_int(v)));
+}
+#endif
+DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
+  const uint r = dsa_tile_lane() & 15u;
+#if DSA_TILE == DSA_TILE_MFMA
+  const uint w0 = 2u * (dsa_tile_lane() >> 4);
+#else
+  const uint w0 = 0u;
+#endif
+  dsa_tile_a a;
+#pragma unroll
+  for (int w = 0; w < DSA_TILE_AW; w++) a.v[w] = p[r * pitch + w0 + (uint)w];
+  return a;
+}
+DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
+  dsa_tile_a t = dsa_tile_load_a(p, pitch); /* same shape: column r = row r of p */
+  dsa_tile_b b;
+#pragma unroll
+  for (int w = 0; w < DSA_TILE_AW; w++) b.v[w] = t.v[w];
+  return b;
+}
+#if DSA_TILE_EMU
+/* The element of A (or B) at (index i, k) is held by the lane that loaded
+ * row (or column) i with that k: MFMA lane i + 16 (k / 4), word (k % 4) / 2;
+ * WMMA lane i, word k / 2. */
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  const uint lane = dsa_tile_lane(), r = lane & 15u;
+#pragma unroll
+  for (int e = 0; e < DSA_TILE_CE; e++) {
+#if DSA_TILE == DSA_TILE_MFMA
+    const uint row = 4u * (lane >> 4) + (uint)e;
+#else
+    const uint row = 2u * (uint)e + (lane >> 4);
+#endif
+    float acc = c.v[e];
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+#if DSA_TILE == DSA_TILE_MFMA
+      const uint src = (uint)(k >> 2) * 16u;
+      const uint wa = intel_sub_group_shuffle(a.v[(k & 3) >> 1], row + src);
+      const uint wb = intel_sub_group_shuffle(b.v[(k & 3) >> 1], r + src);
+#else
+      const uint wa = intel_sub_group_shuffle(a.v[k >> 1], row);
+      const uint wb = b.v[k >> 1];
+#endif
+      acc = (k & 1) ? fma(dsa_tile_hi(wa), dsa_tile_hi(wb), acc)
+                    : fma(dsa_tile_lo(wa), dsa_tile_lo(wb), acc);
+    }
+    c.v[e] = acc;
+  }
+  return c;
+}
+#elif DSA_TILE == DSA_TILE_MFMA
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  const float4 d = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(
+      as_short4(vload2(0, a.v)), as_short4(vload2(0, b.v)), vload4(0, c.v), 0, 0, 0);
+  vstore4(d, 0, c.v);
+  return c;
+}
+#else
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  const float8 d = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(
+      as_short16(vload8(0, a.v)), as_short16(vload8(0, b.v)), vload8(0, c.v));
+  vstore8(d, 0, c.v);
+  return c;
+}
+#endif
+DSA_INLINE uint dsa_tile_row(int e) {
+#if DSA_TILE == DSA_TILE_MFMA
+  return 4u * (dsa_tile_lane() >> 4) + (uint)e;
+#else
+  return 2u * (uint)e + (dsa_tile_lane() >> 4);
+#endif
+}
+DSA_INLINE uint dsa_tile_col(int e) { return (void)e, dsa_tile_lane() & 15u; }
+DSA_INLINE int dsa_tile_slot(int e) { return (void)e, 0; }
+DSA_INLINE uint dsa_tile_slot_col(int s) { return (void)s, dsa_tile_lane() & 15u; }
+DSA_INLINE float dsa_tile_col_sum(float v) {
+  v = dsa_tile_xor_sum(v, 16u);
+#if DSA_TILE == DSA_TILE_MFMA
+  v = dsa_tile_xor_sum(v, 32u);
+#endif
+  return v;
+}
+DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 16u; }
+
+#else
+/* ---- portable: one work-item is a unit; a 4 x 4 atom over 8 k, the
+ * operands converted to f32 once per load (register blocking: each loaded
+ * value feeds four FMAs). */
+#define DSA_TILE_LANES 1
+#define DSA_TILE_M 4
+#define DSA_TILE_N 4
+#define DSA_TILE_K 8
+#define DSA_TILE_KERNEL
+#define DSA_TILE_A_REGS 0
+#define DSA_TILE_CE 16
+#define DSA_TILE_CCOLS 4
+typedef struct { float v[4][8]; } dsa_tile_a;
+typedef struct { float v[4][8]; } dsa_tile_b;
+typedef struct { float v[16]; } dsa_tile_c;
+DSA_INLINE uint dsa_tile_lane(void) { return 0u; }
+DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
+  dsa_tile_a a;
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    const uint4 x = *(__local const uint4 *)(p + (uint)m * pitch);
+    const uint w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      a.v[m][2 * j] = dsa_tile_lo(w[j]);
+      a.v[m][2 * j + 1] = dsa_tile_hi(w[j]);
+    }
+  }
+  return a;
+}
+DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
+  const dsa_tile_a t = dsa_tile_load_a(p, pitch);
+  dsa_tile_b b;
+#pragma unroll
+  for (int n = 0; n < 4; n++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) b.v[n][k] = t.v[n][k];
+  return b;
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) c.v[m * 4 + n] = fma(a.v[m][k], b.v[n][k], c.v[m * 4 + n]);
+  return c;
+}
+DSA_INLINE uint dsa_tile_row(int e) { return (uint)e >> 2; }
+DSA_INLINE uint dsa_tile_col(int e) { return (uint)e & 3u; }
+DSA_INLINE int dsa_tile_slot(int e) { return e & 3; }
+DSA_INLINE uint dsa_tile_slot_col(int s) { return (uint)s; }
+DSA_INLINE float dsa_tile_col_sum(float v) { return v; }
+DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
+#endif
+
+#ifndef DSA_TILE_HAS_F16
+#define DSA_TILE_HAS_F16 0
+#endif
+
+DSA_INLINE dsa_tile_c dsa_tile_zero(void) {
+  dsa_tile_c c;
+#pragma unroll
+  for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] = 0.0f;
+  return c;
+}
+
+#endif

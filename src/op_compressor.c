@@ -1,0 +1,204 @@
+/* DeepSeek-V4 KV compressor: state saving and the fused compress -> norm ->
+ * RoPE -> quantize -> insert (docs/COMPRESSOR.md). Kernels:
+ * cl/compressor.cl. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "dsacl/compressor.h"
+
+/* Save-states work-group width (float4 columns per group) and the most rows
+ * one window gathers (2 x 4 for ratio 4, 128 for ratio 128). */
+#define CMP_SAVE_WG 64
+#define CMP_MAX_ROWS 256
+const char dsa__defines_compressor[] = DSA_KDEF(CMP_SAVE_WG) DSA_KDEF(CMP_MAX_ROWS);
+
+DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_states",
+                  {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
+                  {"portable", 0, NULL, NULL});
+
+void dsa_compressor_params_default(dsa_compressor_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->compress_ratio = 4;
+  p->eps = 1e-6f;
+}
+
+static dsa_status check_params(const dsa_compressor_params *p, const char *op) {
+  if (p->compress_ratio != 4 && p->compress_ratio != 128)
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: p->compress_ratio = %d, must be 4 or 128", op, (int)p->compress_ratio);
+  if (!(isfinite(p->eps) && p->eps >= FLT_MIN))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: p->eps = %g must be finite and >= FLT_MIN", op, (double)p->eps);
+  return DSA_OK;
+}
+
+/* state: F32 [nb, bs, width] with unit inner stride and rows that do not
+ * overlap (the save kernel writes them in parallel). */
+static dsa_status check_state(const dsa_tensor *st, const char *op, int64_t width) {
+  DSA_CHECK(dsa__check_tensor(st, op, "state", DSA_F32, 3));
+  DSA_CHECK(dsa__check_dim(st, op, "state", 2, width));
+  DSA_CHECK(dsa__check_unit_inner(st, op, "state"));
+  if (st->shape[1] < 1 || st->shape[1] > (1 << 20))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: state block size (shape[1]) = %lld, must be in [1, 2^20]", op,
+                     (long long)st->shape[1]);
+  if (st->shape[0] > ((int64_t)1 << 40))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: state has %lld blocks, at most 2^40",
+                     op, (long long)st->shape[0]);
+  if (st->stride[1] < width || st->stride[0] < st->shape[1] * st->stride[1])
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: state strides (%lld, %lld) overlap its rows of %lld floats", op,
+                     (long long)st->stride[0], (long long)st->stride[1], (long long)width);
+  return DSA_OK;
+}
+
+dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
+                                      const dsa_tensor *score, const dsa_tensor *ape,
+                                      const dsa_tensor *positions,
+                                      const dsa_tensor *slot_mapping, const dsa_tensor *state,
+                                      const dsa_compressor_params *p, const dsa_events *ev) {
+  static const char op[] = "dsa_compressor_save_states";
+  dsa__clear_error();
+  DSA_CHECK(dsa__check_queue(q, op));
+  DSA_CHECK(dsa__check_events(ev, op));
+  dsa_compressor_params defp;
+  if (!p) {
+    dsa_compressor_params_default(&defp);
+    p = &defp;
+  }
+  DSA_CHECK(check_params(p, op));
+  DSA_CHECK(dsa__check_tensor(kv, op, "kv", DSA_F32, 2));
+  DSA_CHECK(dsa__check_unit_inner(kv, op, "kv"));
+  const int64_t t = kv->shape[0], w = kv->shape[1];
+  if (w < 4 || w % 4 != 0 || w > (1 << 20))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: kv width %lld must be a positive multiple of 4 (<= 2^20)", op,
+                     (long long)w);
+  DSA_CHECK(dsa__check_tensor(score, op, "score", DSA_F32, 2));
+  DSA_CHECK(dsa__check_dim(score, op, "score", 0, t));
+  DSA_CHECK(dsa__check_dim(score, op, "score", 1, w));
+  DSA_CHECK(dsa__check_unit_inner(score, op, "score"));
+  DSA_CHECK(dsa__check_tensor(ape, op, "ape", DSA_F32, 2));
+  DSA_CHECK(dsa__check_dim(ape, op, "ape", 0, p->compress_ratio));
+  DSA_CHECK(dsa__check_dim(ape, op, "ape", 1, w));
+  DSA_CHECK(dsa__check_unit_inner(ape, op, "ape"));
+  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
+  DSA_CHECK(dsa__check_dim(positions, op, "positions", 0, t));
+  DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
+  DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
+  DSA_CHECK(check_state(state, op, 2 * w));
+  if (t >= ((int64_t)1 << 31))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: %lld tokens, at most 2^31 - 1", op,
+                     (long long)t);
+
+  if (t == 0) return dsa__launch_nothing(q, ev);
+  if (dsa__pick(q, &dsa__variants_compressor_save_states, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  cl_kernel kern;
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_save_states", &kern));
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, kv, 2);
+  dsa__karg_tensor(&a, score, 2);
+  dsa__karg_tensor(&a, ape, 2);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_tensor(&a, slot_mapping, 1);
+  dsa__karg_tensor(&a, state, 3);
+  dsa__karg_i64(&a, state->shape[0]);
+  dsa__karg_i32(&a, (cl_int)state->shape[1]);
+  dsa__karg_i32(&a, (cl_int)(w / 4));
+  dsa__karg_i32(&a, p->compress_ratio);
+  dsa__karg_i64(&a, t);
+  dsa__karg_faults(&a);
+  const size_t w4 = (size_t)(w / 4);
+  const size_t global[2] = {(w4 + CMP_SAVE_WG - 1) / CMP_SAVE_WG * CMP_SAVE_WG, (size_t)t},
+               local[2] = {CMP_SAVE_WG, 1};
+  return dsa__launch_args(q, kern, "compressor_save_states", &a, 2, global, local, ev);
+}
+
+dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
+                                          const dsa_tensor *block_table,
+                                          const dsa_tensor *token_to_req,
+                                          const dsa_tensor *positions,
+                                          const dsa_tensor *slot_mapping,
+                                          const dsa_tensor *norm_weight,
+                                          const dsa_tensor *cos_sin,
+                                          const dsa_tensor *cache_slot_mapping,
+                                          const dsa_paged_cache *cache,
+                                          const dsa_compressor_params *p, const dsa_events *ev) {
+  static const char op[] = "dsa_compressor_compress_insert";
+  dsa__clear_error();
+  DSA_CHECK(dsa__check_queue(q, op));
+  DSA_CHECK(dsa__check_events(ev, op));
+  dsa_compressor_params defp;
+  if (!p) {
+    dsa_compressor_params_default(&defp);
+    p = &defp;
+  }
+  DSA_CHECK(check_params(p, op));
+  if (!cache) return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: cache is NULL", op);
+  if (cache->format != DSA_CACHE_MLA_FP8 && cache->format != DSA_CACHE_INDEXER_FP8 &&
+      cache->format != DSA_CACHE_INDEXER_MXFP4)
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "%s: cache has format %d, this operator needs DSA_CACHE_MLA_FP8, "
+                     "DSA_CACHE_INDEXER_FP8 or DSA_CACHE_INDEXER_MXFP4",
+                     op, (int)cache->format);
+  DSA_CHECK(dsa__check_cache(cache, op, "cache", cache->format));
+  const int64_t hd = cache->format == DSA_CACHE_MLA_FP8 ? 512 : 128;
+  const int64_t coff = p->compress_ratio == 4 ? 2 : 1;
+  DSA_CHECK(check_state(state, op, 2 * coff * hd));
+  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
+  const int64_t t = positions->shape[0];
+  DSA_CHECK(dsa__check_tensor(block_table, op, "block_table", DSA_I32, 2));
+  DSA_CHECK(dsa__check_tensor(token_to_req, op, "token_to_req", DSA_I32, 1));
+  DSA_CHECK(dsa__check_dim(token_to_req, op, "token_to_req", 0, t));
+  DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
+  DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
+  if (!norm_weight)
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: norm_weight is NULL", op);
+  const int w_bf16 = norm_weight->dtype == DSA_BF16;
+  DSA_CHECK(dsa__check_tensor(norm_weight, op, "norm_weight", w_bf16 ? DSA_BF16 : DSA_F32, 1));
+  DSA_CHECK(dsa__check_dim(norm_weight, op, "norm_weight", 0, hd));
+  DSA_CHECK(dsa__check_tensor(cos_sin, op, "cos_sin", DSA_F32, 2));
+  DSA_CHECK(dsa__check_dim(cos_sin, op, "cos_sin", 1, 64));
+  DSA_CHECK(dsa__check_unit_inner(cos_sin, op, "cos_sin"));
+  DSA_CHECK(dsa__check_tensor(cache_slot_mapping, op, "cache_slot_mapping", DSA_I64, 1));
+  DSA_CHECK(dsa__check_dim(cache_slot_mapping, op, "cache_slot_mapping", 0, t));
+  if (t >= ((int64_t)1 << 31))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: %lld tokens, at most 2^31 - 1", op,
+                     (long long)t);
+
+  if (t == 0) return dsa__launch_nothing(q, ev);
+  if (dsa__pick(q, &dsa__variants_compressor_compress_insert, NULL) < 0)
+    return DSA_ERR_UNSUPPORTED;
+  const char *kname = hd == 512 ? "compressor_compress_512" : "compressor_compress_128";
+  cl_kernel kern;
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, kname, &kern));
+  dsa_kargs a;
+  dsa__kargs_init(&a, q);
+  dsa__karg_tensor(&a, state, 3);
+  dsa__karg_i64(&a, state->shape[0]);
+  dsa__karg_i32(&a, (cl_int)state->shape[1]);
+  dsa__karg_tensor(&a, block_table, 2);
+  dsa__karg_i64(&a, block_table->shape[0]);
+  dsa__karg_i64(&a, block_table->shape[1]);
+  dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_tensor(&a, slot_mapping, 1);
+  dsa__karg_tensor(&a, norm_weight, 1);
+  dsa__karg_i32(&a, w_bf16);
+  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_i64(&a, cos_sin->shape[0]);
+  dsa__karg_tensor(&a, cache_slot_mapping, 1);
+  dsa__karg_paged(&a, cache);
+  dsa__karg_i32(&a, (cl_int)cache->format);
+  dsa__karg_i32(&a, p->compress_ratio);
+  dsa__karg_f32(&a, p->eps);
+  dsa__karg_faults(&a);
+  const size_t lanes = (size_t)(hd / 4);
+  const size_t global[2] = {lanes, (size_t)t}, local[2] = {lanes, 1};
+  return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
+}

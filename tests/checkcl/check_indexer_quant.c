@@ -1,0 +1,286 @@
+/* Indexer quantization: Q RoPE + FP8/MXFP4 quant, K insert into the paged
+ * indexer cache, K gather. Byte-exact against tests/ref (as
+ * tests/test_indexer_q.c / test_indexer_k.c): every output byte (rows the
+ * call must not write included) and the fault word. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkcl.h"
+#include "ref_indexer_quant.h"
+
+static void rand_bf16(cc_env *e, uint16_t *v, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    const double s = ldexp(1.0, (int)cc_rnd(e, 30) - 15);
+    for (int64_t i = b; i < n && i < b + 32; i++)
+      v[i] = cc_bf16((float)(cc_uniform(e, -1, 1) * s));
+  }
+}
+
+/* ---- Q --------------------------------------------------------------------------- */
+
+typedef struct qq {
+  int64_t T, H, D, R, P;
+  int mx;
+  uint16_t *q;
+  int64_t *pos;
+  float *cs, *w;
+  size_t oqn, osn;
+  cl_mem mq, mp, mc, mw, moq, mos, mow;
+  dsa_tensor tq, tp, tc, tw, toq, tos, tow;
+  dsa_indexer_q_params prm;
+} qq;
+
+static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
+                   int mode, int bad) {
+  qq *s = cc_xmalloc(sizeof *s);
+  *s = (qq){.T = T, .H = H, .D = D, .R = R, .P = P, .mx = mx};
+  s->q = cc_xmalloc((size_t)(T * H * D) * 2);
+  rand_bf16(e, s->q, T * H * D);
+  s->pos = cc_xmalloc((size_t)T * 8);
+  for (int64_t t = 0; t < T; t++)
+    s->pos[t] = bad && cc_rnd(e, 4) == 0 ? P + cc_rnd(e, 3) : cc_rnd(e, P);
+  s->cs = cc_xmalloc((size_t)(P * R + 1) * 4);
+  for (int64_t p = 0; p < P; p++)
+    for (int64_t i = 0; i < R / 2; i++) {
+      const double th = (double)p * pow(10000.0, -2.0 * (double)i / (double)R);
+      s->cs[p * R + i] = (float)cos(th), s->cs[p * R + R / 2 + i] = (float)sin(th);
+    }
+  s->w = cc_xmalloc((size_t)(T * H) * 4);
+  for (int64_t i = 0; i < T * H; i++) s->w[i] = (float)cc_uniform(e, -2, 2);
+  const int64_t qd = mx ? D / 2 : D;
+  s->oqn = (size_t)(T * H * qd), s->osn = (size_t)(T * H * (D / 32));
+  dsa_indexer_q_params_default(&s->prm);
+  s->prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
+  s->mq = cc_buf(e, (size_t)(T * H * D) * 2, s->q);
+  s->mp = cc_buf(e, (size_t)T * 8, s->pos);
+  s->mc = cc_buf(e, (size_t)(P * R + 1) * 4, s->cs);
+  s->mw = cc_buf(e, (size_t)(T * H) * 4, s->w);
+  s->moq = cc_buf(e, s->oqn, NULL);
+  s->mos = cc_buf(e, s->osn, NULL);
+  s->mow = cc_buf(e, (size_t)(T * H) * 4, NULL);
+  s->tq = cc_t(s->mq, DSA_BF16, 3, (int64_t[]){T, H, D});
+  s->tp = cc_t(s->mp, DSA_I64, 1, (int64_t[]){T});
+  s->tc = cc_t(s->mc, DSA_F32, 2, (int64_t[]){P, R});
+  s->tw = cc_t(s->mw, DSA_F32, 2, (int64_t[]){T, H});
+  s->toq = cc_t(s->moq, mx ? DSA_E2M1X2 : DSA_E4M3, 3, (int64_t[]){T, H, qd});
+  s->tos = cc_t(s->mos, DSA_UE8M0, 3, (int64_t[]){T, H, D / 32});
+  s->tow = cc_t(s->mow, DSA_F32, 2, (int64_t[]){T, H});
+  return s;
+}
+static void qq_free(void *p) {
+  qq *s = p;
+  if (!s) return;
+  free(s->q), free(s->pos), free(s->cs), free(s->w);
+  cc_free(&s->mq), cc_free(&s->mp), cc_free(&s->mc), cc_free(&s->mw), cc_free(&s->moq);
+  cc_free(&s->mos), cc_free(&s->mow);
+  free(s);
+}
+static dsa_status qq_call(cc_env *e, qq *s, cl_event *done) {
+  dsa_events ev = {0, NULL, done};
+  dsa_status st = dsa_indexer_q_quant(e->q, &s->tp, &s->tq, &s->tc, &s->tw, &s->prm, &s->toq,
+                                      s->mx ? &s->tos : NULL, &s->tow, &ev);
+  cc_after_call(e);
+  return st;
+}
+
+static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
+                  int mode, int bad, char *msg, size_t ms) {
+  qq *s = qq_make(e, T, H, D, R, P, mx, mode, bad);
+  int rc;
+  if (qq_call(e, s, NULL) != DSA_OK) {
+    rc = CC_FAIL(msg, ms, "dsa_indexer_q_quant: %s", dsa_last_error());
+  } else {
+    const uint32_t f = cc_faults(e);
+    uint8_t *oq = cc_xmalloc(s->oqn), *os = cc_xmalloc(s->osn), *g = cc_xmalloc(s->oqn + s->osn);
+    float *ow = cc_xmalloc((size_t)(T * H) * 4), *gw = cc_xmalloc((size_t)(T * H) * 4);
+    const int64_t qd = mx ? D / 2 : D;
+    ref_indexer_q_args a = {T, H, D, R, P, s->pos, 0, 1, s->q, H * D, D, s->cs, 0, R, s->w, 0,
+                            H, 1, s->prm.softmax_scale, s->prm.head_scale, mx, mode,
+                            oq, H * qd, qd, os, H * (D / 32), D / 32, ow, H, 1};
+    const unsigned want_f = ref_indexer_q(&a);
+    char what[128];
+    snprintf(what, sizeof what, "T=%lld H=%lld D=%lld R=%lld mx=%d mode=%d", (long long)T,
+             (long long)H, (long long)D, (long long)R, mx, mode);
+    char w2[160];
+    cc_read(e, s->moq, s->oqn, g);
+    snprintf(w2, sizeof w2, "%s out_q", what);
+    rc = cc_cmp_bytes(g, oq, s->oqn, 1, w2, msg, ms);
+    if (!rc && mx) {
+      cc_read(e, s->mos, s->osn, g);
+      snprintf(w2, sizeof w2, "%s out_scales", what);
+      rc = cc_cmp_bytes(g, os, s->osn, 1, w2, msg, ms);
+    }
+    if (!rc) {
+      cc_read(e, s->mow, (size_t)(T * H) * 4, gw);
+      snprintf(w2, sizeof w2, "%s out_weights", what);
+      rc = cc_cmp_bytes(gw, ow, (size_t)(T * H) * 4, 4, w2, msg, ms);
+    }
+    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
+    free(oq), free(os), free(g), free(ow), free(gw);
+  }
+  qq_free(s);
+  return rc;
+}
+
+static int check_q(cc_env *e, char *msg, size_t ms) {
+  static const int64_t Hs[] = {1, 8, 64}, Ds[] = {32, 64, 128};
+  if (q_case(e, 1, 1, 128, 64, 16, 0, 0, 0, msg, ms) || q_case(e, 5, 64, 128, 64, 99, 1, 0, 1, msg, ms) ||
+      q_case(e, 3, 8, 64, 0, 4, 1, 1, 0, msg, ms))
+    return 1;
+  for (int it = 0; it < (e->quick ? 2 : 10); it++) {
+    const int64_t D = Ds[cc_rnd(e, 3)];
+    if (q_case(e, 1 + cc_rnd(e, 9), Hs[cc_rnd(e, 3)], D, 2 * cc_rnd(e, D / 2 + 1),
+               1 + cc_rnd(e, 50), (int)cc_rnd(e, 2), (int)cc_rnd(e, 2), (int)cc_rnd(e, 2), msg, ms))
+      return 1;
+  }
+  return 0;
+}
+
+static int b_q_setup(cc_env *e, int small, void **st) {
+  *st = qq_make(e, small ? 64 : 4096, 64, 128, 64, 8192, 0, 0, 0);
+  return 0;
+}
+static int b_q_run(cc_env *e, void *st, cl_event *done) { return qq_call(e, st, done) != DSA_OK; }
+
+/* ---- K insert / gather -------------------------------------------------------------- */
+
+typedef struct kc {
+  uint8_t *img;
+  size_t size;
+  ref_idx_cache ref;
+  cl_mem mem;
+  dsa_paged_cache dc;
+} kc;
+
+static kc kc_make(cc_env *e, int64_t nb, int32_t bs, int mx) {
+  kc c;
+  const int64_t stride = (int64_t)bs * (mx ? 68 : 132) + 4 * cc_rnd(e, 3);
+  c.size = (size_t)(nb * stride);
+  c.img = cc_xmalloc(c.size);
+  cc_fill_bytes(e, c.img, c.size);
+  c.ref = (ref_idx_cache){c.img, nb, bs, stride, mx};
+  c.mem = cc_buf(e, c.size, c.img);
+  c.dc = (dsa_paged_cache){c.mem, 0, nb, bs, stride,
+                           mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  return c;
+}
+
+static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int mode, char *msg,
+                     size_t ms) {
+  kc c = kc_make(e, nb, bs, mx);
+  const int64_t cap = nb * bs;
+  uint16_t *k = cc_xmalloc((size_t)n * 256);
+  rand_bf16(e, k, n * 128);
+  int64_t *slots = cc_xmalloc((size_t)n * 8), *perm = cc_xmalloc((size_t)cap * 8);
+  for (int64_t i = 0; i < cap; i++) perm[i] = i;
+  for (int64_t i = 0; i < n; i++) {
+    if (i < cap) {
+      const int64_t j = i + cc_rnd(e, cap - i), t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    const int64_t r = cc_rnd(e, 12);
+    slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + cc_rnd(e, 3) : perm[i];
+  }
+  cl_mem km = cc_buf(e, (size_t)n * 256, k), sm = cc_buf(e, (size_t)n * 8, slots);
+  dsa_tensor kt = cc_t(km, DSA_BF16, 2, (int64_t[]){n, 128});
+  dsa_tensor stt = cc_t(sm, DSA_I64, 1, (int64_t[]){n});
+  int rc;
+  dsa_status s_ = dsa_indexer_k_insert(e->q, &kt, &stt, &c.dc, mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, NULL);
+  cc_after_call(e);
+  if (s_ != DSA_OK) {
+    rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
+  } else {
+    const uint32_t f = cc_faults(e);
+    const unsigned want_f = ref_indexer_k_insert(&c.ref, k, 128, slots, n, mode);
+    uint8_t *got = cc_xmalloc(c.size);
+    cc_read(e, c.mem, c.size, got);
+    char what[128];
+    snprintf(what, sizeof what, "k_insert n=%lld nb=%lld bs=%d mx=%d mode=%d cache",
+             (long long)n, (long long)nb, bs, mx, mode);
+    rc = cc_cmp_bytes(got, c.img, c.size, 1, what, msg, ms);
+    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
+    free(got);
+  }
+  cc_free(&km), cc_free(&sm), cc_free(&c.mem);
+  free(k), free(slots), free(perm), free(c.img);
+  return rc;
+}
+
+static int check_kins(cc_env *e, char *msg, size_t ms) {
+  static const int32_t bss[] = {1, 3, 16, 64};
+  if (kins_case(e, 1, 1, 1, 0, 0, msg, ms) || kins_case(e, 40, 3, 16, 1, 0, msg, ms)) return 1;
+  for (int it = 0; it < (e->quick ? 3 : 12); it++)
+    if (kins_case(e, 1 + cc_rnd(e, 80), 1 + cc_rnd(e, 6), bss[cc_rnd(e, 4)], (int)cc_rnd(e, 2),
+                  (int)cc_rnd(e, 2), msg, ms))
+      return 1;
+  return 0;
+}
+
+static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, int mx, char *msg,
+                     size_t ms) {
+  kc c = kc_make(e, nb, bs, mx);
+  int32_t *bt = cc_xmalloc((size_t)(R * W) * 4), *cu = cc_xmalloc((size_t)(R + 1) * 4);
+  for (int64_t i = 0; i < R * W; i++) {
+    const int64_t x = cc_rnd(e, 20);
+    bt[i] = (int32_t)(x == 0 ? -1 : x == 1 ? nb + cc_rnd(e, 2) : cc_rnd(e, nb));
+  }
+  cu[0] = 0;
+  for (int64_t r = 0; r < R; r++) cu[r + 1] = cu[r] + (int32_t)cc_rnd(e, W * bs + 1);
+  const int64_t total = cu[R] + cc_rnd(e, 3);
+  const int64_t kb = mx ? 64 : 128;
+  const size_t ob = (size_t)(total * kb), sb = (size_t)total * 4;
+  uint8_t *out = cc_xmalloc(ob), *want = cc_xmalloc(ob), *sc = cc_xmalloc(sb), *wsc = cc_xmalloc(sb);
+  cc_fill_bytes(e, out, ob), cc_fill_bytes(e, sc, sb);
+  memcpy(want, out, ob), memcpy(wsc, sc, sb);
+  cl_mem bm = cc_buf(e, (size_t)(R * W) * 4, bt), cm = cc_buf(e, (size_t)(R + 1) * 4, cu);
+  cl_mem om = cc_buf(e, ob, out), smm = cc_buf(e, sb, sc);
+  dsa_tensor btt = cc_t(bm, DSA_I32, 2, (int64_t[]){R, W});
+  dsa_tensor cut = cc_t(cm, DSA_I32, 1, (int64_t[]){R + 1});
+  dsa_tensor ot = cc_t(om, mx ? DSA_E2M1X2 : DSA_E4M3, 2, (int64_t[]){total, kb});
+  dsa_tensor st = mx ? cc_t(smm, DSA_UE8M0, 2, (int64_t[]){total, 4})
+                     : cc_t(smm, DSA_F32, 1, (int64_t[]){total});
+  int rc;
+  dsa_status s_ = dsa_indexer_k_gather(e->q, &c.dc, &btt, &cut, &ot, &st, NULL);
+  cc_after_call(e);
+  if (s_ != DSA_OK) {
+    rc = CC_FAIL(msg, ms, "dsa_indexer_k_gather: %s", dsa_last_error());
+  } else {
+    const uint32_t f = cc_faults(e);
+    const unsigned want_f =
+        ref_indexer_k_gather(&c.ref, bt, R, W, W, 1, cu, 1, total, want, kb, wsc, 4);
+    char what[128];
+    snprintf(what, sizeof what, "k_gather R=%lld W=%lld bs=%d mx=%d", (long long)R,
+             (long long)W, bs, mx);
+    char w2[160];
+    cc_read(e, om, ob, out);
+    snprintf(w2, sizeof w2, "%s k_out", what);
+    rc = cc_cmp_bytes(out, want, ob, 1, w2, msg, ms);
+    if (!rc) {
+      cc_read(e, smm, sb, sc);
+      snprintf(w2, sizeof w2, "%s k_scale", what);
+      rc = cc_cmp_bytes(sc, wsc, sb, 4, w2, msg, ms);
+    }
+    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
+  }
+  cc_free(&bm), cc_free(&cm), cc_free(&om), cc_free(&smm), cc_free(&c.mem);
+  free(bt), free(cu), free(out), free(want), free(sc), free(wsc), free(c.img);
+  return rc;
+}
+
+static int check_kgat(cc_env *e, char *msg, size_t ms) {
+  static const int32_t bss[] = {1, 4, 16, 64};
+  if (kgat_case(e, 1, 1, 1, 1, 0, msg, ms) || kgat_case(e, 3, 4, 6, 16, 1, msg, ms)) return 1;
+  for (int it = 0; it < (e->quick ? 3 : 12); it++)
+    if (kgat_case(e, 1 + cc_rnd(e, 4), 1 + cc_rnd(e, 4), 1 + cc_rnd(e, 8), bss[cc_rnd(e, 4)],
+                  (int)cc_rnd(e, 2), msg, ms))
+      return 1;
+  return 0;
+}
+
+const cc_op cc_ops_indexer_quant[] = {
+    {"dsa_indexer_q_quant", check_q, "T=4096 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
+    {"dsa_indexer_k_insert", check_kins, "", NULL, NULL, NULL},
+    {"dsa_indexer_k_gather", check_kgat, "", NULL, NULL, NULL},
+    {0}};
