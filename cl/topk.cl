@@ -154,7 +154,18 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 }
 #define TOPK_SCAN(v, par, total) topk_scan_sg(v, scan_tmp + 32u * (par), tid, wg, total)
 #else
+/* The loop bound is the run-time group size on CPU devices: with the
+ * constant wg of topk_rows_128/256/512 (its barriers in an unrolled loop),
+ * Intel's OpenCL CPU compiler 2026.2 crashes in its pass
+ * "sycl-kernel-reduce-cross-barrier-values" (it reads heap memory it never
+ * wrote: every time under MALLOC_PERTURB_, now and then without). The
+ * value is the same (reqd_work_group_size). */
+#if defined(DSA_DEVICE_CPU) && DSA_DEVICE_CPU
+#define TOPK_SCAN(v, par, total) \
+  topk_scan_excl(v, scan_tmp, tid, (uint)get_local_size(0), total)
+#else
 #define TOPK_SCAN(v, par, total) topk_scan_excl(v, scan_tmp, tid, wg, total)
+#endif
 #endif
 
 /* ==== register-resident select and sort (topk_rows) ======================= */

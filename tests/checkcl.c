@@ -17,7 +17,8 @@
  * each kept mask, side by side. Exit status: 1 if anything failed.
  *
  * --masked-only skips the all-enabled mask (the test suite itself runs it),
- * which is how `meson test` runs checkcl. */
+ * which is how `meson test` runs checkcl. Each program runs under `timeout`
+ * (CHECKCL_PROG_TIMEOUT seconds, default 400). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,11 +134,20 @@ static int run_prog(const char *build, const char *golden, const struct prog *p,
   int fd = mkstemp(log);
   if (fd < 0) return -1;
   close(fd);
+  /* Each program under a time limit of its own (coreutils timeout): a
+   * vendor compiler that hangs (Intel's CPU compiler after corrupting its
+   * heap did, in CI) then fails that program with its output, instead of
+   * the whole runner running into meson's limit with nothing said. */
+  const char *lim = getenv("CHECKCL_PROG_TIMEOUT");
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s/%s' %s%s%s > '%s' 2>&1", build, p->path, p->golden ? "'" : "",
-           p->golden ? golden : "", p->golden ? "'" : "", log);
+  snprintf(cmd, sizeof cmd, "timeout -k 10 %s '%s/%s' %s%s%s > '%s' 2>&1", lim ? lim : "400",
+           build, p->path, p->golden ? "'" : "", p->golden ? golden : "", p->golden ? "'" : "",
+           log);
   const int rc = system(cmd);
   const int ok = rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 124)
+    fprintf(stderr, "checkcl: %s ran past %s s under [%s]\n", p->path, lim ? lim : "400",
+            m->name);
   unsetenv("DSACL_LOG");
   FILE *f = fopen(log, "r");
   char line[1024];

@@ -133,6 +133,35 @@ def install_stubs(torch, triton, tl, pdl):
     utils.deep_gemm = dg
 
 
+class _LaunchPdlArg:
+    """A Triton kernel whose signature declares `launch_pdl: tl.constexpr`
+    (vLLM @ 391ed5c: "triton metadata") gets it from the launch only when
+    PDL is on (`pdl_kwargs`); Triton 3.6's binder then misses the parameter
+    ("dynamic_func() missing 1 required positional argument: 'launch_pdl'").
+    This passes launch_pdl=False, the value the kernel sees on a GPU without
+    PDL; the kernel body never reads it."""
+
+    def __init__(self, jit_fn):
+        self.jit_fn = jit_fn
+
+    def __getitem__(self, grid):
+        launch = self.jit_fn[grid]
+
+        def call(*a, **k):
+            k.setdefault("launch_pdl", False)
+            return launch(*a, **k)
+
+        return call
+
+
+def pass_launch_pdl(triton, kmod, pdl):
+    if pdl:
+        return
+    for name, obj in list(vars(kmod).items()):
+        if isinstance(obj, triton.runtime.jit.JITFunction) and "launch_pdl" in obj.arg_names:
+            setattr(kmod, name, _LaunchPdlArg(obj))
+
+
 def load_kernel(src_root, kernel_file):
     path = kernel_file
     if path is None:
@@ -311,6 +340,7 @@ def main():
         die("no CUDA device")
     install_stubs(torch, triton, tl, args.pdl)
     kmod, kpath = load_kernel(args.vllm_src, args.kernel_file)
+    pass_launch_pdl(triton, kmod, args.pdl)
     dev = torch.device("cuda")
     devname = torch.cuda.get_device_name()
     cap = torch.cuda.get_device_capability()
