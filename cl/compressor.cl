@@ -34,6 +34,10 @@
 /* fp32 1e-4: the indexer FP8 amax floor (§5.2). */
 #define CMP_IDX_FLOOR_BITS 0x38D1B717u
 #define CMP_MASKED 0xFFFFFFFFFFFFFFFFul
+/* Window rows per batch in the softmax (a divisor of 8 and of 128). */
+#ifndef CMP_B
+#define CMP_B 4
+#endif
 
 __kernel void compressor_save_states(DSA_CTENSOR2(kv), DSA_CTENSOR2(sc), DSA_CTENSOR2(ape),
                                      DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_TENSOR3(st),
@@ -136,6 +140,24 @@ DSA_INLINE float cmp_div_cr(float w, float d) {
   return cmp_div_slow(w, d);
 }
 
+/* w / d from a guess r of 1/d: q = w r refined by one residual step, and
+ * *exact set when the test of cmp_div_cr proves q the rounded quotient
+ * (then it is what cmp_div_cr returns); otherwise the caller takes
+ * cmp_div_cr. No branches, so a batch of them runs as independent chains.
+ * w = 0 (a masked row) gives +0, exact. */
+DSA_INLINE float cmp_div_guess(float w, float d, float r, bool *exact) {
+  const float q0 = w * r;
+  const float q = fma(fma(-q0, d, w), r, q0);
+  const uint qb = as_uint(q);
+  const float e = fma(-q, d, w);
+  const float ulp_half = as_float((qb & 0x7F800000u) - (24u << 23));
+  const float h_up = ulp_half * d;
+  const float h_dn = (qb & 0x7FFFFFu) ? h_up : h_up * 0.5f;
+  *exact = (w == 0.0f && !isnan(d)) ||
+           (qb >= 0x0D800000u && qb < 0x7F800000u && e < h_up && -e < h_dn);
+  return w == 0.0f ? w : q;
+}
+
 DSA_INLINE uint cmp_bf16x2(float a, float b) {
   return (uint)dsa_f32_to_bf16(a) | ((uint)dsa_f32_to_bf16(b) << 16);
 }
@@ -207,46 +229,93 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   }
   if (lane == 0u && fbit) dsa_fault(faults, fbit);
 
-  /* Softmax-gated sum of the rows for dims [4 lane, 4 lane + 4). */
+  /* Softmax-gated sum of the rows for dims [4 lane, 4 lane + 4), CMP_B rows
+   * at a time: a batch's loads are issued together, its CMP_B x 4 weights
+   * (EXP2 and the division) computed as independent chains, and only then
+   * folded into den / c in row order, as docs/COMPRESSOR.md sums. (One row
+   * at a time, a lane's work was one dependent chain: the 64 groups of a
+   * ratio-128 decode step took 328 us on an H100.) A masked row adds +0,
+   * which leaves the sums unchanged: they start at +0 and never become -0. */
   const float L2E = 0x1.715476p+0f;
   float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (go) {
     const ulong col = (ulong)lane * 16u;
     const ulong sco = SW * 4u + col;
     float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    for (int i = 0; i < N; i++) {
-      const ulong off = rowoff[i];
-      if (off == CMP_MASKED) continue;
-      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
-      m[0] = fmax(m[0], s.x), m[1] = fmax(m[1], s.y), m[2] = fmax(m[2], s.z), m[3] = fmax(m[3], s.w);
+    for (int i0 = 0; i0 < N; i0 += CMP_B) {
+      float4 sb[CMP_B];
+#pragma unroll
+      for (int b = 0; b < CMP_B; b++) {
+        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
+        sb[b] = off != CMP_MASKED ? vload4(0, (__global const float *)(st_mem + off + sco))
+                                  : (float4)(-INFINITY); /* fmax(m, -inf) = m */
+      }
+#pragma unroll
+      for (int b = 0; b < CMP_B; b++)
+        m[0] = fmax(m[0], sb[b].x), m[1] = fmax(m[1], sb[b].y), m[2] = fmax(m[2], sb[b].z),
+        m[3] = fmax(m[3], sb[b].w);
     }
     float den[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int i = 0; i < N; i++) {
-      const ulong off = rowoff[i];
-      if (off == CMP_MASKED) continue;
-      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
-      const float sv[4] = {s.x, s.y, s.z, s.w};
+    for (int i0 = 0; i0 < N; i0 += CMP_B) {
+      float w[CMP_B][4];
 #pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const float z = sv[k] - m[k];
-        const float tt = z * L2E;
-        den[k] = den[k] + cmp_exp2(tt);
+      for (int b = 0; b < CMP_B; b++) {
+        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
+        const bool ok = off != CMP_MASKED;
+        const float4 sv = ok ? vload4(0, (__global const float *)(st_mem + off + sco))
+                             : (float4)(0.0f);
+        w[b][0] = ok ? cmp_exp2((sv.x - m[0]) * L2E) : 0.0f;
+        w[b][1] = ok ? cmp_exp2((sv.y - m[1]) * L2E) : 0.0f;
+        w[b][2] = ok ? cmp_exp2((sv.z - m[2]) * L2E) : 0.0f;
+        w[b][3] = ok ? cmp_exp2((sv.w - m[3]) * L2E) : 0.0f;
       }
+#pragma unroll
+      for (int b = 0; b < CMP_B; b++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) den[k] = den[k] + w[b][k];
     }
-    for (int i = 0; i < N; i++) {
-      const ulong off = rowoff[i];
-      if (off == CMP_MASKED) continue;
-      const float4 s = vload4(0, (__global const float *)(st_mem + off + sco));
-      const float4 kv = vload4(0, (__global const float *)(st_mem + off + col));
-      const float sv[4] = {s.x, s.y, s.z, s.w}, kvv[4] = {kv.x, kv.y, kv.z, kv.w};
+    float rd[4];
 #pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const float z = sv[k] - m[k];
-        const float tt = z * L2E;
-        const float pw = cmp_div_cr(cmp_exp2(tt), den[k]);
-        const float prod = kvv[k] * pw;
-        cv[k] = cv[k] + prod;
+    for (int k = 0; k < 4; k++) rd[k] = 1.0f / den[k]; /* a first guess only */
+    for (int i0 = 0; i0 < N; i0 += CMP_B) {
+      float pr[CMP_B][4];
+      uint slow = 0u;
+#pragma unroll
+      for (int b = 0; b < CMP_B; b++) {
+        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
+        const bool ok = off != CMP_MASKED;
+        const float4 s4 = ok ? vload4(0, (__global const float *)(st_mem + off + sco))
+                             : (float4)(0.0f);
+        const float4 k4 = ok ? vload4(0, (__global const float *)(st_mem + off + col))
+                             : (float4)(0.0f);
+        const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const float e2 = ok ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
+          bool exact;
+          const float pw = cmp_div_guess(e2, den[k], rd[k], &exact);
+          slow |= (ok && !exact) ? 1u << (b * 4 + k) : 0u;
+          pr[b][k] = kvv[k] * pw; /* masked: 0 * 0 */
+        }
       }
+      if (slow) { /* rare: a quotient the guess could not prove rounded */
+#pragma unroll
+        for (int b = 0; b < CMP_B; b++) {
+          if (!((slow >> (b * 4)) & 0xFu)) continue;
+          const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
+          const float4 s4 = vload4(0, (__global const float *)(st_mem + off + sco));
+          const float4 k4 = vload4(0, (__global const float *)(st_mem + off + col));
+          const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+          for (int k = 0; k < 4; k++)
+            if ((slow >> (b * 4 + k)) & 1u)
+              pr[b][k] = kvv[k] * cmp_div_cr(cmp_exp2((sv[k] - m[k]) * L2E), den[k]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < CMP_B; b++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) cv[k] = cv[k] + pr[b][k];
     }
   }
 
