@@ -277,6 +277,33 @@ typedef struct dsa_events {
 } dsa_events;
 
 /* --------------------------------------------------------------------------
+ * Foreign memory (cl_khr_external_memory): an allocation exported by another
+ * API (CUDA, Vulkan, Level Zero, ...) as a file descriptor becomes a cl_mem
+ * of the context without a copy, usable in any tensor or cache. Between its
+ * uses by the other API, enqueue dsa_external_acquire before dsacl's
+ * operators and dsa_external_release after them (the extension requires
+ * it; the other API orders itself with its own synchronization, e.g. a
+ * semaphore or a finish). docs/API.md, "Foreign memory".
+ * ------------------------------------------------------------------------ */
+typedef enum dsa_external_handle {
+  DSA_EXTERNAL_OPAQUE_FD = 1, /* cl_khr_external_memory_opaque_fd (CUDA cuMemExport..., Vulkan) */
+  DSA_EXTERNAL_DMA_BUF = 2    /* cl_khr_external_memory_dma_buf */
+} dsa_external_handle;
+/* Whether the context's device imports this handle type. */
+DSA_API int dsa_external_supported(const dsa_context *c, dsa_external_handle type);
+/* Imports bytes of the allocation behind fd as *out (the caller releases it
+ * with clReleaseMemObject; fd stays the caller's). DSA_ERR_UNSUPPORTED, with
+ * the reason, where the device or the ICD loader cannot. */
+DSA_API dsa_status dsa_external_import(dsa_context *c, dsa_external_handle type, int fd,
+                                       size_t bytes, cl_mem *out);
+/* clEnqueueAcquire/ReleaseExternalMemObjectsKHR on q for n imported
+ * buffers, with the usual wait list and completion event. */
+DSA_API dsa_status dsa_external_acquire(dsa_queue *q, cl_uint n, const cl_mem *mems,
+                                        const dsa_events *ev);
+DSA_API dsa_status dsa_external_release(dsa_queue *q, cl_uint n, const cl_mem *mems,
+                                        const dsa_events *ev);
+
+/* --------------------------------------------------------------------------
  * MLA KV-cache operators (DSA_CACHE_MLA_FP8).
  * ------------------------------------------------------------------------ */
 
