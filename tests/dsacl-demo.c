@@ -251,6 +251,28 @@ static void die(const char *fmt, ...) {
   exit(finish(&cfg, warmup_s, "setup"));
 }
 
+/* Checked 64-bit size arithmetic: every host-side size goes through these,
+ * and an overflow (or a negative count) ends the demo in setup. */
+static int64_t mul_ck(int64_t a, int64_t b) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+    die("size overflow: %lld x %lld", (long long)a, (long long)b);
+  return r;
+}
+static int64_t add_ck(int64_t a, int64_t b) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r))
+    die("size overflow: %lld + %lld", (long long)a, (long long)b);
+  return r;
+}
+/* a * b * c (elements times element bytes) as a size_t. */
+static size_t nb3(int64_t a, int64_t b, int64_t c) {
+  const int64_t n = mul_ck(mul_ck(a, b), c);
+  if ((uint64_t)n > (uint64_t)SIZE_MAX) die("size %lld does not fit size_t", (long long)n);
+  return (size_t)n;
+}
+static size_t nb2(int64_t a, int64_t b) { return nb3(a, b, 1); }
+
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) die("out of host memory (%zu bytes)", n);
@@ -267,19 +289,53 @@ static dsa_queue *queue;
 static cl_context clctx;
 static cl_command_queue clq;
 
-static cl_mem buf_new(size_t size, const void *init) {
+static cl_ulong max_alloc, global_mem, dev_bytes, dev_peak; /* device memory, bytes */
+
+static void mib(char *out, size_t n, cl_ulong bytes) {
+  snprintf(out, n, "%llu bytes = %.1f MiB", (unsigned long long)bytes,
+           (double)bytes / (1u << 20));
+}
+
+/* A device buffer of size bytes (from init, else zeroed), named in the
+ * errors: one larger than the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE, or
+ * buffers adding up to more than CL_DEVICE_GLOBAL_MEM_SIZE, end the demo
+ * before OpenCL is asked. */
+static cl_mem buf_new(const char *name, size_t size, const void *init) {
+  char a[64], b[64];
+  if (max_alloc && size > max_alloc) {
+    mib(a, sizeof a, size), mib(b, sizeof b, max_alloc);
+    die("buffer '%s' needs %s, more than the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE (%s); "
+        "use fewer --seqs or a shorter --context",
+        name, a, b);
+  }
+  if (global_mem && size > global_mem - dev_bytes) {
+    mib(a, sizeof a, dev_bytes + (cl_ulong)size), mib(b, sizeof b, global_mem);
+    die("buffer '%s' brings the demo's device buffers to %s, more than the device's "
+        "CL_DEVICE_GLOBAL_MEM_SIZE (%s)",
+        name, a, b);
+  }
   cl_int err;
   cl_mem m = clCreateBuffer(clctx, CL_MEM_READ_WRITE, size ? size : 16, NULL, &err);
-  if (!m) die("clCreateBuffer(%zu bytes): OpenCL error %d", size, (int)err);
+  if (!m) die("clCreateBuffer('%s', %zu bytes): OpenCL error %d", name, size, (int)err);
   if (init && size) {
     err = clEnqueueWriteBuffer(clq, m, CL_TRUE, 0, size, init, 0, NULL, NULL);
-    if (err != CL_SUCCESS) die("clEnqueueWriteBuffer: OpenCL error %d", (int)err);
+    if (err != CL_SUCCESS) die("clEnqueueWriteBuffer('%s'): OpenCL error %d", name, (int)err);
   } else if (size) {
     const uint8_t zero = 0;
     err = clEnqueueFillBuffer(clq, m, &zero, 1, 0, size, 0, NULL, NULL);
-    if (err != CL_SUCCESS) die("clEnqueueFillBuffer: OpenCL error %d", (int)err);
+    if (err != CL_SUCCESS) die("clEnqueueFillBuffer('%s'): OpenCL error %d", name, (int)err);
   }
+  dev_bytes += size ? size : 16;
+  if (dev_bytes > dev_peak) dev_peak = dev_bytes;
   return m;
+}
+
+static void buf_free(cl_mem m) {
+  size_t size = 0;
+  if (!m) return;
+  if (clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, NULL) == CL_SUCCESS)
+    dev_bytes -= size <= dev_bytes ? size : dev_bytes;
+  clReleaseMemObject(m);
 }
 
 static void buf_read(cl_mem m, size_t size, void *dst) {
@@ -298,13 +354,13 @@ static double gauss(void) {
   return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772;
 }
 static uint16_t *random_bf16(size_t n, double amp) {
-  uint16_t *x = xmalloc(n * 2);
+  uint16_t *x = xmalloc(nb2((int64_t)n, 2));
   for (size_t i = 0; i < n; i++) x[i] = ref_bf16_from_float((float)(gauss() * amp));
   return x;
 }
 /* A random permutation of [0, n). */
 static int32_t *permutation(int64_t n) {
-  int32_t *p = xmalloc((size_t)n * 4);
+  int32_t *p = xmalloc(nb2(n, 4));
   for (int64_t i = 0; i < n; i++) p[i] = (int32_t)i;
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)(rnd64() % (uint64_t)(i + 1));
@@ -536,15 +592,24 @@ int main(int argc, char **argv) {
   snprintf(device_name, sizeof device_name, "%s", dsa_context_device_name(ctx));
   clctx = dsa_context_cl_context(ctx);
   clq = dsa_queue_cl(queue);
+  {
+    cl_device_id dev = dsa_context_cl_device(ctx);
+    if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL) !=
+        CL_SUCCESS)
+      max_alloc = 0; /* unknown: OpenCL decides */
+    if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global_mem, &global_mem, NULL) !=
+        CL_SUCCESS)
+      global_mem = 0;
+  }
   double t_w = now_s();
   if ((st = dsa_context_warmup(ctx)) != DSA_OK)
     die("dsa_context_warmup: %s: %s", dsa_status_name(st), dsa_last_error());
   warmup_s = now_s() - t_w;
 
   /* ---- the batch and its paging ------------------------------------------------------ */
-  int32_t *seq_len = xmalloc((size_t)B * 4), *n_cmp = xmalloc((size_t)B * 4);
-  int64_t *pos = xmalloc((size_t)T * 8);
-  int32_t *tok_req = xmalloc((size_t)T * 4);
+  int32_t *seq_len = xmalloc(nb2(B, 4)), *n_cmp = xmalloc(nb2(B, 4));
+  int64_t *pos = xmalloc(nb2(T, 8));
+  int32_t *tok_req = xmalloc(nb2(T, 4));
   int64_t n_past = 0, n_rows = 0, max_cmp = 0;
   for (int64_t b = 0; b < B; b++) {
     int64_t lb = L - 3 * b;
@@ -563,7 +628,7 @@ int main(int argc, char **argv) {
   for (int64_t b = 0; b < B; b++)
     swa_need += (seq_len[b] + SWA_BS - 1) / SWA_BS, cmp_need += (n_cmp[b] + CMP_BS - 1) / CMP_BS;
   const int64_t swa_nb = swa_need + B, cmp_nb = cmp_need + B;
-  int32_t *swa_bt = xmalloc((size_t)(B * Ws) * 4), *cmp_bt = xmalloc((size_t)(B * Wc1) * 4);
+  int32_t *swa_bt = xmalloc(nb3(B, Ws, 4)), *cmp_bt = xmalloc(nb3(B, Wc1, 4));
   {
     int32_t *perm = permutation(swa_nb);
     int64_t next = 0;
@@ -591,10 +656,11 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
 
-  const size_t swa_bytes = (size_t)swa_nb * MLA_STRIDE, c4_bytes = (size_t)cmp_nb * MLA_STRIDE;
-  const size_t ik_bytes = (size_t)cmp_nb * IDX_STRIDE;
-  cl_mem swa_mem = buf_new(swa_bytes, NULL), c4_mem = buf_new(c4_bytes, NULL);
-  cl_mem ik_mem = buf_new(ik_bytes, NULL);
+  const size_t swa_bytes = nb2(swa_nb, MLA_STRIDE), c4_bytes = nb2(cmp_nb, MLA_STRIDE);
+  const size_t ik_bytes = nb2(cmp_nb, IDX_STRIDE);
+  cl_mem swa_mem = buf_new("SWA MLA cache", swa_bytes, NULL);
+  cl_mem c4_mem = buf_new("C4 MLA cache", c4_bytes, NULL);
+  cl_mem ik_mem = buf_new("indexer K cache", ik_bytes, NULL);
   dsa_paged_cache swa_cache = {swa_mem, 0, swa_nb, SWA_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
   dsa_paged_cache c4_cache = {c4_mem, 0, cmp_nb, CMP_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
   dsa_paged_cache ik_cache = {ik_mem, 0, cmp_nb, CMP_BS, IDX_STRIDE, DSA_CACHE_INDEXER_FP8};
@@ -609,13 +675,13 @@ int main(int argc, char **argv) {
   /* ---- 1a: SWA cache, past tokens ---------------------------------------------------- */
   {
     stage *s = stage_new("1a", "SWA cache insert (past tokens)");
-    uint16_t *kv = random_bf16((size_t)(n_past ? n_past : 1) * MLA_DIM, 1.0);
-    int64_t *slots = xmalloc((size_t)(n_past ? n_past : 1) * 8), n = 0;
+    uint16_t *kv = random_bf16(nb2(n_past ? n_past : 1, MLA_DIM), 1.0);
+    int64_t *slots = xmalloc(nb2(n_past ? n_past : 1, 8)), n = 0;
     for (int64_t b = 0; b < B; b++)
       for (int64_t p = 0; p + 1 < seq_len[b]; p++)
         slots[n++] = (int64_t)swa_bt[b * Ws + p / SWA_BS] * SWA_BS + p % SWA_BS;
-    cl_mem kv_m = buf_new((size_t)n_past * MLA_DIM * 2, kv);
-    cl_mem sl_m = buf_new((size_t)n_past * 8, slots);
+    cl_mem kv_m = buf_new("SWA past kv", nb3(n_past, MLA_DIM, 2), kv);
+    cl_mem sl_m = buf_new("SWA past slots", nb2(n_past, 8), slots);
     dsa_tensor kt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){n_past, MLA_DIM});
     dsa_tensor stt = dsa_tensor_make(sl_m, 0, DSA_I64, 1, (int64_t[]){n_past});
     TIMED(s, dsa_mla_cache_insert(queue, &kt, &stt, &swa_cache, evp));
@@ -625,7 +691,7 @@ int main(int argc, char **argv) {
     stage_note(s, 1, "%lld tokens", (long long)n_past);
     check_bytes(s, "cache", back, swa_img, swa_bytes);
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
-    clReleaseMemObject(kv_m), clReleaseMemObject(sl_m);
+    buf_free(kv_m), buf_free(sl_m);
     free(kv), free(slots);
   }
 
@@ -655,7 +721,7 @@ int main(int argc, char **argv) {
    * chunk's first window reads (rows p - 7 .. p - 4). The state block table
    * of a chunk names only those live blocks (-1 elsewhere, as blocks that a
    * server freed), so a read outside a window would fault. */
-  float *cos_sin = xmalloc((size_t)L * ROPE_DIM * 4);
+  float *cos_sin = xmalloc(nb3(L, ROPE_DIM, 4));
   for (int64_t p = 0; p < L; p++) /* GPT-J RoPE over 64 dims, theta 10000 */
     for (int i = 0; i < ROPE_DIM / 2; i++) {
       double a = (double)p * pow(ROPE_THETA, -2.0 * i / ROPE_DIM);
@@ -663,7 +729,7 @@ int main(int argc, char **argv) {
       cos_sin[p * ROPE_DIM + ROPE_DIM / 2 + i] = (float)sin(a);
     }
   const int64_t P = L;
-  cl_mem cos_m = buf_new((size_t)P * ROPE_DIM * 4, cos_sin);
+  cl_mem cos_m = buf_new("cos_sin", nb3(P, ROPE_DIM, 4), cos_sin);
   dsa_tensor cos_t = dsa_tensor_make(cos_m, 0, DSA_F32, 2, (int64_t[]){P, ROPE_DIM});
   {
     stage *s_map = stage_new("1b", "compressed slot mapping");
@@ -684,32 +750,36 @@ int main(int argc, char **argv) {
     size_t state_bytes[2];
     for (int h = 0; h < 2; h++) {
       const int64_t SW = 2 * hd_of[h];
-      state_bytes[h] = (size_t)(nst * ST_BS * 2 * SW) * 4;
-      state_m[h] = buf_new(state_bytes[h], NULL);
+      state_bytes[h] = nb3(mul_ck(nst, ST_BS), 2 * SW, 4);
+      state_m[h] = buf_new(h ? "compressor state (indexer)" : "compressor state (C4)",
+                           state_bytes[h], NULL);
       state_img[h] = xcalloc(state_bytes[h]);
-      ks[h] = xmalloc((size_t)(TC * 2 * SW) * 4);
-      ks_m[h] = buf_new((size_t)(TC * 2 * SW) * 4, NULL);
-      ape[h] = xmalloc((size_t)(RATIO * SW) * 4);
+      ks[h] = xmalloc(nb3(TC, 2 * SW, 4));
+      ks_m[h] = buf_new("compressor kv|score", nb3(TC, 2 * SW, 4), NULL);
+      ape[h] = xmalloc(nb3(RATIO, SW, 4));
       for (int64_t i = 0; i < RATIO * SW; i++) ape[h][i] = (float)(gauss() * 0.5);
-      ape_m[h] = buf_new((size_t)(RATIO * SW) * 4, ape[h]);
-      uint16_t *w = xmalloc((size_t)hd_of[h] * 2);
-      nw_f[h] = xmalloc((size_t)hd_of[h] * 4);
+      ape_m[h] = buf_new("compressor ape", nb3(RATIO, SW, 4), ape[h]);
+      uint16_t *w = xmalloc(nb2(hd_of[h], 2));
+      nw_f[h] = xmalloc(nb2(hd_of[h], 4));
       for (int d = 0; d < hd_of[h]; d++) {
         w[d] = ref_bf16_from_float((float)(1.0 + 0.25 * gauss()));
         nw_f[h][d] = ref_bf16_to_float(w[d]);
       }
-      nw_m[h] = buf_new((size_t)hd_of[h] * 2, w);
+      nw_m[h] = buf_new("compressor norm weight", nb2(hd_of[h], 2), w);
       free(w);
     }
-    int64_t *cpos = xmalloc((size_t)TC * 8), *sslot = xmalloc((size_t)TC * 8);
-    int64_t *cslot_want = xmalloc((size_t)TC * 8), *cslot_dev = xmalloc((size_t)TC * 8);
-    int32_t *ct2r = xmalloc((size_t)TC * 4), *qsl = xmalloc((size_t)(B + 1) * 4);
-    int32_t *cseq = xmalloc((size_t)B * 4), *st_bt = xmalloc((size_t)(B * Wst) * 4);
-    cl_mem cpos_m = buf_new((size_t)TC * 8, NULL), sslot_m = buf_new((size_t)TC * 8, NULL);
-    cl_mem cslot_m = buf_new((size_t)TC * 8, NULL), ct2r_m = buf_new((size_t)TC * 4, NULL);
-    cl_mem qsl_m = buf_new((size_t)(B + 1) * 4, NULL), cseq_m = buf_new((size_t)B * 4, NULL);
-    cl_mem st_bt_m = buf_new((size_t)(B * Wst) * 4, NULL);
-    cl_mem cmp_bt0_m = buf_new((size_t)(B * Wc1) * 4, cmp_bt);
+    int64_t *cpos = xmalloc(nb2(TC, 8)), *sslot = xmalloc(nb2(TC, 8));
+    int64_t *cslot_want = xmalloc(nb2(TC, 8)), *cslot_dev = xmalloc(nb2(TC, 8));
+    int32_t *ct2r = xmalloc(nb2(TC, 4)), *qsl = xmalloc(nb2(add_ck(B, 1), 4));
+    int32_t *cseq = xmalloc(nb2(B, 4)), *st_bt = xmalloc(nb3(B, Wst, 4));
+    cl_mem cpos_m = buf_new("prefill positions", nb2(TC, 8), NULL),
+           sslot_m = buf_new("prefill state slots", nb2(TC, 8), NULL);
+    cl_mem cslot_m = buf_new("prefill C4 slots", nb2(TC, 8), NULL),
+           ct2r_m = buf_new("prefill token_to_req", nb2(TC, 4), NULL);
+    cl_mem qsl_m = buf_new("prefill query_start_loc", nb2(add_ck(B, 1), 4), NULL),
+           cseq_m = buf_new("prefill seq_lens", nb2(B, 4), NULL);
+    cl_mem st_bt_m = buf_new("state block table", nb3(B, Wst, 4), NULL);
+    cl_mem cmp_bt0_m = buf_new("prefill C4 block table", nb3(B, Wc1, 4), cmp_bt);
     float *st_back = xmalloc(state_bytes[0]);
     int64_t n_tok = 0, n_win = 0, map_bad = 0;
     unsigned ref_f = 0;
@@ -744,11 +814,11 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < T_k * 4 * hd_of[h]; i++)
           ks[h][i] = (float)(i % (4 * hd_of[h]) < 2 * hd_of[h] ? gauss() : 2.0 * gauss());
       const struct { cl_mem m; const void *p; size_t n; } up[] = {
-          {cpos_m, cpos, (size_t)T_k * 8}, {sslot_m, sslot, (size_t)T_k * 8},
-          {ct2r_m, ct2r, (size_t)T_k * 4}, {qsl_m, qsl, (size_t)(B + 1) * 4},
-          {cseq_m, cseq, (size_t)B * 4}, {st_bt_m, st_bt, (size_t)(B * Wst) * 4},
-          {ks_m[0], ks[0], (size_t)(T_k * 4 * MLA_DIM) * 4},
-          {ks_m[1], ks[1], (size_t)(T_k * 4 * IDX_DIM) * 4}};
+          {cpos_m, cpos, nb2(T_k, 8)}, {sslot_m, sslot, nb2(T_k, 8)},
+          {ct2r_m, ct2r, nb2(T_k, 4)}, {qsl_m, qsl, nb2(add_ck(B, 1), 4)},
+          {cseq_m, cseq, nb2(B, 4)}, {st_bt_m, st_bt, nb3(B, Wst, 4)},
+          {ks_m[0], ks[0], nb3(T_k, 4 * MLA_DIM, 4)},
+          {ks_m[1], ks[1], nb3(T_k, 4 * IDX_DIM, 4)}};
       for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
         if (up[i].n && clEnqueueWriteBuffer(clq, up[i].m, CL_TRUE, 0, up[i].n, up[i].p, 0, NULL,
                                             NULL) != CL_SUCCESS)
@@ -768,15 +838,15 @@ int main(int argc, char **argv) {
       check_faults(s_map);
       ref_table crt = {cmp_bt, B, Wc1, Wc1};
       ref_f |= ref_compressed_slot_mapping(qsl, cseq, crt, RATIO, CMP_BS, cslot_want, T_k);
-      buf_read(cslot_m, (size_t)T_k * 8, cslot_dev);
-      map_bad += memcmp(cslot_dev, cslot_want, (size_t)T_k * 8) != 0;
+      buf_read(cslot_m, nb2(T_k, 8), cslot_dev);
+      map_bad += memcmp(cslot_dev, cslot_want, nb2(T_k, 8)) != 0;
 
       for (int h = 0; h < 2; h++) {
         const int64_t SW = 2 * hd_of[h];
         /* kv and score: the two halves of one [T, 2 SW] projection output. */
         dsa_tensor kv_k = dsa_tensor_make(ks_m[h], 0, DSA_F32, 2, (int64_t[]){T_k, SW});
         dsa_tensor sc_k =
-            dsa_tensor_make(ks_m[h], (size_t)SW * 4, DSA_F32, 2, (int64_t[]){T_k, SW});
+            dsa_tensor_make(ks_m[h], nb2(SW, 4), DSA_F32, 2, (int64_t[]){T_k, SW});
         kv_k.stride[0] = sc_k.stride[0] = 2 * SW;
         dsa_tensor ape_t = dsa_tensor_make(ape_m[h], 0, DSA_F32, 2, (int64_t[]){RATIO, SW});
         dsa_tensor st_t =
@@ -818,22 +888,23 @@ int main(int argc, char **argv) {
     }
     if (ref_f) stage_note(s_map, 0, "reference faults 0x%x", ref_f);
     for (int h = 0; h < 2; h++) {
-      clReleaseMemObject(state_m[h]), clReleaseMemObject(ks_m[h]);
-      clReleaseMemObject(ape_m[h]), clReleaseMemObject(nw_m[h]);
+      buf_free(state_m[h]), buf_free(ks_m[h]);
+      buf_free(ape_m[h]), buf_free(nw_m[h]);
       free(state_img[h]), free(ks[h]), free(ape[h]), free(nw_f[h]);
     }
-    clReleaseMemObject(cpos_m), clReleaseMemObject(sslot_m), clReleaseMemObject(cslot_m);
-    clReleaseMemObject(ct2r_m), clReleaseMemObject(qsl_m), clReleaseMemObject(cseq_m);
-    clReleaseMemObject(st_bt_m), clReleaseMemObject(cmp_bt0_m);
+    buf_free(cpos_m), buf_free(sslot_m), buf_free(cslot_m);
+    buf_free(ct2r_m), buf_free(qsl_m), buf_free(cseq_m);
+    buf_free(st_bt_m), buf_free(cmp_bt0_m);
     free(cpos), free(sslot), free(cslot_want), free(cslot_dev), free(ct2r), free(qsl);
     free(cseq), free(st_bt), free(st_back);
   }
 
   /* ---- per-step metadata on the device ----------------------------------------------- */
-  cl_mem pos_m = buf_new((size_t)T * 8, pos), t2r_m = buf_new((size_t)T * 4, tok_req);
-  cl_mem swa_bt_m = buf_new((size_t)(B * Ws) * 4, swa_bt);
-  cl_mem cmp_bt_m = buf_new((size_t)(B * Wc1) * 4, cmp_bt);
-  cl_mem ctx_m = buf_new((size_t)B * 4, n_cmp);
+  cl_mem pos_m = buf_new("positions", nb2(T, 8), pos),
+         t2r_m = buf_new("token_to_req", nb2(T, 4), tok_req);
+  cl_mem swa_bt_m = buf_new("SWA block table", nb3(B, Ws, 4), swa_bt);
+  cl_mem cmp_bt_m = buf_new("C4 block table", nb3(B, Wc1, 4), cmp_bt);
+  cl_mem ctx_m = buf_new("context_lens", nb2(B, 4), n_cmp);
   dsa_tensor pos_t = dsa_tensor_make(pos_m, 0, DSA_I64, 1, (int64_t[]){T});
   dsa_tensor t2r_t = dsa_tensor_make(t2r_m, 0, DSA_I32, 1, (int64_t[]){T});
   dsa_tensor swa_bt_t = dsa_tensor_make(swa_bt_m, 0, DSA_I32, 2, (int64_t[]){B, Ws});
@@ -843,30 +914,39 @@ int main(int argc, char **argv) {
 
   /* ---- 2-9: the decode step itself (examples/decode_step.c) ---------------------------- */
   /* The step's activations and its caller-owned intermediates. */
-  const size_t iq_n = (size_t)(T * IDX_HEADS * IDX_DIM), q_n = (size_t)(T * H * MLA_DIM);
-  const size_t lg_n = (size_t)(T * mml);
-  uint16_t *iq = random_bf16(iq_n, 1.0), *iw = random_bf16((size_t)(T * IDX_HEADS), 1.0);
-  uint16_t *qin = random_bf16(q_n, 1.0), *kv_new = random_bf16((size_t)T * MLA_DIM, 1.0);
-  int64_t *kv_slots = xmalloc((size_t)T * 8);
+  const size_t iq_n = nb3(T, IDX_HEADS, IDX_DIM), q_n = nb3(T, H, MLA_DIM);
+  const size_t lg_n = nb2(T, mml);
+  uint16_t *iq = random_bf16(iq_n, 1.0), *iw = random_bf16(nb2(T, IDX_HEADS), 1.0);
+  uint16_t *qin = random_bf16(q_n, 1.0), *kv_new = random_bf16(nb2(T, MLA_DIM), 1.0);
+  int64_t *kv_slots = xmalloc(nb2(T, 8));
   for (int64_t t = 0; t < T; t++)
     kv_slots[t] = (int64_t)swa_bt[t * Ws + pos[t] / SWA_BS] * SWA_BS + pos[t] % SWA_BS;
-  float *sink = xmalloc((size_t)H * 4);
+  float *sink = xmalloc(nb2(H, 4));
   for (int64_t h = 0; h < H; h++) sink[h] = (float)(gauss() * 2.0);
-  cl_mem iq_m = buf_new(iq_n * 2, iq), iw_m = buf_new((size_t)(T * IDX_HEADS) * 2, iw);
-  cl_mem qi_m = buf_new(q_n * 2, qin), kv_m = buf_new((size_t)T * MLA_DIM * 2, kv_new);
-  cl_mem kvs_m = buf_new((size_t)T * 8, kv_slots), sink_m = buf_new((size_t)H * 4, sink);
-  cl_mem iq_out_m = buf_new(iq_n, NULL), iw_out_m = buf_new((size_t)(T * IDX_HEADS) * 4, NULL);
-  cl_mem lg_m = buf_new(lg_n * 4, NULL), tk_m = buf_new((size_t)(T * K) * 4, NULL);
-  cl_mem gi_m = buf_new((size_t)(T * K) * 4, NULL), gl_m = buf_new((size_t)T * 4, NULL);
-  cl_mem si_m = buf_new((size_t)(T * W) * 4, NULL), sl_m = buf_new((size_t)T * 4, NULL);
-  cl_mem qo_m = buf_new(q_n * 2, NULL), out_m = buf_new(q_n * 2, NULL);
-  cl_mem lse_m = buf_new((size_t)(T * H) * 4, NULL);
+  cl_mem iq_m = buf_new("indexer q", nb2(iq_n, 2), iq),
+         iw_m = buf_new("indexer weights", nb3(T, IDX_HEADS, 2), iw);
+  cl_mem qi_m = buf_new("q", nb2(q_n, 2), qin),
+         kv_m = buf_new("kv", nb3(T, MLA_DIM, 2), kv_new);
+  cl_mem kvs_m = buf_new("kv slots", nb2(T, 8), kv_slots),
+         sink_m = buf_new("attn sink", nb2(H, 4), sink);
+  cl_mem iq_out_m = buf_new("indexer q fp8", iq_n, NULL),
+         iw_out_m = buf_new("indexer weights f32", nb3(T, IDX_HEADS, 4), NULL);
+  cl_mem lg_m = buf_new("logits", nb2(lg_n, 4), NULL),
+         tk_m = buf_new("topk", nb3(T, K, 4), NULL);
+  cl_mem gi_m = buf_new("C4 slots", nb3(T, K, 4), NULL),
+         gl_m = buf_new("C4 lens", nb2(T, 4), NULL);
+  cl_mem si_m = buf_new("SWA slots", nb3(T, W, 4), NULL),
+         sl_m = buf_new("SWA lens", nb2(T, 4), NULL);
+  cl_mem qo_m = buf_new("q normed", nb2(q_n, 2), NULL),
+         out_m = buf_new("attention out", nb2(q_n, 2), NULL);
+  cl_mem lse_m = buf_new("lse", nb3(T, H, 4), NULL);
   /* The output quant: G wo_a groups of HPG heads (one group when HPG does not
    * divide H), f32 block scales with the token axis padded to Tp = a multiple
    * of 4 (vLLM's TMA alignment). */
   const int64_t G = H % HPG ? 1 : H / HPG, hpg = H / G, Tp = (T + 3) / 4 * 4;
-  const size_t osc_n = (size_t)(G * hpg * 4 * Tp);
-  cl_mem of_m = buf_new(q_n, NULL), os_m = buf_new(osc_n * 4, NULL);
+  const size_t osc_n = nb3(mul_ck(G, hpg), 4, Tp);
+  cl_mem of_m = buf_new("o fp8", q_n, NULL),
+         os_m = buf_new("o scales", nb2(osc_n, 4), NULL);
   dsa_tensor iq_t = dsa_tensor_make(iq_m, 0, DSA_BF16, 3, (int64_t[]){T, IDX_HEADS, IDX_DIM});
   dsa_tensor iw_t = dsa_tensor_make(iw_m, 0, DSA_BF16, 2, (int64_t[]){T, IDX_HEADS});
   dsa_tensor qi_t = dsa_tensor_make(qi_m, 0, DSA_BF16, 3, (int64_t[]){T, H, MLA_DIM});
@@ -914,13 +994,13 @@ int main(int argc, char **argv) {
 
   /* 2: indexer Q RoPE + FP8 quant */
   uint8_t *iq_dev = xmalloc(iq_n);
-  float *iw_dev = xmalloc((size_t)(T * IDX_HEADS) * 4);
+  float *iw_dev = xmalloc(nb3(T, IDX_HEADS, 4));
   {
     stage *s = st_[0];
     dsa_indexer_q_params prm;
     dsa_indexer_q_params_default(&prm);
     uint8_t *want_q = xmalloc(iq_n);
-    float *want_w = xmalloc((size_t)(T * IDX_HEADS) * 4);
+    float *want_w = xmalloc(nb3(T, IDX_HEADS, 4));
     ref_indexer_q_args a = {T, IDX_HEADS, IDX_DIM, ROPE_DIM, P, pos, 0, 1,
                             iq, IDX_HEADS * IDX_DIM, IDX_DIM, cos_sin, 0, ROPE_DIM,
                             iw, 1, IDX_HEADS, 1, prm.softmax_scale, prm.head_scale, 0, 0,
@@ -928,22 +1008,22 @@ int main(int argc, char **argv) {
                             want_w, IDX_HEADS, 1};
     unsigned f = ref_indexer_q(&a);
     buf_read(iq_out_m, iq_n, iq_dev);
-    buf_read(iw_out_m, (size_t)(T * IDX_HEADS) * 4, iw_dev);
+    buf_read(iw_out_m, nb3(T, IDX_HEADS, 4), iw_dev);
     check_bytes(s, "q e4m3", iq_dev, want_q, iq_n);
-    check_bytes(s, "weights", iw_dev, want_w, (size_t)(T * IDX_HEADS) * 4);
+    check_bytes(s, "weights", iw_dev, want_w, nb3(T, IDX_HEADS, 4));
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want_q), free(want_w);
   }
 
   /* 3: paged MQA logits */
-  float *lg_dev = xmalloc(lg_n * 4);
+  float *lg_dev = xmalloc(nb2(lg_n, 4));
   {
     stage *s = st_[1];
-    double *want = xmalloc(lg_n * sizeof *want);
+    double *want = xmalloc(nb2(lg_n, sizeof *want));
     ref_il_cache rc = {ik_img, cmp_nb, CMP_BS, IDX_STRIDE};
     unsigned f = ref_paged_mqa_logits(0, B, NEXT_N, IDX_HEADS, iq_dev, NULL, &rc, iw_dev, n_cmp,
                                       2, cmp_bt, Wc1, mml, 1, want);
-    buf_read(lg_m, lg_n * 4, lg_dev);
+    buf_read(lg_m, nb2(lg_n, 4), lg_dev);
     double maxref = 0, maxd = 0;
     size_t mask_bad = 0, n_inf = 0;
     for (size_t i = 0; i < lg_n; i++) {
@@ -967,59 +1047,59 @@ int main(int argc, char **argv) {
   }
 
   /* 4: top-k */
-  int32_t *tk_dev = xmalloc((size_t)(T * K) * 4);
+  int32_t *tk_dev = xmalloc(nb3(T, K, 4));
   {
     stage *s = st_[2];
-    int32_t *want = xmalloc((size_t)(T * K) * 4);
+    int32_t *want = xmalloc(nb3(T, K, 4));
     unsigned f = ref_topk_decode(lg_dev, T, mml, mml, n_cmp, 2, NEXT_N, (int32_t)K, want, K, 1);
-    buf_read(tk_m, (size_t)(T * K) * 4, tk_dev);
-    check_bytes(s, "indices", tk_dev, want, (size_t)(T * K) * 4);
+    buf_read(tk_m, nb3(T, K, 4), tk_dev);
+    check_bytes(s, "indices", tk_dev, want, nb3(T, K, 4));
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want);
   }
 
   /* 5: global slots */
-  int32_t *gi_dev = xmalloc((size_t)(T * K) * 4), *gl_dev = xmalloc((size_t)T * 4);
+  int32_t *gi_dev = xmalloc(nb3(T, K, 4)), *gl_dev = xmalloc(nb2(T, 4));
   {
     stage *s = st_[3];
-    int32_t *want = xmalloc((size_t)(T * K) * 4), *want_l = xmalloc((size_t)T * 4);
+    int32_t *want = xmalloc(nb3(T, K, 4)), *want_l = xmalloc(nb2(T, 4));
     unsigned f = ref_global_topk(tk_dev, K, K, tok_req, cmp_rt, NULL, CMP_BS, want, K, want_l, T);
-    buf_read(gi_m, (size_t)(T * K) * 4, gi_dev);
-    buf_read(gl_m, (size_t)T * 4, gl_dev);
-    check_bytes(s, "slots", gi_dev, want, (size_t)(T * K) * 4);
-    check_bytes(s, "lens", gl_dev, want_l, (size_t)T * 4);
+    buf_read(gi_m, nb3(T, K, 4), gi_dev);
+    buf_read(gl_m, nb2(T, 4), gl_dev);
+    check_bytes(s, "slots", gi_dev, want, nb3(T, K, 4));
+    check_bytes(s, "lens", gl_dev, want_l, nb2(T, 4));
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want), free(want_l);
   }
 
   /* 6: SWA indices */
-  int32_t *si_dev = xmalloc((size_t)(T * W) * 4), *sl_dev = xmalloc((size_t)T * 4);
+  int32_t *si_dev = xmalloc(nb3(T, W, 4)), *sl_dev = xmalloc(nb2(T, 4));
   {
     stage *s = st_[4];
-    int32_t *want = xmalloc((size_t)(T * W) * 4), *want_l = xmalloc((size_t)T * 4);
+    int32_t *want = xmalloc(nb3(T, W, 4)), *want_l = xmalloc(nb2(T, 4));
     unsigned f = ref_swa_indices(pos, tok_req, NULL, swa_rt, (int32_t)W, SWA_BS, want, W, W,
                                  want_l, T);
-    buf_read(si_m, (size_t)(T * W) * 4, si_dev);
-    buf_read(sl_m, (size_t)T * 4, sl_dev);
-    check_bytes(s, "slots", si_dev, want, (size_t)(T * W) * 4);
-    check_bytes(s, "lens", sl_dev, want_l, (size_t)T * 4);
+    buf_read(si_m, nb3(T, W, 4), si_dev);
+    buf_read(sl_m, nb2(T, 4), sl_dev);
+    check_bytes(s, "slots", si_dev, want, nb3(T, W, 4));
+    check_bytes(s, "lens", sl_dev, want_l, nb2(T, 4));
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want), free(want_l);
   }
 
   /* 7: q RMSNorm + RoPE, kv RoPE + insert of the new token */
-  uint16_t *q_dev = xmalloc(q_n * 2);
+  uint16_t *q_dev = xmalloc(nb2(q_n, 2));
   {
     stage *s = st_[5];
     dsa_mla_qnorm_params prm;
     dsa_mla_qnorm_params_default(&prm);
-    uint16_t *want = xmalloc(q_n * 2);
+    uint16_t *want = xmalloc(nb2(q_n, 2));
     unsigned f = ref_mla_qnorm_rope_kv_insert(&swa_ref, qin, H * MLA_DIM, MLA_DIM, want,
                                               H * MLA_DIM, MLA_DIM, H, kv_new, MLA_DIM, pos,
                                               cos_sin, ROPE_DIM, P, kv_slots, prm.eps, T);
-    buf_read(qo_m, q_n * 2, q_dev);
+    buf_read(qo_m, nb2(q_n, 2), q_dev);
     buf_read(swa_mem, swa_bytes, back);
-    check_bytes(s, "q", q_dev, want, q_n * 2);
+    check_bytes(s, "q", q_dev, want, nb2(q_n, 2));
     check_bytes(s, "SWA cache", back, swa_img, swa_bytes);
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want);
@@ -1034,55 +1114,55 @@ int main(int argc, char **argv) {
     dsa_sparse_attn_params_default(&prm);
 
     /* The fp64 reference over the device's (already checked) inputs. */
-    double *want = xmalloc(q_n * sizeof *want), *want_lse = xmalloc((size_t)(T * H) * 8);
+    double *want = xmalloc(nb2(q_n, sizeof *want)), *want_lse = xmalloc(nb3(T, H, 8));
     ref_mla_set rm = {&swa_ref, si_dev, W, W, 1, sl_dev};
     ref_mla_set rx = {&c4_ref, gi_dev, K, K, 1, gl_dev};
     unsigned f = ref_sparse_mla_decode(q_dev, T, H, H * MLA_DIM, MLA_DIM, &rm, &rx, sink,
                                        prm.softmax_scale, want, want_lse);
-    uint16_t *fused = xmalloc(q_n * 2), *two = xmalloc(q_n * 2);
-    float *lse = xmalloc((size_t)(T * H) * 4);
+    uint16_t *fused = xmalloc(nb2(q_n, 2)), *two = xmalloc(nb2(q_n, 2));
+    float *lse = xmalloc(nb3(T, H, 4));
 
     stage *s = st_[6];
-    buf_read(out_m, q_n * 2, fused);
-    buf_read(lse_m, (size_t)(T * H) * 4, lse);
+    buf_read(out_m, nb2(q_n, 2), fused);
+    buf_read(lse_m, nb3(T, H, 4), lse);
     stage_note(s, 1, "K = %lld + %lld", (long long)W, (long long)K);
     check_attention(s, "vs fp64", fused, want, T * H, lse, want_lse);
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
 
     s = s8b;
     const size_t ws_size = dsa_sparse_mla_decode_workspace_size(T, W, K);
-    cl_mem ws_m = buf_new(ws_size, NULL);
+    cl_mem ws_m = buf_new("two-stage workspace", ws_size, NULL);
     /* Poison the outputs so that the two-stage result cannot be the fused one. */
     const uint8_t junk = 0xFF;
-    clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, q_n * 2, 0, NULL, NULL);
-    clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, (size_t)(T * H) * 4, 0, NULL, NULL);
+    clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, nb2(q_n, 2), 0, NULL, NULL);
+    clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
     TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
                                              &out_t, &lse_t, ws_m, 0, evp));
     check_faults(s);
-    buf_read(out_m, q_n * 2, two);
-    buf_read(lse_m, (size_t)(T * H) * 4, lse);
+    buf_read(out_m, nb2(q_n, 2), two);
+    buf_read(lse_m, nb3(T, H, 4), lse);
     stage_note(s, 1, "workspace %.1f MiB", (double)ws_size / (1u << 20));
     check_attention(s, "vs fp64", two, want, T * H, lse, want_lse);
-    double *fz = xmalloc(q_n * sizeof *fz);
+    double *fz = xmalloc(nb2(q_n, sizeof *fz));
     for (size_t i = 0; i < q_n; i++) fz[i] = ref_bf16_to_float(fused[i]);
     check_attention(s, "vs fused", two, fz, T * H, NULL, NULL);
     free(fz);
-    clReleaseMemObject(ws_m);
+    buf_free(ws_m);
 
     /* 9: inverse RoPE + FP8 quant for the O projection; its input is the
      * fused output the device left (read back above), so the check is exact. */
     s = st_[7];
     uint8_t *want_o = xmalloc(q_n), *got_o = xmalloc(q_n);
-    float *want_s = xmalloc(osc_n * 4), *got_s = xmalloc(osc_n * 4);
+    float *want_s = xmalloc(nb2(osc_n, 4)), *got_s = xmalloc(nb2(osc_n, 4));
     f = ref_inv_rope_fp8_quant(fused, H * MLA_DIM, MLA_DIM, T, H, pos, cos_sin, ROPE_DIM, P, G,
                                want_o, T * hpg * MLA_DIM, hpg * MLA_DIM, want_s, 0,
                                hpg * 4 * Tp, Tp, 1, Tp);
     buf_read(of_m, q_n, got_o);
-    buf_read(os_m, osc_n * 4, got_s);
+    buf_read(os_m, nb2(osc_n, 4), got_s);
     stage_note(s, 1, "G = %lld x %lld heads", (long long)G, (long long)hpg);
     check_bytes(s, "e4m3", got_o, want_o, q_n);
-    check_bytes(s, "scales", got_s, want_s, osc_n * 4);
+    check_bytes(s, "scales", got_s, want_s, nb2(osc_n, 4));
     if (f) stage_note(s, 0, "reference faults 0x%x", f);
     free(want_o), free(got_o), free(want_s), free(got_s);
     free(want), free(want_lse), free(fused), free(two), free(lse);
@@ -1090,17 +1170,17 @@ int main(int argc, char **argv) {
 
   int rc = finish(&cfg, warmup_s, NULL);
 
-  clReleaseMemObject(si_m), clReleaseMemObject(sl_m), clReleaseMemObject(gi_m);
-  clReleaseMemObject(gl_m), clReleaseMemObject(tk_m), clReleaseMemObject(lg_m);
-  clReleaseMemObject(qo_m), clReleaseMemObject(iq_out_m), clReleaseMemObject(iw_out_m);
-  clReleaseMemObject(iq_m), clReleaseMemObject(iw_m), clReleaseMemObject(qi_m);
-  clReleaseMemObject(kv_m), clReleaseMemObject(kvs_m), clReleaseMemObject(sink_m);
-  clReleaseMemObject(out_m), clReleaseMemObject(lse_m), clReleaseMemObject(of_m);
-  clReleaseMemObject(os_m);
+  buf_free(si_m), buf_free(sl_m), buf_free(gi_m);
+  buf_free(gl_m), buf_free(tk_m), buf_free(lg_m);
+  buf_free(qo_m), buf_free(iq_out_m), buf_free(iw_out_m);
+  buf_free(iq_m), buf_free(iw_m), buf_free(qi_m);
+  buf_free(kv_m), buf_free(kvs_m), buf_free(sink_m);
+  buf_free(out_m), buf_free(lse_m), buf_free(of_m);
+  buf_free(os_m);
   free(iq), free(iw), free(qin), free(kv_new), free(kv_slots), free(sink);
-  clReleaseMemObject(cos_m), clReleaseMemObject(pos_m), clReleaseMemObject(t2r_m);
-  clReleaseMemObject(swa_bt_m), clReleaseMemObject(cmp_bt_m), clReleaseMemObject(ctx_m);
-  clReleaseMemObject(swa_mem), clReleaseMemObject(c4_mem), clReleaseMemObject(ik_mem);
+  buf_free(cos_m), buf_free(pos_m), buf_free(t2r_m);
+  buf_free(swa_bt_m), buf_free(cmp_bt_m), buf_free(ctx_m);
+  buf_free(swa_mem), buf_free(c4_mem), buf_free(ik_mem);
   free(si_dev), free(sl_dev), free(gi_dev), free(gl_dev), free(tk_dev), free(lg_dev);
   free(q_dev), free(iq_dev), free(iw_dev), free(cos_sin), free(back);
   free(swa_img), free(c4_img), free(ik_img), free(swa_bt), free(cmp_bt);
