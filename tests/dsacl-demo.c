@@ -722,9 +722,11 @@ int main(int argc, char **argv) {
    * of a chunk names only those live blocks (-1 elsewhere, as blocks that a
    * server freed), so a read outside a window would fault. */
   float *cos_sin = xmalloc(nb3(L, ROPE_DIM, 4));
+  double inv_freq[ROPE_DIM / 2];
+  for (int i = 0; i < ROPE_DIM / 2; i++) inv_freq[i] = pow(ROPE_THETA, -2.0 * i / ROPE_DIM);
   for (int64_t p = 0; p < L; p++) /* GPT-J RoPE over 64 dims, theta 10000 */
     for (int i = 0; i < ROPE_DIM / 2; i++) {
-      double a = (double)p * pow(ROPE_THETA, -2.0 * i / ROPE_DIM);
+      double a = (double)p * inv_freq[i];
       cos_sin[p * ROPE_DIM + i] = (float)cos(a);
       cos_sin[p * ROPE_DIM + ROPE_DIM / 2 + i] = (float)sin(a);
     }
@@ -793,6 +795,12 @@ int main(int argc, char **argv) {
       /* The chunk's tokens, sequence by sequence (vLLM's query_start_loc). */
       int64_t T_k = 0;
       qsl[0] = 0;
+      /* The state block table changes only in columns [c_lo, c_hi): the
+       * previous chunk's live blocks (now -1) and this chunk's (the whole
+       * table at the first chunk); only those are rewritten and uploaded. */
+      const int64_t c_lo = k ? ((k - 1) * CHUNK / ST_BS - 1 > 0 ? (k - 1) * CHUNK / ST_BS - 1 : 0)
+                             : 0;
+      const int64_t c_hi = k && (k + 1) * CHUNK / ST_BS < Wst ? (k + 1) * CHUNK / ST_BS : Wst;
       for (int64_t b = 0; b < B; b++) {
         const int64_t p0 = k * CHUNK;
         const int64_t p1 = seq_len[b] < (k + 1) * CHUNK ? seq_len[b] : (k + 1) * CHUNK;
@@ -806,7 +814,7 @@ int main(int argc, char **argv) {
         cseq[b] = (int32_t)(p1 > p0 ? p1 : seq_len[b]);
         /* Live state blocks: the chunk's and the one before it. */
         const int64_t lo = p0 / ST_BS - 1, hi = (p1 + ST_BS - 1) / ST_BS;
-        for (int64_t j = 0; j < Wst; j++)
+        for (int64_t j = c_lo; j < c_hi; j++)
           st_bt[b * Wst + j] = p1 > p0 && j >= lo && j < hi ? (int32_t)(b * RING + j % RING) : -1;
       }
       n_tok += T_k;
@@ -816,13 +824,19 @@ int main(int argc, char **argv) {
       const struct { cl_mem m; const void *p; size_t n; } up[] = {
           {cpos_m, cpos, nb2(T_k, 8)}, {sslot_m, sslot, nb2(T_k, 8)},
           {ct2r_m, ct2r, nb2(T_k, 4)}, {qsl_m, qsl, nb2(add_ck(B, 1), 4)},
-          {cseq_m, cseq, nb2(B, 4)}, {st_bt_m, st_bt, nb3(B, Wst, 4)},
+          {cseq_m, cseq, nb2(B, 4)}, {st_bt_m, st_bt, k ? 0 : nb3(B, Wst, 4)},
           {ks_m[0], ks[0], nb3(T_k, 4 * MLA_DIM, 4)},
           {ks_m[1], ks[1], nb3(T_k, 4 * IDX_DIM, 4)}};
       for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
         if (up[i].n && clEnqueueWriteBuffer(clq, up[i].m, CL_TRUE, 0, up[i].n, up[i].p, 0, NULL,
                                             NULL) != CL_SUCCESS)
           die("clEnqueueWriteBuffer failed");
+      if (k && c_hi > c_lo) {
+        const size_t org[3] = {nb2(c_lo, 4), 0, 0}, reg[3] = {nb2(c_hi - c_lo, 4), (size_t)B, 1};
+        if (clEnqueueWriteBufferRect(clq, st_bt_m, CL_TRUE, org, org, reg, nb2(Wst, 4), 0,
+                                     nb2(Wst, 4), 0, st_bt, 0, NULL, NULL) != CL_SUCCESS)
+          die("clEnqueueWriteBufferRect (state block table) failed");
+      }
       dsa_tensor pos_k = dsa_tensor_make(cpos_m, 0, DSA_I64, 1, (int64_t[]){T_k});
       dsa_tensor sslot_k = dsa_tensor_make(sslot_m, 0, DSA_I64, 1, (int64_t[]){T_k});
       dsa_tensor cslot_k = dsa_tensor_make(cslot_m, 0, DSA_I64, 1, (int64_t[]){T_k});
