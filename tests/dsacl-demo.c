@@ -6,8 +6,9 @@
  * caller-owned intermediates it leaves) and timed with OpenCL profiling
  * events.
  *
- *   dsacl-demo [--device N|NAME] [--json] [--quick] [--seqs B] [--context L]
- *              [--heads H] [--topk K] [--window W] [--seed S]
+ *   dsacl-demo [--device N|NAME] [--json] [--quick | --full] [--sample N]
+ *              [--seqs B] [--context L] [--heads H] [--topk K] [--window W]
+ *              [--seed S]
  *
  * The batch: B sequences, sequence b holds L_b = max(1, L - 3b) tokens (the
  * first exactly L; the others a little shorter, so that rows differ in their
@@ -51,6 +52,66 @@
  * the fp64 reference (elementwise |d| <= 1e-2 max(1, |ref|), relative L2 <=
  * 4e-3, lse within 1e-4), and fused vs two-stage with the same bounds. No
  * stage may raise a fault bit (dsa_queue_faults).
+ *
+ * Sample mode (--sample N; --full sets it with N = 4 and the DeepSeek-V4-Flash
+ * layer at full context: B = 64, L = 131072 = 32768 compressed rows a
+ * sequence, H = 64, top-k 512, window 128). The same calls run on the same
+ * kind of data, but the C reference of the whole batch (minutes at that size,
+ * and a host mirror of every cache) is replaced by a check of a sample:
+ *   - sampled sequences: min(N, B) of them, the first, the last and random
+ *     ones (from --seed); their decode tokens are the sampled rows of stages
+ *     2-9. Per sampled sequence up to 16 of its prefill chunks are checked:
+ *     the first, the last and random ones (chunk k = positions [256k,
+ *     256k + 256) = compressed block k of both caches). Both lists are printed
+ *     (table header, and "checked" in --json).
+ *   - caches are filled on the device only; there is no host image of a whole
+ *     cache and no whole-cache read-back. The SWA cache holds only the blocks
+ *     of each decode token's window (positions L_b - W .. L_b - 1; older block-
+ *     table entries -1, as a server that freed them leaves them; dsacl-bench's
+ *     decode_step row does the same), and 1a inserts only those past tokens.
+ *     The prefill's kv|score rows come from one pool per head (1.25 x the
+ *     256 B rows a chunk holds, random, uploaded once); chunk k reads its rows
+ *     from a per-chunk offset, so the reference can find any token's row. The
+ *     state-ring chunking is unchanged.
+ *   - 1a: the sampled sequences' SWA blocks (read back block by block)
+ *     against their reference image (their tokens only), byte for byte.
+ *   - 1b: every token's slot in every chunk (it is metadata; cheap), as in
+ *     the default mode.
+ *   - 1c-1f: for every checked chunk of a sampled sequence, right after the
+ *     chunk's calls: the state rows of positions 256k - 4 .. chunk end (the
+ *     ring's live rows for that sequence: the chunk's own and the previous
+ *     chunk's last block, which the chunk's first window reads), and the
+ *     whole compressed block k of the C4 and indexer caches (every byte of
+ *     the page, padding and unwritten rows included), against the reference
+ *     run from scratch on the pool rows of those positions (save_states into
+ *     a state image of their own, then compress + insert of every window the
+ *     chunk closes). A window that read another chunk's, another sequence's or
+ *     an overwritten ring row differs.
+ *   - 2-9: per sampled row only, the reference of that row over the inputs
+ *     the device left for that row, read back row by row (its indexer q and
+ *     weights, logits row, top-k row, C4 and SWA slot rows and lengths, q,
+ *     fused output) plus its sequence's cache blocks (indexer and C4 blocks
+ *     read back after the prefill, SWA blocks after stage 7) renumbered into
+ *     caches of their own. Exact stages compare bytes of those rows (7 also
+ *     the sequence's SWA blocks after the new token's insert; 9 the token's
+ *     columns of every group's e4m3 output and scales); logits and attention
+ *     use the tolerances above, 8b also against 8a.
+ * Not checked in sample mode: rows and blocks of the other sequences, the
+ * other prefill chunks of a sampled sequence (their state rows and
+ * compressed blocks; the blocks are still the inputs of that sequence's
+ * logits and attention references, taken from the device as they are), the
+ * blocks no sequence owns (a stray write there goes unseen), the padded
+ * token columns T .. Tp - 1 of the output scales, and the older SWA
+ * positions (not in the cache). Still checked for the whole batch: the fault
+ * bits of every stage (dsa_queue_faults) and every slot of 1b.
+ *
+ * Memory: every device buffer is named; one larger than the device's
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE, or buffers together larger than its
+ * CL_DEVICE_GLOBAL_MEM_SIZE, end the demo in setup with the buffer's name
+ * (at --full the largest is the C4 MLA cache, 32832 blocks x 37440 B =
+ * 1.2 GB, under PoCL's 2 GiB; the default mode's whole SWA cache at that
+ * size, 4.9 GB, is not). Host sizes are computed in checked 64-bit
+ * arithmetic.
  *
  * Output: a table (stage, device us, check) and a last line `PASS` (exit 0)
  * or `FAIL: <stage>` (exit 1); with --json one JSON document instead. Exit 77
@@ -360,8 +421,8 @@ static cl_mem buf_new(const char *name, size_t size, const void *init) {
   if (max_alloc && size > max_alloc) {
     mib(a, sizeof a, size), mib(b, sizeof b, max_alloc);
     die("buffer '%s' needs %s, more than the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE (%s); "
-        "use fewer --seqs or a shorter --context",
-        name, a, b);
+        "use fewer --seqs or a shorter --context%s",
+        name, a, b, smode ? "" : " (or --sample N: the SWA cache then holds the windows only)");
   }
   if (global_mem && size > global_mem - dev_bytes) {
     mib(a, sizeof a, dev_bytes + (cl_ulong)size), mib(b, sizeof b, global_mem);
@@ -786,16 +847,28 @@ static int all_digits(const char *s) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: dsacl-demo [--device N|NAME] [--json] [--quick] [--seqs B] [--context L]\n"
-          "                  [--heads H] [--topk K] [--window W] [--seed S]\n"
+          "usage: dsacl-demo [--device N|NAME] [--json] [--quick | --full] [--sample N]\n"
+          "                  [--seqs B] [--context L] [--heads H] [--topk K] [--window W]\n"
+          "                  [--seed S]\n"
           "One DeepSeek-V4-Flash decode step of the sparse-attention path on synthetic\n"
           "data (the compressed caches filled by the compressor, the output quantized\n"
           "for the O projection), each stage on the device, checked against the C\n"
           "reference and timed.\n"
           "defaults: --seqs 16 --context 4096 --heads 64 --topk 512 --window 128\n"
           "--quick:  --seqs 4 --context 1024 --heads 16 --topk 128 --window 128\n"
+          "--full:   --seqs 64 --context 131072 --heads 64 --topk 512 --window 128\n"
+          "          --sample 4 (the V4-Flash layer at full context: 32768 compressed\n"
+          "          rows a sequence)\n"
           "(explicit flags override either set). Sequence b holds max(1, L - 3b) tokens.\n"
-          "Exit: 0 PASS, 1 FAIL, 77 no OpenCL device.\n");
+          "--sample N: sample mode. Check N sequences (the first, the last, random ones\n"
+          "          from --seed; their decode rows in stages 2-9) and up to %d prefill\n"
+          "          chunks of each, instead of every row: the caches are filled on the\n"
+          "          device only (the SWA cache holds just each window's blocks), each\n"
+          "          stage's reference runs for the sampled rows over their inputs read\n"
+          "          back from the device. Without it every row of every stage is\n"
+          "          checked. tests/dsacl-demo.c's header says what is and is not.\n"
+          "Exit: 0 PASS, 1 FAIL, 77 no OpenCL device.\n",
+          CHECK_CHUNKS);
 }
 
 static int64_t parse_int(const char *flag, const char *v, int64_t lo, int64_t hi) {
