@@ -44,11 +44,11 @@
  *   8b  dsa_sparse_mla_decode_two_stage (same inputs; not in decode_step())
  *   9   dsa_output_inv_rope_fp8_quant: inverse RoPE of dims 448..511 and FP8
  *       quant of the fused output for the O projection (G = H / 8 groups)
- * Checks: the exact stages (1, 2, 4-7, 9) compare bytes with the reference run
- * on the same inputs (inputs that came out of an earlier device stage are read
- * back from the device; the state caches after every chunk, the C4 and
- * indexer caches whole after the last); logits: max |d| / max |ref| <= 1e-5 over finite
- * entries and the -inf mask identical; attention: SPEC.md's tolerance against
+ * Checks (default mode: every row): the exact stages (1, 2, 4-7, 9) compare
+ * bytes with the reference run on the same inputs (inputs that came out of an
+ * earlier device stage are read back from the device; the state caches after
+ * every chunk, the C4 and indexer caches whole after the last); logits:
+ * max |d| / max |ref| <= 1e-5 over finite entries and the -inf mask identical; attention: SPEC.md's tolerance against
  * the fp64 reference (elementwise |d| <= 1e-2 max(1, |ref|), relative L2 <=
  * 4e-3, lse within 1e-4), and fused vs two-stage with the same bounds. No
  * stage may raise a fault bit (dsa_queue_faults).
