@@ -176,9 +176,10 @@ dsa_status dsa__check_storage(dsa_mem_kind kind, cl_mem mem, const void *ptr, si
   return DSA_OK;
 }
 
-/* "its buffer" or "the bytes from its ptr" (messages). */
+/* What holds a view's bytes, in messages: "its buffer" (a cl_mem) or "its
+ * pointer range" (ptr_bytes, or what is left of the USM allocation). */
 static const char *storage_noun(dsa_mem_kind kind) {
-  return kind == DSA_MEM_BUFFER ? "its buffer" : "the bytes usable from its ptr";
+  return kind == DSA_MEM_BUFFER ? "its buffer" : "its pointer range";
 }
 
 bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
@@ -264,10 +265,13 @@ dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *ar
   size_t size;
   DSA_CHECK(dsa__check_storage(t->kind, t->mem, t->ptr, t->ptr_bytes, op, arg, &size));
   /* A pointer's address joins the offset: elements must be aligned in memory. */
-  const uintptr_t base = t->kind == DSA_MEM_BUFFER ? 0 : (uintptr_t)t->ptr;
-  if ((base + t->offset) % dsa_dtype_size(t->dtype) != 0)
-    return BAD("%s: %s offset %zu is not a multiple of its element size %zu%s", op, arg,
-               t->offset, dsa_dtype_size(t->dtype), base ? " (counting ptr's address)" : "");
+  const size_t es = dsa_dtype_size(t->dtype);
+  if (t->kind == DSA_MEM_BUFFER && t->offset % es != 0)
+    return BAD("%s: %s offset %zu is not a multiple of its element size %zu", op, arg, t->offset,
+               es);
+  if (t->kind != DSA_MEM_BUFFER && ((uintptr_t)t->ptr + t->offset) % es != 0)
+    return BAD("%s: %s address ptr + offset = %p + %zu is not a multiple of its element size %zu",
+               op, arg, t->ptr, t->offset, es);
   if (t->offset > size)
     return BAD("%s: %s offset %zu is past the end of %s (%zu bytes)", op, arg, t->offset,
                storage_noun(t->kind), size);
