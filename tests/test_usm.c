@@ -662,10 +662,10 @@ static void probe(void) {
                                         &cap, NULL) == CL_SUCCESS &&
                         cap;
       cap = 0;
-      have[K_USM_SHARED] = usm_shared_alloc &&
-                           clGetDeviceInfo(dev, CL_DEVICE_SINGLE_DEVICE_SHARED_MEM_CAPABILITIES_INTEL,
-                                           sizeof cap, &cap, NULL) == CL_SUCCESS &&
-                           cap;
+      const cl_device_info shared = CL_DEVICE_SINGLE_DEVICE_SHARED_MEM_CAPABILITIES_INTEL;
+      have[K_USM_SHARED] =
+          usm_shared_alloc &&
+          clGetDeviceInfo(dev, shared, sizeof cap, &cap, NULL) == CL_SUCCESS && cap;
       cap = 0;
       have[K_USM_HOST] = usm_host_alloc &&
                          clGetDeviceInfo(dev, CL_DEVICE_HOST_MEM_CAPABILITIES_INTEL, sizeof cap,
