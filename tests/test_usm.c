@@ -2,7 +2,7 @@
  *
  * Part 1: one small decode pipeline (indexer Q quant, indexer K insert,
  * paged logits, top-k decode, MLA cache insert, slot gather, sparse MLA
- * decode) runs on cl_mem buffers, then again with every tensor and cache
+ * decode fused and two-stage, paged gather) runs on cl_mem buffers, then again with every tensor and cache
  * in each memory kind the device takes (Intel USM device / shared / host
  * allocations, OpenCL 2.0 SVM), and with the kinds mixed within each call
  * (rotated over the arguments, so a USM cache meets cl_mem indices and so
@@ -167,18 +167,19 @@ static dsa_paged_cache cache_view(const store *s, int form, int64_t nb, int32_t 
 
 enum { T = 4, HI = 4, DI = 128, NPOS = 16, NIK = 32, IBS = 16, INB = 4, ISTRIDE = IBS * 132 + 64,
        W = 2, MAXLEN = 32, TOPK = 8, NMK = 24, MBS = 16, MNB = 3, MSTRIDE = MBS * 584,
-       NG = 10, H = 16, KS = 8, KX = 4 };
+       NG = 10, H = 16, KS = 8, KX = 4, PR = 2, PW = 2, PT = 20 };
 
 enum {
   A_POS, A_IQ, A_CS, A_IW, A_OQ, A_OW, A_IK, A_ISLOT, A_ICACHE, A_CTX, A_BT, A_LOGITS, A_TOPK,
   A_MK, A_MSLOT, A_MCACHE, A_GIDX, A_GOUT, A_QUERY, A_SIDX, A_SLENS, A_SIDX2, A_SLENS2, A_SINK,
-  A_SOUT, A_LSE, NA
+  A_SOUT, A_LSE, A_SOUT2, A_LSE2, A_PSEQ, A_PBT, A_POUT, NA
 };
 static const char *const a_names[NA] = {
     "positions", "index_q", "cos_sin", "weights", "out_q", "out_weights", "indexer k",
     "indexer slots", "indexer cache", "context_lens", "block_tables", "logits", "top-k indices",
     "mla k", "mla slots", "mla cache", "gather indices", "gather out", "query", "main indices",
-    "main lens", "extra indices", "extra lens", "attn_sink", "decode out", "lse"};
+    "main lens", "extra indices", "extra lens", "attn_sink", "decode out", "lse",
+    "two-stage out", "two-stage lse", "paged seq_lens", "paged block_table", "paged out"};
 static size_t a_bytes[NA];
 static uint8_t *a_img[NA]; /* the allocation's initial bytes (PAD + payload + PAD) */
 
@@ -198,7 +199,8 @@ static void make_data(void) {
       [A_MCACHE] = MNB * MSTRIDE, [A_GIDX] = NG * 4, [A_GOUT] = NG * 512 * 2,
       [A_QUERY] = T * H * 512 * 2, [A_SIDX] = T * KS * 4, [A_SLENS] = T * 4,
       [A_SIDX2] = T * KX * 4, [A_SLENS2] = T * 4, [A_SINK] = H * 4, [A_SOUT] = T * H * 512 * 2,
-      [A_LSE] = T * H * 4};
+      [A_LSE] = T * H * 4, [A_SOUT2] = T * H * 512 * 2, [A_LSE2] = T * H * 4,
+      [A_PSEQ] = PR * 4, [A_PBT] = PR * PW * 4, [A_POUT] = PR * PT * 512 * 2};
   uint64_t r = 0x5EED;
   for (int a = 0; a < NA; a++) {
     a_bytes[a] = bytes[a];
@@ -231,12 +233,15 @@ static void make_data(void) {
   for (int i = 0; i < T * KX; i++) P(A_SIDX2, int32_t)[i] = (i * 5 + 1) % (MNB * MBS);
   for (int t = 0; t < T; t++) P(A_SLENS2, int32_t)[t] = t % 2 ? KX : 1;
   for (int h = 0; h < H; h++) P(A_SINK, float)[h] = (float)(dsa_test_uniform(&r) - 0.5);
+  P(A_PSEQ, int32_t)[0] = PT, P(A_PSEQ, int32_t)[1] = 7;
+  for (int i = 0; i < PR * PW; i++) P(A_PBT, int32_t)[i] = (i * 2 + 1) % MNB;
 #undef P
 }
 
+enum { NVAR = 9 }; /* calls whose variant is compared */
 typedef struct run_result {
   uint8_t *img[NA];
-  char variants[8][96];
+  char variants[NVAR][96];
 } run_result;
 
 /* Runs the pipeline with array a in memory kind kinds[a]; *out receives every
@@ -286,13 +291,29 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
              slens = V(A_SLENS, DSA_I32, 1, T), sidx2 = V(A_SIDX2, DSA_I32, 2, T, KX),
              slens2 = V(A_SLENS2, DSA_I32, 1, T), sink = V(A_SINK, DSA_F32, 1, H),
              sout = V(A_SOUT, DSA_BF16, 3, T, H, 512), lse = V(A_LSE, DSA_F32, 2, T, H);
-#undef V
   dsa_mla_index_set main_set = {&mcache, &sidx, &slens}, extra_set = {&mcache, &sidx2, &slens2};
+  CHECK_OK(dsa_sparse_mla_decode(q, &query, &main_set, &extra_set, &sink, NULL, &sout, &lse, NULL));
+  snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
+
+  /* The two-stage decode: its workspace is a cl_mem in every run. */
+  dsa_tensor sout2 = V(A_SOUT2, DSA_BF16, 3, T, H, 512), lse2 = V(A_LSE2, DSA_F32, 2, T, H);
+  cl_int e;
+  const size_t wsb = dsa_sparse_mla_decode_workspace_size(T, KS, KX);
+  cl_mem ws = clCreateBuffer(clctx, CL_MEM_READ_WRITE, wsb, NULL, &e);
+  CHECK(e == CL_SUCCESS, "workspace: %d", (int)e);
+  CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &query, &main_set, &extra_set, &sink, NULL, &sout2,
+                                           &lse2, ws, 0, NULL));
+  snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
+
+  dsa_tensor pseq = V(A_PSEQ, DSA_I32, 1, PR), pbt = V(A_PBT, DSA_I32, 2, PR, PW),
+             pout = V(A_POUT, DSA_BF16, 3, PR, PT, 512);
+#undef V
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_sparse_mla_decode(q, &query, &main_set, &extra_set, &sink, NULL, &sout, &lse, &ev));
+  CHECK_OK(dsa_mla_gather_paged(q, &mcache, &pseq, NULL, &pbt, 0, &pout, &ev));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
   if (done) dsa_test_expect_complete(done, label);
+  clReleaseMemObject(ws);
 
   CHECK(dsa_test_read_faults(q) == 0, "%s: fault bits set", label);
   for (int a = 0; a < NA; a++) {
@@ -306,7 +327,7 @@ static void compare(const run_result *got, const run_result *want, const char *l
   for (int a = 0; a < NA; a++)
     dsa_test_first_diff(got->img[a], want->img[a], a_bytes[a] + 2 * PAD, a_names[a], "%s",
                         label);
-  for (int v = 0; v < 7; v++)
+  for (int v = 0; v < NVAR; v++)
     CHECK(strcmp(got->variants[v], want->variants[v]) == 0, "%s: variant %s, cl_mem run %s",
           label, got->variants[v], want->variants[v]);
 }
@@ -326,7 +347,9 @@ static void pipeline(void) {
   CHECK(memcmp(ref.img[A_SOUT], a_img[A_SOUT], a_bytes[A_SOUT] + 2 * PAD) != 0 &&
             memcmp(ref.img[A_TOPK], a_img[A_TOPK], a_bytes[A_TOPK] + 2 * PAD) != 0 &&
             memcmp(ref.img[A_ICACHE], a_img[A_ICACHE], a_bytes[A_ICACHE] + 2 * PAD) != 0 &&
-            memcmp(ref.img[A_GOUT], a_img[A_GOUT], a_bytes[A_GOUT] + 2 * PAD) != 0,
+            memcmp(ref.img[A_GOUT], a_img[A_GOUT], a_bytes[A_GOUT] + 2 * PAD) != 0 &&
+            memcmp(ref.img[A_SOUT2], a_img[A_SOUT2], a_bytes[A_SOUT2] + 2 * PAD) != 0 &&
+            memcmp(ref.img[A_POUT], a_img[A_POUT], a_bytes[A_POUT] + 2 * PAD) != 0,
         "the cl_mem run left an output unwritten");
 
   int avail[NKINDS], na = 0;
