@@ -338,9 +338,15 @@ dsa_status serving_loop_run(dsa_queue *q, const serving_config *cfg, const servi
     st = DSA_ERR_OPENCL;
     goto out;
   }
-  l.swa = (dsa_paged_cache){swa_m, 0, swa_nb, SERVE_SWA_BS, SERVE_MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  l.c4 = (dsa_paged_cache){c4_m, 0, cmp_nb, SERVE_CMP_BS, SERVE_MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  l.ik = (dsa_paged_cache){ik_m, 0, cmp_nb, SERVE_CMP_BS, SERVE_IDX_STRIDE, DSA_CACHE_INDEXER_FP8};
+  l.swa = (dsa_paged_cache){.mem = swa_m, .offset = 0, .num_blocks = swa_nb,
+                            .block_size = SERVE_SWA_BS, .block_stride = SERVE_MLA_STRIDE,
+                            .format = DSA_CACHE_MLA_FP8};
+  l.c4 = (dsa_paged_cache){.mem = c4_m, .offset = 0, .num_blocks = cmp_nb,
+                           .block_size = SERVE_CMP_BS, .block_stride = SERVE_MLA_STRIDE,
+                           .format = DSA_CACHE_MLA_FP8};
+  l.ik = (dsa_paged_cache){.mem = ik_m, .offset = 0, .num_blocks = cmp_nb,
+                           .block_size = SERVE_CMP_BS, .block_stride = SERVE_IDX_STRIDE,
+                           .format = DSA_CACHE_INDEXER_FP8};
   if ((st = upload(&l, bufs[B_SINK], sink, (size_t)H * 4)) != DSA_OK ||
       (st = upload(&l, bufs[B_COS], cos_sin, (size_t)l.max_ctx * SERVE_ROPE_DIM * 4)) != DSA_OK)
     goto out;

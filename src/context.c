@@ -104,6 +104,7 @@ static dsa_status choose_device(const dsa_context_options *o, cl_platform_id *pl
 
 static dsa_status init_context(dsa_context *c, const dsa_context_options *o) {
   DSA_CHECK(dsa__probe_caps(c->dev, &c->caps));
+  dsa__probe_mem(c);
   unsigned off = o->disable_caps & DSA_CAP_ALL;
   if (o->flags & DSA_CONTEXT_FORCE_PORTABLE) off = DSA_CAP_ALL;
   const char *fp = getenv("DSACL_FORCE_PORTABLE");

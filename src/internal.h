@@ -110,6 +110,37 @@ bool dsa__parse_caps(const char *text, unsigned *bits);
 /* The -D options of program id ("" if none). */
 const char *dsa__program_defines(dsa_program_id id);
 
+/* ---- memory kinds (mem.c) -------------------------------------------------
+ * cl_intel_unified_shared_memory's entry points, reached through
+ * clGetExtensionFunctionAddressForPlatform, and its constants (cl_ext.h
+ * spells them too; older headers lack them). */
+typedef cl_int(CL_API_CALL *dsa_usm_set_arg_fn)(cl_kernel k, cl_uint index, const void *ptr);
+typedef cl_int(CL_API_CALL *dsa_usm_info_fn)(cl_context ctx, const void *ptr, cl_uint param,
+                                             size_t size, void *value, size_t *size_ret);
+enum {
+  DSA_CL_MEM_ALLOC_TYPE_INTEL = 0x419A,
+  DSA_CL_MEM_ALLOC_BASE_PTR_INTEL = 0x419B,
+  DSA_CL_MEM_ALLOC_SIZE_INTEL = 0x419C,
+  DSA_CL_MEM_ALLOC_DEVICE_INTEL = 0x419D,
+  DSA_CL_MEM_TYPE_UNKNOWN_INTEL = 0x4196,
+  DSA_CL_MEM_TYPE_HOST_INTEL = 0x4197,
+  DSA_CL_MEM_TYPE_DEVICE_INTEL = 0x4198,
+  DSA_CL_MEM_TYPE_SHARED_INTEL = 0x4199,
+  DSA_CL_DEVICE_SVM_CAPABILITIES = 0x1053 /* OpenCL 2.0 */
+};
+
+/* Fills c->mem_kinds and the USM entry points from c->dev (after the caps
+ * probe). Never fails: a kind it cannot confirm is absent. */
+void dsa__probe_mem(struct dsa_context *c);
+/* Sets kernel argument index to pointer p of kind DSA_MEM_USM or
+ * DSA_MEM_SVM (the CL error of the call; CL_INVALID_OPERATION for a kind
+ * the context lacks). */
+cl_int dsa__set_arg_ptr(const struct dsa_context *c, cl_kernel k, cl_uint index,
+                        dsa_mem_kind kind, const void *p);
+/* "DSA_MEM_USM"; the extension a kind needs, in words (messages). */
+const char *dsa__mem_kind_name(dsa_mem_kind kind);
+const char *dsa__mem_kind_needs(dsa_mem_kind kind);
+
 /* ---- context / programs (context.c) ------------------------------------ */
 
 struct dsa_context {
@@ -130,6 +161,11 @@ struct dsa_context {
   int nqueues;          /* live dsa_queues (guarded by lock) */
   bool destroyed;       /* dsa_context_destroy called; freed with its last queue */
   bool from_cache[DSA_NUM_PROGRAMS]; /* program loaded from the binary cache */
+  /* dsa_context_mem_kinds: bits 1u << dsa_mem_kind (mem.c). The USM entry
+   * points are set when DSA_MEM_USM is in it. */
+  unsigned mem_kinds;
+  dsa_usm_set_arg_fn usm_set_arg;
+  dsa_usm_info_fn usm_info;
 };
 
 /* Top-k algorithms by preference (DSACL_TOPK): AUTO picks per call; a named
@@ -207,7 +243,13 @@ dsa_status dsa__launch_nothing(dsa_queue *q, const dsa_events *ev);
  *   dsa__karg_faults(a)        <->  DSA_FAULTS
  * A NULL or empty tensor / cache passes a stand-in buffer (the queue's fault
  * word) that the kernel never touches, with zero strides and blocks. This is
- * the single place where a future USM or SVM tensor sets its argument. */
+ * the single place where USM and SVM tensors and caches set their argument:
+ * a slot of kind DSA_MEM_USM / DSA_MEM_SVM holds the pointer (ptr, without
+ * the offset, which travels in the next slot as for a cl_mem), and
+ * dsa__launch_args sets it with clSetKernelArgMemPointerINTEL /
+ * clSetKernelArgSVMPointer; the kernel's `__global uchar *x_mem` parameter
+ * takes either. The alignment term of a pointer kind is the address
+ * (uintptr_t)ptr + offset. */
 #define DSA_KARGS_MAX 80
 typedef struct dsa_kargs {
   dsa_queue *q;
@@ -216,7 +258,9 @@ typedef struct dsa_kargs {
   struct {
     size_t size;
     bool local;
+    dsa_mem_kind kind; /* DSA_MEM_BUFFER: a value (v); else the pointer v.p */
     union {
+      void *p;
       cl_mem m;
       cl_int i;
       cl_uint u;
@@ -321,6 +365,15 @@ dsa_status dsa__check_dim(const dsa_tensor *t, const char *op, const char *arg, 
                           int64_t want);
 dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char *arg,
                             dsa_cache_format want);
+/* Memory of tensors and caches (both checks above call it for a non-empty
+ * one): kind known; DSA_MEM_BUFFER: mem of the queue's context, ptr NULL,
+ * ptr_bytes 0; a pointer kind: mem NULL, ptr set, the context takes the kind
+ * (else DSA_ERR_UNSUPPORTED naming the extension), a USM pointer is an
+ * allocation of the queue's cl_context (and of its device, for device
+ * memory), ptr_bytes within what is left of the USM allocation (0: all of
+ * it) and nonzero for SVM. *size: the bytes addressable from mem / ptr. */
+dsa_status dsa__check_storage(dsa_mem_kind kind, cl_mem mem, const void *ptr, size_t ptr_bytes,
+                              const char *op, const char *arg, size_t *size);
 size_t dsa__mem_size(cl_mem m); /* 0 if m is not a valid buffer */
 
 /* One past the last byte a tensor addresses, relative to mem (0 if empty,

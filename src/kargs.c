@@ -19,7 +19,30 @@ static void *slot(dsa_kargs *a, size_t size) {
   }
   a->a[a->n].size = size;
   a->a[a->n].local = false;
+  a->a[a->n].kind = DSA_MEM_BUFFER;
   return &a->a[a->n++].v;
+}
+
+/* A USM or SVM pointer argument (dsa__launch_args sets it by kind). */
+static void karg_ptr(dsa_kargs *a, dsa_mem_kind kind, void *ptr) {
+  void **p = slot(a, sizeof ptr);
+  if (!p) return;
+  *p = ptr;
+  a->a[a->n - 1].kind = kind;
+}
+
+/* The storage of a non-empty tensor or cache: its cl_mem or its pointer. */
+static void karg_storage(dsa_kargs *a, dsa_mem_kind kind, cl_mem mem, void *ptr) {
+  if (kind == DSA_MEM_BUFFER)
+    dsa__karg_mem(a, mem);
+  else
+    karg_ptr(a, kind, ptr);
+}
+
+/* The address term of the alignment: the offset, plus the pointer's
+ * address for a pointer kind (a cl_mem's base is aligned by OpenCL). */
+static cl_ulong addr_term(dsa_mem_kind kind, const void *ptr, size_t offset) {
+  return (cl_ulong)offset + (kind == DSA_MEM_BUFFER ? 0 : (cl_ulong)(uintptr_t)ptr);
 }
 
 void dsa__karg_mem(dsa_kargs *a, cl_mem m) {
@@ -62,7 +85,7 @@ cl_uint dsa__tensor_align(const dsa_tensor *t) {
   if (!t) return 256;
   cl_ulong terms[DSA_MAX_DIMS + 1];
   int n = 0;
-  terms[n++] = t->offset;
+  terms[n++] = addr_term(t->kind, t->ptr, t->offset);
   size_t es = dsa_dtype_size(t->dtype);
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] == 0) return 256; /* addresses nothing */
@@ -81,7 +104,10 @@ static bool tensor_empty(const dsa_tensor *t) {
 void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank) {
   if (t && t->ndim > rank) a->bad = true;
   const bool empty = tensor_empty(t);
-  dsa__karg_mem(a, empty ? NULL : t->mem);
+  if (empty)
+    dsa__karg_mem(a, NULL);
+  else
+    karg_storage(a, t->kind, t->mem, t->ptr);
   dsa__karg_u64(a, empty ? 0 : (cl_ulong)t->offset);
   const size_t es = t ? dsa_dtype_size(t->dtype) : 0;
   for (int i = 0; i < rank; i++)
@@ -91,12 +117,16 @@ void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank) {
 
 void dsa__karg_paged(dsa_kargs *a, const dsa_paged_cache *c) {
   const bool empty = !c || c->num_blocks == 0;
-  dsa__karg_mem(a, empty ? NULL : c->mem);
+  if (empty)
+    dsa__karg_mem(a, NULL);
+  else
+    karg_storage(a, c->kind, c->mem, c->ptr);
   dsa__karg_u64(a, empty ? 0 : (cl_ulong)c->offset);
   dsa__karg_i64(a, empty ? 0 : (cl_long)c->num_blocks);
   dsa__karg_i32(a, c ? (cl_int)c->block_size : 1);
   dsa__karg_u64(a, c ? (cl_ulong)c->block_stride : 0);
-  const cl_ulong terms[2] = {empty ? 0 : (cl_ulong)c->offset, c ? (cl_ulong)c->block_stride : 0};
+  const cl_ulong terms[2] = {empty ? 0 : addr_term(c->kind, c->ptr, c->offset),
+                             c ? (cl_ulong)c->block_stride : 0};
   dsa__karg_u32(a, pow2_align(terms, 2));
 }
 
@@ -114,9 +144,15 @@ dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const 
     return dsa__fail(DSA_ERR_INTERNAL, 0, "kernel %s takes %u arguments, the launcher passes %d",
                      kname, nk, a->n);
   for (int i = 0; i < a->n; i++) {
-    cl_int e = clSetKernelArg(k, (cl_uint)i, a->a[i].size, a->a[i].local ? NULL : &a->a[i].v);
+    const dsa_mem_kind kind = a->a[i].kind;
+    cl_int e = kind != DSA_MEM_BUFFER
+                   ? dsa__set_arg_ptr(q->ctx, k, (cl_uint)i, kind, a->a[i].v.p)
+                   : clSetKernelArg(k, (cl_uint)i, a->a[i].size,
+                                    a->a[i].local ? NULL : &a->a[i].v);
     if (e != CL_SUCCESS) {
-      dsa__fail_cl(e, "clSetKernelArg");
+      dsa__fail_cl(e, kind == DSA_MEM_USM   ? "clSetKernelArgMemPointerINTEL"
+                      : kind == DSA_MEM_SVM ? "clSetKernelArgSVMPointer"
+                                            : "clSetKernelArg");
       char buf[160];
       snprintf(buf, sizeof buf, " (kernel %s, argument %d)", kname, i);
       dsa__append_error(buf);

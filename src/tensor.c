@@ -50,6 +50,15 @@ dsa_tensor dsa_tensor_make(cl_mem mem, size_t offset, dsa_dtype dtype, int ndim,
   return t;
 }
 
+dsa_tensor dsa_tensor_make_ptr(dsa_mem_kind kind, void *ptr, size_t bytes, size_t offset,
+                               dsa_dtype dtype, int ndim, const int64_t *shape) {
+  dsa_tensor t = dsa_tensor_make(NULL, offset, dtype, ndim, shape);
+  t.kind = kind;
+  t.ptr = ptr;
+  t.ptr_bytes = bytes;
+  return t;
+}
+
 size_t dsa__mem_size(cl_mem m) {
   size_t n = 0;
   if (!m || clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof n, &n, NULL) != CL_SUCCESS) return 0;
@@ -58,15 +67,19 @@ size_t dsa__mem_size(cl_mem m) {
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-/* The cl_context of the queue of the operator this thread is validating; set
- * by dsa__check_queue, compared by the tensor, cache and mem checks. */
+/* The cl_context (and dsa_context) of the queue of the operator this thread
+ * is validating; set by dsa__check_queue, compared by the tensor, cache and
+ * mem checks. */
 static _Thread_local cl_context current_ctx;
+static _Thread_local const dsa_context *current_dctx;
 
 dsa_status dsa__check_queue(const dsa_queue *q, const char *op) {
   current_ctx = NULL;
+  current_dctx = NULL;
   if (!q) return BAD("%s: q is NULL", op);
   if (!q->ctx || !q->ctx->ctx) return BAD("%s: q has no context", op);
   current_ctx = q->ctx->ctx;
+  current_dctx = q->ctx;
   return DSA_OK;
 }
 
@@ -84,6 +97,89 @@ dsa_status dsa__check_mem(cl_mem m, const char *op, const char *arg, size_t *siz
   }
   *size = n;
   return DSA_OK;
+}
+
+/* A USM pointer: an allocation of the queue's cl_context (device memory: of
+ * its device); *usable = bytes from ptr to the allocation's end. */
+static dsa_status usm_usable(const void *ptr, const char *op, const char *arg, size_t *usable) {
+  const dsa_context *c = current_dctx;
+  cl_uint type = 0;
+  cl_int e = c->usm_info(current_ctx, ptr, DSA_CL_MEM_ALLOC_TYPE_INTEL, sizeof type, &type, NULL);
+  if (e != CL_SUCCESS || (type != DSA_CL_MEM_TYPE_HOST_INTEL &&
+                          type != DSA_CL_MEM_TYPE_DEVICE_INTEL &&
+                          type != DSA_CL_MEM_TYPE_SHARED_INTEL))
+    return BAD("%s: %s->ptr is not a USM allocation of the queue's cl_context", op, arg);
+  if (type == DSA_CL_MEM_TYPE_DEVICE_INTEL) {
+    cl_device_id d = NULL;
+    e = c->usm_info(current_ctx, ptr, DSA_CL_MEM_ALLOC_DEVICE_INTEL, sizeof d, &d, NULL);
+    if (e != CL_SUCCESS || d != c->dev)
+      return BAD("%s: %s->ptr is USM device memory of another device than the queue's", op,
+                 arg);
+  }
+  void *base = NULL;
+  size_t size = 0;
+  if (c->usm_info(current_ctx, ptr, DSA_CL_MEM_ALLOC_BASE_PTR_INTEL, sizeof base, &base, NULL) !=
+          CL_SUCCESS ||
+      c->usm_info(current_ctx, ptr, DSA_CL_MEM_ALLOC_SIZE_INTEL, sizeof size, &size, NULL) !=
+          CL_SUCCESS)
+    return BAD("%s: %s->ptr: the USM allocation's base and size cannot be queried", op, arg);
+  const uintptr_t b = (uintptr_t)base, p = (uintptr_t)ptr;
+  if (p < b || p - b > size)
+    return BAD("%s: %s->ptr lies outside the USM allocation the driver reports for it", op, arg);
+  *usable = size - (size_t)(p - b);
+  return DSA_OK;
+}
+
+dsa_status dsa__check_storage(dsa_mem_kind kind, cl_mem mem, const void *ptr, size_t ptr_bytes,
+                              const char *op, const char *arg, size_t *size) {
+  *size = 0;
+  if ((unsigned)kind > DSA_MEM_SVM)
+    return BAD("%s: %s->kind = %d is not a dsa_mem_kind (DSA_MEM_BUFFER, DSA_MEM_USM or "
+               "DSA_MEM_SVM)",
+               op, arg, (int)kind);
+  if (kind == DSA_MEM_BUFFER) {
+    if (ptr)
+      return BAD("%s: %s->ptr is set but its kind is DSA_MEM_BUFFER (a pointer needs kind "
+                 "DSA_MEM_USM or DSA_MEM_SVM)",
+                 op, arg);
+    if (ptr_bytes)
+      return BAD("%s: %s->ptr_bytes = %zu but its kind is DSA_MEM_BUFFER (no pointer)", op, arg,
+                 ptr_bytes);
+    if (!mem) return BAD("%s: %s->mem is NULL", op, arg);
+    return dsa__check_mem(mem, op, arg, size);
+  }
+  const char *kn = dsa__mem_kind_name(kind);
+  if (mem)
+    return BAD("%s: %s has kind %s and both mem and ptr set: a pointer kind takes ptr, mem must "
+               "be NULL",
+               op, arg, kn);
+  if (!ptr) return BAD("%s: %s->ptr is NULL (kind %s)", op, arg, kn);
+  if (!current_dctx)
+    return BAD("%s: %s: a %s pointer is checked against the queue's context, which is unknown",
+               op, arg, kn);
+  if (!(current_dctx->mem_kinds & (1u << kind)))
+    return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: %s has kind %s, which needs %s; %s lacks it",
+                     op, arg, kn, dsa__mem_kind_needs(kind), current_dctx->caps.device_name);
+  if (kind == DSA_MEM_SVM) {
+    if (ptr_bytes == 0)
+      return BAD("%s: %s->ptr_bytes is 0: an SVM pointer needs the bytes usable from it", op,
+                 arg);
+    *size = ptr_bytes;
+    return DSA_OK;
+  }
+  size_t usable = 0;
+  DSA_CHECK(usm_usable(ptr, op, arg, &usable));
+  if (ptr_bytes > usable)
+    return BAD("%s: %s->ptr_bytes = %zu but its USM allocation holds %zu bytes from ptr", op,
+               arg, ptr_bytes, usable);
+  *size = ptr_bytes ? ptr_bytes : usable;
+  return DSA_OK;
+}
+
+/* What holds a view's bytes, in messages: "its buffer" (a cl_mem) or "its
+ * pointer range" (ptr_bytes, or what is left of the USM allocation). */
+static const char *storage_noun(dsa_mem_kind kind) {
+  return kind == DSA_MEM_BUFFER ? "its buffer" : "its pointer range";
 }
 
 bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
@@ -161,23 +257,30 @@ dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *ar
                  arg, i, (long long)t->stride[i]);
     empty |= t->shape[i] == 0;
   }
-  if (empty) return DSA_OK; /* addresses nothing; mem may even be NULL */
-  if (!t->mem) return BAD("%s: %s->mem is NULL", op, arg);
+  if ((unsigned)t->kind > DSA_MEM_SVM)
+    return BAD("%s: %s->kind = %d is not a dsa_mem_kind (DSA_MEM_BUFFER, DSA_MEM_USM or "
+               "DSA_MEM_SVM)",
+               op, arg, (int)t->kind);
+  if (empty) return DSA_OK; /* addresses nothing; mem (or ptr) may even be NULL */
   size_t size;
-  dsa_status s = dsa__check_mem(t->mem, op, arg, &size);
-  if (s != DSA_OK) return s;
-  if (t->offset % dsa_dtype_size(t->dtype) != 0)
+  DSA_CHECK(dsa__check_storage(t->kind, t->mem, t->ptr, t->ptr_bytes, op, arg, &size));
+  /* A pointer's address joins the offset: elements must be aligned in memory. */
+  const size_t es = dsa_dtype_size(t->dtype);
+  if (t->kind == DSA_MEM_BUFFER && t->offset % es != 0)
     return BAD("%s: %s offset %zu is not a multiple of its element size %zu", op, arg, t->offset,
-               dsa_dtype_size(t->dtype));
+               es);
+  if (t->kind != DSA_MEM_BUFFER && ((uintptr_t)t->ptr + t->offset) % es != 0)
+    return BAD("%s: %s address ptr + offset = %p + %zu is not a multiple of its element size %zu",
+               op, arg, t->ptr, t->offset, es);
   if (t->offset > size)
-    return BAD("%s: %s offset %zu is past the end of its buffer (%zu bytes)", op, arg, t->offset,
-               size);
+    return BAD("%s: %s offset %zu is past the end of %s (%zu bytes)", op, arg, t->offset,
+               storage_noun(t->kind), size);
   uint64_t end;
   if (!tensor_end(t, &end))
     return BAD("%s: %s: offset %zu + shape x stride overflows 64 bits", op, arg, t->offset);
   if (end > size)
-    return BAD("%s: %s addresses bytes up to %llu but its buffer holds %zu", op, arg,
-               (unsigned long long)end, size);
+    return BAD("%s: %s addresses bytes up to %llu but %s holds %zu", op, arg,
+               (unsigned long long)end, storage_noun(t->kind), size);
   return DSA_OK;
 }
 
@@ -211,14 +314,16 @@ dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char
     return BAD("%s: %s block_stride = %lld, must be >= the page (%llu bytes = block_size %d x %zu)",
                op, arg, (long long)c->block_stride, (unsigned long long)page, (int)c->block_size,
                dsa_cache_token_bytes(c->format));
+  if ((unsigned)c->kind > DSA_MEM_SVM)
+    return BAD("%s: %s->kind = %d is not a dsa_mem_kind (DSA_MEM_BUFFER, DSA_MEM_USM or "
+               "DSA_MEM_SVM)",
+               op, arg, (int)c->kind);
   if (c->num_blocks == 0) return DSA_OK;
-  if (!c->mem) return BAD("%s: %s->mem is NULL", op, arg);
   size_t size;
-  dsa_status s = dsa__check_mem(c->mem, op, arg, &size);
-  if (s != DSA_OK) return s;
+  DSA_CHECK(dsa__check_storage(c->kind, c->mem, c->ptr, c->ptr_bytes, op, arg, &size));
   if (c->offset > size)
-    return BAD("%s: %s offset %zu is past the end of its buffer (%zu bytes)", op, arg, c->offset,
-               size);
+    return BAD("%s: %s offset %zu is past the end of %s (%zu bytes)", op, arg, c->offset,
+               storage_noun(c->kind), size);
   /* The last block needs only its page, not the full stride. */
   uint64_t end;
   if (!dsa__checked_end(c->offset, (uint64_t)c->num_blocks, (uint64_t)c->block_stride, page,
@@ -226,9 +331,9 @@ dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char
     return BAD("%s: %s: offset %zu + %lld blocks of stride %lld overflows 64 bits", op, arg,
                c->offset, (long long)c->num_blocks, (long long)c->block_stride);
   if (end > size)
-    return BAD("%s: %s (%lld blocks of stride %lld at offset %zu) needs %llu bytes but its "
-               "buffer holds %zu",
+    return BAD("%s: %s (%lld blocks of stride %lld at offset %zu) needs %llu bytes but "
+               "%s holds %zu",
                op, arg, (long long)c->num_blocks, (long long)c->block_stride, c->offset,
-               (unsigned long long)end, size);
+               (unsigned long long)end, storage_noun(c->kind), size);
   return DSA_OK;
 }

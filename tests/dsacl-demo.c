@@ -1038,9 +1038,12 @@ int main(int argc, char **argv) {
   cl_mem swa_mem = buf_new("SWA MLA cache", swa_bytes, NULL);
   cl_mem c4_mem = buf_new("C4 MLA cache", c4_bytes, NULL);
   cl_mem ik_mem = buf_new("indexer K cache", ik_bytes, NULL);
-  dsa_paged_cache swa_cache = {swa_mem, 0, swa_nb, SWA_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  dsa_paged_cache c4_cache = {c4_mem, 0, cmp_nb, CMP_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  dsa_paged_cache ik_cache = {ik_mem, 0, cmp_nb, CMP_BS, IDX_STRIDE, DSA_CACHE_INDEXER_FP8};
+  dsa_paged_cache swa_cache = {.mem = swa_mem, .offset = 0, .num_blocks = swa_nb, .block_size = SWA_BS,
+                               .block_stride = MLA_STRIDE, .format = DSA_CACHE_MLA_FP8};
+  dsa_paged_cache c4_cache = {.mem = c4_mem, .offset = 0, .num_blocks = cmp_nb, .block_size = CMP_BS,
+                               .block_stride = MLA_STRIDE, .format = DSA_CACHE_MLA_FP8};
+  dsa_paged_cache ik_cache = {.mem = ik_mem, .offset = 0, .num_blocks = cmp_nb, .block_size = CMP_BS,
+                               .block_stride = IDX_STRIDE, .format = DSA_CACHE_INDEXER_FP8};
   /* Host images the reference writes into (the device buffers start zeroed):
    * of the whole caches, or in sample mode of the sampled sequences' blocks
    * only (packed in block-table order, sq[i]'s views into the *_all arrays). */

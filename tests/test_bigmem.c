@@ -91,7 +91,8 @@ int main(void) {
   CHECK(ref_mla_insert(&rc, k, 512, slots, N) == 0, "ref insert faults");
 
   /* ---- MLA layout A: entries past 4 GiB --------------------------------- */
-  dsa_paged_cache ca = {big, (size_t)base + 256, NB, BS, PAGE, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache ca = {.mem = big, .offset = (size_t)base + 256, .num_blocks = NB,
+                        .block_size = BS, .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
   CHECK_OK(dsa_mla_cache_insert(q, &tk, &ts, &ca, NULL));
   uint8_t *got = dsa_test_xmalloc((size_t)(NB * PAGE));
   down(big, ca.offset, got, (size_t)(NB * PAGE));
@@ -110,7 +111,8 @@ int main(void) {
 
   /* ---- MLA layout B: block 1 at offset stride = 4.5 GiB ------------------ */
   const int64_t stride_b = (int64_t)(base + base / 8 + (1 << 20)); /* clear of layout A */
-  dsa_paged_cache cb = {big, 0, 2, BS, stride_b, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache cb = {.mem = big, .offset = 0, .num_blocks = 2, .block_size = BS,
+                        .block_stride = stride_b, .format = DSA_CACHE_MLA_FP8};
   int64_t slots_b[N];
   int32_t idx_b[N];
   for (int i = 0; i < N; i++) slots_b[i] = BS + i % BS, idx_b[i] = (int32_t)slots_b[i];
@@ -193,8 +195,9 @@ int main(void) {
     cl_mem mik = upload(ik, (size_t)n * 256), mis = upload(isl, sizeof isl);
     dsa_tensor tik = dsa_tensor_make(mik, 0, DSA_BF16, 2, (int64_t[]){n, 128});
     dsa_tensor tis = dsa_tensor_make(mis, 0, DSA_I64, 1, (int64_t[]){n});
-    dsa_paged_cache ic = {big, (size_t)base + ((size_t)32 << 20), INB, IBS, ipage,
-                          DSA_CACHE_INDEXER_FP8};
+    dsa_paged_cache ic = {.mem = big, .offset = (size_t)base + ((size_t)32 << 20),
+                          .num_blocks = INB, .block_size = IBS, .block_stride = ipage,
+                          .format = DSA_CACHE_INDEXER_FP8};
     CHECK_OK(dsa_indexer_k_insert(q, &tik, &tis, &ic, DSA_E2M1_RNE, NULL));
     uint8_t *iimg = dsa_test_xmalloc((size_t)(INB * ipage)),
             *idev = dsa_test_xmalloc((size_t)(INB * ipage));

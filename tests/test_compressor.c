@@ -116,12 +116,15 @@ static void run_save(const scase *c) {
   guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
   guarded_buf lb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, slots);
   guarded_buf stb = gbuf_create(ctx, q, (size_t)stn * 4, img);
-  dsa_tensor kvt = {kb.mem, kb.off, DSA_F32, 2, {t, w}, {kvrs, 1}};
-  dsa_tensor sct = {sb.mem, sb.off + (sc_own ? 0 : (size_t)w * 4), DSA_F32, 2, {t, w}, {kvrs, 1}};
+  dsa_tensor kvt = {.mem = kb.mem, .offset = kb.off, .dtype = DSA_F32, .ndim = 2, .shape = {t, w},
+                    .stride = {kvrs, 1}};
+  dsa_tensor sct = {.mem = sb.mem, .offset = sb.off + (sc_own ? 0 : (size_t)w * 4),
+                    .dtype = DSA_F32, .ndim = 2, .shape = {t, w}, .stride = {kvrs, 1}};
   dsa_tensor at = dsa_tensor_make(ab.mem, ab.off, DSA_F32, 2, (int64_t[]){c->ratio, w});
   dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_tensor lt = dsa_tensor_make(lb.mem, lb.off, DSA_I64, 1, (int64_t[]){t});
-  dsa_tensor stt = {stb.mem, stb.off, DSA_F32, 3, {c->nb, c->bs, width}, {s0, s1, 1}};
+  dsa_tensor stt = {.mem = stb.mem, .offset = stb.off, .dtype = DSA_F32, .ndim = 3,
+                    .shape = {c->nb, c->bs, width}, .stride = {s0, s1, 1}};
   dsa_compressor_params prm;
   dsa_compressor_params_default(&prm);
   prm.compress_ratio = c->ratio;
@@ -251,7 +254,8 @@ static void run_compress(const ccase *c) {
                                 c->wbf16 ? (void *)wb : (void *)wt);
   guarded_buf csb = gbuf_create(ctx, q, (size_t)(npos * 64 + 1) * 4, cs);
   guarded_buf cb = gbuf_create(ctx, q, cn, img);
-  dsa_tensor stt = {stb.mem, stb.off, DSA_F32, 3, {nb, bs, width}, {s0, s1, 1}};
+  dsa_tensor stt = {.mem = stb.mem, .offset = stb.off, .dtype = DSA_F32, .ndim = 3,
+                    .shape = {nb, bs, width}, .stride = {s0, s1, 1}};
   dsa_tensor btt = dsa_tensor_make(btb.mem, btb.off, DSA_I32, 2, (int64_t[]){R, W});
   dsa_tensor rt = dsa_tensor_make(rb.mem, rb.off, DSA_I32, 1, (int64_t[]){t});
   dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
@@ -260,7 +264,8 @@ static void run_compress(const ccase *c) {
   dsa_tensor wgt = dsa_tensor_make(wgb.mem, wgb.off, c->wbf16 ? DSA_BF16 : DSA_F32, 1,
                                    (int64_t[]){hd});
   dsa_tensor cst = dsa_tensor_make(csb.mem, csb.off, DSA_F32, 2, (int64_t[]){npos, 64});
-  dsa_paged_cache pc = {cb.mem, cb.off, c_nb, c->c_bs, bstride, (dsa_cache_format)c->fmt};
+  dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = c_nb, .block_size = c->c_bs,
+                        .block_stride = bstride, .format = (dsa_cache_format)c->fmt};
   dsa_compressor_params prm;
   dsa_compressor_params_default(&prm);
   prm.compress_ratio = c->ratio;
@@ -347,8 +352,10 @@ static void test_sequence(int fmt, int ratio, int steps) {
   guarded_buf cb = gbuf_create(ctx, q, (size_t)cn, want);
   guarded_buf mb = gbuf_create(ctx, q, 64, NULL);
   dsa_tensor stt = dsa_tensor_make(stb.mem, stb.off, DSA_F32, 3, (int64_t[]){nb, bs, width});
-  dsa_tensor kvt = {kvb.mem, kvb.off, DSA_F32, 2, {1, SW}, {2 * SW, 1}};
-  dsa_tensor sct = {kvb.mem, kvb.off + (size_t)SW * 4, DSA_F32, 2, {1, SW}, {2 * SW, 1}};
+  dsa_tensor kvt = {.mem = kvb.mem, .offset = kvb.off, .dtype = DSA_F32, .ndim = 2,
+                    .shape = {1, SW}, .stride = {2 * SW, 1}};
+  dsa_tensor sct = {.mem = kvb.mem, .offset = kvb.off + (size_t)SW * 4, .dtype = DSA_F32,
+                    .ndim = 2, .shape = {1, SW}, .stride = {2 * SW, 1}};
   dsa_tensor at = dsa_tensor_make(ab.mem, ab.off, DSA_F32, 2, (int64_t[]){ratio, SW});
   dsa_tensor cst = dsa_tensor_make(csb.mem, csb.off, DSA_F32, 2, (int64_t[]){npos, 64});
   dsa_tensor wgt = dsa_tensor_make(wgb.mem, wgb.off, DSA_F32, 1, (int64_t[]){hd});
@@ -358,7 +365,8 @@ static void test_sequence(int fmt, int ratio, int steps) {
   dsa_tensor slt = dsa_tensor_make(mb.mem, mb.off + 8, DSA_I64, 1, (int64_t[]){1});
   dsa_tensor cslt = dsa_tensor_make(mb.mem, mb.off + 16, DSA_I64, 1, (int64_t[]){1});
   dsa_tensor rt = dsa_tensor_make(mb.mem, mb.off + 24, DSA_I32, 1, (int64_t[]){1});
-  dsa_paged_cache pc = {cb.mem, cb.off, c_nb, c_bs, bstride, (dsa_cache_format)fmt};
+  dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = c_nb, .block_size = c_bs,
+                        .block_stride = bstride, .format = (dsa_cache_format)fmt};
   dsa_compressor_params prm;
   dsa_compressor_params_default(&prm);
   prm.compress_ratio = ratio;
@@ -522,8 +530,10 @@ static void test_bad_args(void) {
   sargs sb;
   memset(&sb, 0, sizeof sb);
   sb.q = q;
-  sb.kv = (dsa_tensor){kb.mem, kb.off, DSA_F32, 2, {t, w}, {2 * w, 1}};
-  sb.sc = (dsa_tensor){kb.mem, kb.off + (size_t)w * 4, DSA_F32, 2, {t, w}, {2 * w, 1}};
+  sb.kv = (dsa_tensor){.mem = kb.mem, .offset = kb.off, .dtype = DSA_F32, .ndim = 2,
+                       .shape = {t, w}, .stride = {2 * w, 1}};
+  sb.sc = (dsa_tensor){.mem = kb.mem, .offset = kb.off + (size_t)w * 4, .dtype = DSA_F32,
+                       .ndim = 2, .shape = {t, w}, .stride = {2 * w, 1}};
   sb.ape = dsa_tensor_make(ab.mem, ab.off, DSA_F32, 2, (int64_t[]){4, w});
   sb.pos = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
   sb.sl = dsa_tensor_make(lb.mem, lb.off, DSA_I64, 1, (int64_t[]){t});
@@ -551,7 +561,8 @@ static void test_bad_args(void) {
   cbs.pos = sb.pos, cbs.sl = sb.sl, cbs.csl = sb.sl;
   cbs.w = dsa_tensor_make(wb.mem, wb.off, DSA_F32, 1, (int64_t[]){512});
   cbs.cs = dsa_tensor_make(csb.mem, csb.off, DSA_F32, 2, (int64_t[]){8, 64});
-  cbs.cache = (dsa_paged_cache){cb.mem, cb.off, 1, 64, 64 * 584, DSA_CACHE_MLA_FP8};
+  cbs.cache = (dsa_paged_cache){.mem = cb.mem, .offset = cb.off, .num_blocks = 1, .block_size = 64,
+                                .block_stride = 64 * 584, .format = DSA_CACHE_MLA_FP8};
   dsa_compressor_params_default(&cbs.prm);
   dsa_bad_args spec2 = {.op = "compressor_compress_insert", .base = &cbs, .size = sizeof cbs,
                         .reset = cargs_point, .brk = comp_breaker, .call = comp_call,

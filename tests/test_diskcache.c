@@ -881,7 +881,8 @@ static void test_forged(void) {
   clEnqueueWriteBuffer(dsa_queue_cl(q), cache, CL_TRUE, 0, 4 * 584, zero, 0, NULL, NULL);
   clEnqueueWriteBuffer(dsa_queue_cl(q), idx, CL_TRUE, 0, 64, zero, 0, NULL, NULL);
   clEnqueueWriteBuffer(dsa_queue_cl(q), big, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
-  dsa_paged_cache pc = {cache, 0, 4, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache pc = {.mem = cache, .offset = 0, .num_blocks = 4, .block_size = 1,
+                        .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor ti = dsa_tensor_make(idx, 0, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor to = dsa_tensor_make(out, 0, DSA_BF16, 2, (int64_t[]){1, 512});
   CHECK_OK(dsa_mla_gather_slots(q, &pc, &ti, &to, NULL));

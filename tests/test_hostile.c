@@ -41,7 +41,8 @@ static void setup(call_args *a) {
   memset(a, 0, sizeof *a);
   uint64_t rng = 9;
   cache_b = gbuf_create(ctx, q, NB * 584, NULL);
-  a->cache = (dsa_paged_cache){cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  a->cache = (dsa_paged_cache){.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
+                               .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   int32_t gi[2] = {0, 3};
   gidx_b = gbuf_create(ctx, q, sizeof gi, gi);
   a->gidx = dsa_tensor_make(gidx_b.mem, gidx_b.off, DSA_I32, 1, (int64_t[]){2});
@@ -69,7 +70,9 @@ static void setup(call_args *a) {
   out_b = gbuf_create(ctx, q, 2 * 512 * 2, NULL);
   a->out = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
   icache_b = gbuf_create(ctx, q, 2 * 4 * 132, NULL);
-  a->icache = (dsa_paged_cache){icache_b.mem, icache_b.off, 2, 4, 4 * 132, DSA_CACHE_INDEXER_FP8};
+  a->icache = (dsa_paged_cache){.mem = icache_b.mem, .offset = icache_b.off, .num_blocks = 2,
+                                .block_size = 4, .block_stride = 4 * 132,
+                                .format = DSA_CACHE_INDEXER_FP8};
   /* k's first 2 x 128 bf16 serve as the indexer rows; slots {1, 2} */
   a->ik = dsa_tensor_make(k_b.mem, k_b.off, DSA_BF16, 2, (int64_t[]){2, 128});
 }
@@ -293,9 +296,12 @@ static void absurd_shapes(void) {
   size_t o = cache_b.off;
   dsa_status s;
   /* top-k decode: lengths [2^40] of stride 0, next_n 2^24: 2^64 rows. */
-  dsa_tensor logits = {m, o, DSA_F32, 2, {0, 64}, {64, 1}};
-  dsa_tensor idx = {m, o, DSA_I32, 2, {0, 8}, {8, 1}};
-  dsa_tensor lens = {m, o, DSA_I32, 1, {T40}, {0}};
+  dsa_tensor logits = {.mem = m, .offset = o, .dtype = DSA_F32, .ndim = 2, .shape = {0, 64},
+                       .stride = {64, 1}};
+  dsa_tensor idx = {.mem = m, .offset = o, .dtype = DSA_I32, .ndim = 2, .shape = {0, 8},
+                    .stride = {8, 1}};
+  dsa_tensor lens = {.mem = m, .offset = o, .dtype = DSA_I32, .ndim = 1, .shape = {T40},
+                     .stride = {0}};
   dsa_topk_params tp;
   memset(&tp, 0, sizeof tp);
   tp.k = 8;
@@ -304,17 +310,24 @@ static void absurd_shapes(void) {
   CHECK(s == DSA_ERR_INVALID_ARGUMENT, "topk lengths x next_n overflow: %s (%s)",
         dsa_status_name(s), dsa_last_error());
   /* Q quant: T = 2^33, H = 2^31 (T*H = 2^64, then a division by zero). */
-  dsa_tensor iq = {m, o, DSA_BF16, 3, {(int64_t)1 << 33, (int64_t)1 << 31, 32}, {0, 0, 1}};
+  dsa_tensor iq = {.mem = m, .offset = o, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {(int64_t)1 << 33, (int64_t)1 << 31, 32}, .stride = {0, 0, 1}};
   s = dsa_indexer_q_quant(q, NULL, &iq, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
   CHECK(s == DSA_ERR_INVALID_ARGUMENT, "indexer_q T x H overflow: %s (%s)", dsa_status_name(s),
         dsa_last_error());
   /* q-norm: T * (H + 1) = 2^40 * 2^40. */
-  dsa_tensor qi = {m, o, DSA_BF16, 3, {T40, T40 - 1, 512}, {0, 0, 1}};
-  dsa_tensor kv = {m, o, DSA_BF16, 2, {T40, 512}, {0, 1}};
-  dsa_tensor pos = {m, o, DSA_I64, 1, {T40}, {0}};
-  dsa_tensor cs = {m, o, DSA_F32, 2, {1, 64}, {64, 1}};
-  dsa_tensor sl = {m, o, DSA_I64, 1, {T40}, {0}};
-  dsa_paged_cache pc = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_tensor qi = {.mem = m, .offset = o, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {T40, T40 - 1, 512}, .stride = {0, 0, 1}};
+  dsa_tensor kv = {.mem = m, .offset = o, .dtype = DSA_BF16, .ndim = 2, .shape = {T40, 512},
+                   .stride = {0, 1}};
+  dsa_tensor pos = {.mem = m, .offset = o, .dtype = DSA_I64, .ndim = 1, .shape = {T40},
+                    .stride = {0}};
+  dsa_tensor cs = {.mem = m, .offset = o, .dtype = DSA_F32, .ndim = 2, .shape = {1, 64},
+                   .stride = {64, 1}};
+  dsa_tensor sl = {.mem = m, .offset = o, .dtype = DSA_I64, .ndim = 1, .shape = {T40},
+                   .stride = {0}};
+  dsa_paged_cache pc = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
+                        .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   s = dsa_mla_qnorm_rope_kv_insert(q, &qi, NULL, &kv, &pos, &cs, &sl, &pc, NULL, NULL);
   CHECK(s == DSA_ERR_INVALID_ARGUMENT, "q-norm T x (H+1) overflow: %s (%s)", dsa_status_name(s),
         dsa_last_error());
@@ -333,7 +346,8 @@ static void workspace(void) {
   dsa_tensor it = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 2, (int64_t[]){1, 2});
   dsa_tensor lt = dsa_tensor_make(aidx_b.mem, aidx_b.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor ot = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
-  dsa_paged_cache pc = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache pc = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
+                        .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   dsa_mla_index_set set = {&pc, &it, &lt};
   size_t need = dsa_sparse_mla_decode_workspace_size(1, 2, 0);
   cl_int e;
@@ -463,7 +477,8 @@ static void add(opcase *x, const char *nm, dsa_dtype dt, int nd, const int64_t *
 static void addc(opcase *x, dsa_cache_format f, int64_t blocks, int32_t bs) {
   int64_t stride = bs * (int64_t)dsa_cache_token_bytes(f);
   size_t off = arena_alloc((size_t)(blocks * stride));
-  x->c[x->nc++] = (dsa_paged_cache){arena, off, blocks, bs, stride, f};
+  x->c[x->nc++] = (dsa_paged_cache){.mem = arena, .offset = off, .num_blocks = blocks,
+                                    .block_size = bs, .block_stride = stride, .format = f};
 }
 
 static opcase xcases[NX];
@@ -1241,7 +1256,8 @@ static void paged_wide_table(void) {
   cl_command_queue cq = dsa_queue_cl(q);
   clEnqueueWriteBuffer(cq, cm, CL_TRUE, 0, sizeof data, data, 0, NULL, NULL);
   clEnqueueWriteBuffer(cq, cm, CL_TRUE, (size_t)bs * 64, sizeof scales, scales, 0, NULL, NULL);
-  dsa_paged_cache pc = {cm, 0, 1, bs, (int64_t)page, DSA_CACHE_INDEXER_MXFP4};
+  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = 1, .block_size = bs,
+                        .block_stride = (int64_t)page, .format = DSA_CACHE_INDEXER_MXFP4};
   uint8_t qv[2 * 64 + 2 * 4];
   dsa_test_fill_random(&rng, qv, 2 * 64);
   for (int i = 0; i < 8; i++) qv[128 + i] = 127;
@@ -1255,7 +1271,8 @@ static void paged_wide_table(void) {
   dsa_tensor wt = dsa_tensor_make(wb.mem, wb.off, DSA_F32, 2, (int64_t[]){1, 2});
   dsa_tensor cl = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor bt1 = dsa_tensor_make(ib.mem, ib.off + 4, DSA_I32, 2, (int64_t[]){1, 1});
-  dsa_tensor btw = {ib.mem, ib.off + 4, DSA_I32, 2, {1, (int64_t)1 << 40}, {0, 0}};
+  dsa_tensor btw = {.mem = ib.mem, .offset = ib.off + 4, .dtype = DSA_I32, .ndim = 2,
+                    .shape = {1, (int64_t)1 << 40}, .stride = {0, 0}};
   dsa_tensor l1 = dsa_tensor_make(o1.mem, o1.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_tensor l2 = dsa_tensor_make(o2.mem, o2.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_test_read_faults(q);

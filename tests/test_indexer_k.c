@@ -66,8 +66,9 @@ static tcache cache_make(int mx, int64_t nb, int32_t bs, int stride_kind, size_t
   dsa_test_fill_random(&rng, t.img, t.size);
   t.ref = (ref_idx_cache){t.img + coff, nb, bs, stride, mx};
   t.gb = gbuf_create(ctx, q, t.size, t.img);
-  t.dc = (dsa_paged_cache){t.gb.mem, t.gb.off + coff, nb, bs, stride,
-                           mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  t.dc = (dsa_paged_cache){.mem = t.gb.mem, .offset = t.gb.off + coff, .num_blocks = nb,
+                           .block_size = bs, .block_stride = stride,
+                           .format = mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
   return t;
 }
 static void cache_free(tcache *t) {
@@ -100,7 +101,8 @@ static void run_insert(int mx, int mode, int64_t n, int64_t nb, int32_t bs, int 
   dsa_test_fill_random(&rng, k, kbytes);
   for (int64_t i = 0; i < n; i++) make_row(k + koff + i * kst, edge);
   guarded_buf kb = gbuf_create(ctx, q, kbytes, k), sb = gbuf_create(ctx, q, (size_t)(n + 1) * 8, slots);
-  dsa_tensor kt = {kb.mem, kb.off + koff * 2, DSA_BF16, 2, {n, 128}, {kst, 1}};
+  dsa_tensor kt = {.mem = kb.mem, .offset = kb.off + koff * 2, .dtype = DSA_BF16, .ndim = 2,
+                   .shape = {n, 128}, .stride = {kst, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){n});
   CHECK_OK(dsa_indexer_k_insert(q, &kt, &st, &c.dc, mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, NULL));
   uint32_t f = dsa_test_read_faults(q);
@@ -158,11 +160,16 @@ static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int
   guarded_buf bb = gbuf_create(ctx, q, (size_t)(R * bts0 + 1) * 4, bt),
               cb = gbuf_create(ctx, q, (size_t)((R + 1) * cus) * 4, cu),
               kob = gbuf_create(ctx, q, kon, ko), ksb = gbuf_create(ctx, q, ksn, ks);
-  dsa_tensor btt = {bb.mem, bb.off, DSA_I32, 2, {R, W}, {bts0, bts1}};
-  dsa_tensor cut = {cb.mem, cb.off, DSA_I32, 1, {R + 1}, {cus}};
-  dsa_tensor kot = {kob.mem, kob.off, mx ? DSA_E2M1X2 : DSA_E4M3, 2, {total, vb}, {ko_rs, 1}};
-  dsa_tensor kst = mx ? (dsa_tensor){ksb.mem, ksb.off, DSA_UE8M0, 2, {total, 4}, {ks_rs, 1}}
-                      : (dsa_tensor){ksb.mem, ksb.off, DSA_F32, 1, {total}, {ks_rs}};
+  dsa_tensor btt = {.mem = bb.mem, .offset = bb.off, .dtype = DSA_I32, .ndim = 2, .shape = {R, W},
+                    .stride = {bts0, bts1}};
+  dsa_tensor cut = {.mem = cb.mem, .offset = cb.off, .dtype = DSA_I32, .ndim = 1, .shape = {R + 1},
+                    .stride = {cus}};
+  dsa_tensor kot = {.mem = kob.mem, .offset = kob.off, .dtype = mx ? DSA_E2M1X2 : DSA_E4M3,
+                    .ndim = 2, .shape = {total, vb}, .stride = {ko_rs, 1}};
+  dsa_tensor kst = mx ? (dsa_tensor){.mem = ksb.mem, .offset = ksb.off, .dtype = DSA_UE8M0,
+                                     .ndim = 2, .shape = {total, 4}, .stride = {ks_rs, 1}}
+                      : (dsa_tensor){.mem = ksb.mem, .offset = ksb.off, .dtype = DSA_F32,
+                                     .ndim = 1, .shape = {total}, .stride = {ks_rs}};
   CHECK_OK(dsa_indexer_k_gather(q, &c.dc, &btt, &cut, &kot, &kst, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_gather(&c.ref, bt, R, W, bts0, bts1, cu, cus, total, ko, ko_rs, ks,

@@ -148,8 +148,9 @@ static out_buf out_make(int64_t rows, int64_t cols, int bf16, int padded) {
   o.init = dsa_test_xmalloc(o.size);
   dsa_test_fill_random(&rng, o.init, o.size);
   o.gb = gbuf_create(ctx, q, o.size, o.init);
-  o.t = (dsa_tensor){o.gb.mem, o.gb.off + o.off * esz, bf16 ? DSA_BF16 : DSA_F32, 2,
-                     {rows, cols}, {o.rs, 1}};
+  o.t = (dsa_tensor){.mem = o.gb.mem, .offset = o.gb.off + o.off * esz,
+                     .dtype = bf16 ? DSA_BF16 : DSA_F32, .ndim = 2, .shape = {rows, cols},
+                     .stride = {o.rs, 1}};
   return o;
 }
 
@@ -426,8 +427,9 @@ static void run_paged(const paged_case *tc) {
                              : dev(cl, DSA_I32, 1, (int64_t[]){b}, tc->padded, 0);
   dev_t_ dbt = dev(bt, DSA_I32, 2, (int64_t[]){b, wd}, tc->padded, 0);
   guarded_buf cb = gbuf_create(ctx, q, csize, img);
-  dsa_paged_cache pc = {cb.mem, cb.off + coff, tc->nb, bs, stride,
-                        fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off + coff, .num_blocks = tc->nb,
+                        .block_size = bs, .block_stride = stride,
+                        .format = fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
   out_buf o = out_make(rows, mml, tc->bf16, tc->padded);
   dsa_mqa_logits_params p;
   dsa_mqa_logits_params_default(&p);
@@ -695,8 +697,9 @@ static void test_bad_args(void) {
     x.q = q;
     x.fp4 = fp4;
     x.t[0] = p0.t, x.t[1] = p1.t, x.t[2] = p2.t, x.t[3] = p3.t, x.t[4] = p4.t, x.t[7] = po.t;
-    x.cache = (dsa_paged_cache){cb.mem, cb.off, nb, bs, stride,
-                                fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+    x.cache = (dsa_paged_cache){.mem = cb.mem, .offset = cb.off, .num_blocks = nb,
+                                .block_size = bs, .block_stride = stride,
+                                .format = fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
     x.pcache = &x.cache;
     dsa_mqa_logits_params_default(&x.p);
     run_bad(fp4 ? "paged_mqa_logits_mxfp4" : "paged_mqa_logits", &x, call_paged, break_paged,
@@ -724,7 +727,8 @@ static void test_empty_and_events(void) {
   dsa_test_expect_complete(done, "mqa_logits M=0");
 
   /* B = 0 paged, with a zero-block cache. */
-  dsa_paged_cache pc = {NULL, 0, 0, 64, 64 * 132, DSA_CACHE_INDEXER_FP8};
+  dsa_paged_cache pc = {.mem = NULL, .offset = 0, .num_blocks = 0, .block_size = 64,
+                        .block_stride = 64 * 132, .format = DSA_CACHE_INDEXER_FP8};
   dsa_tensor pq = dsa_tensor_make(any.mem, any.off, DSA_E4M3, 4, (int64_t[]){0, 1, 8, 128});
   dsa_tensor pw = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 8});
   dsa_tensor pb = dsa_tensor_make(any.mem, any.off, DSA_I32, 2, (int64_t[]){0, 4});

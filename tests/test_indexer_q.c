@@ -127,14 +127,21 @@ static void run_case(const qcase *c) {
               cb = gbuf_create(ctx, q, csn * cses, cs), wb = gbuf_create(ctx, q, wn * wes, w),
               oqb = gbuf_create(ctx, q, oqn, oq), osb = gbuf_create(ctx, q, osn, os),
               owb = gbuf_create(ctx, q, own * 4, ow);
-  dsa_tensor qt = {qb.mem, qb.off + qoff * 2, DSA_BF16, 3, {T, H, D}, {q_st, q_sh, 1}};
-  dsa_tensor pt = {pb.mem, pb.off, c->pos_i32 ? DSA_I32 : DSA_I64, 1, {T}, {ps}};
-  dsa_tensor ct = {cb.mem, cb.off, c->cs_bf16 ? DSA_BF16 : DSA_F32, 2, {P, R}, {cs_rs, 1}};
-  dsa_tensor wt = {wb.mem, wb.off, c->w_bf16 ? DSA_BF16 : DSA_F32, 2, {T, H}, {w_st, w_sh}};
-  dsa_tensor oqt = {oqb.mem, oqb.off + ooff, c->mxfp4 ? DSA_E2M1X2 : DSA_E4M3, 3, {T, H, qd},
-                    {oq_st, oq_sh, 1}};
-  dsa_tensor ost = {osb.mem, osb.off + ooff, DSA_UE8M0, 3, {T, H, D / 32}, {os_st, os_sh, 1}};
-  dsa_tensor owt = {owb.mem, owb.off + ooff * 4, DSA_F32, 2, {T, H}, {ow_st, ow_sh}};
+  dsa_tensor qt = {.mem = qb.mem, .offset = qb.off + qoff * 2, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {T, H, D}, .stride = {q_st, q_sh, 1}};
+  dsa_tensor pt = {.mem = pb.mem, .offset = pb.off, .dtype = c->pos_i32 ? DSA_I32 : DSA_I64,
+                   .ndim = 1, .shape = {T}, .stride = {ps}};
+  dsa_tensor ct = {.mem = cb.mem, .offset = cb.off, .dtype = c->cs_bf16 ? DSA_BF16 : DSA_F32,
+                   .ndim = 2, .shape = {P, R}, .stride = {cs_rs, 1}};
+  dsa_tensor wt = {.mem = wb.mem, .offset = wb.off, .dtype = c->w_bf16 ? DSA_BF16 : DSA_F32,
+                   .ndim = 2, .shape = {T, H}, .stride = {w_st, w_sh}};
+  dsa_tensor oqt = {.mem = oqb.mem, .offset = oqb.off + ooff,
+                    .dtype = c->mxfp4 ? DSA_E2M1X2 : DSA_E4M3, .ndim = 3, .shape = {T, H, qd},
+                    .stride = {oq_st, oq_sh, 1}};
+  dsa_tensor ost = {.mem = osb.mem, .offset = osb.off + ooff, .dtype = DSA_UE8M0, .ndim = 3,
+                    .shape = {T, H, D / 32}, .stride = {os_st, os_sh, 1}};
+  dsa_tensor owt = {.mem = owb.mem, .offset = owb.off + ooff * 4, .dtype = DSA_F32, .ndim = 2,
+                    .shape = {T, H}, .stride = {ow_st, ow_sh}};
   CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, c->mxfp4 ? &ost : NULL, &owt,
                                NULL));
   uint32_t f = dsa_test_read_faults(q);

@@ -115,7 +115,8 @@ static test_cache cache_make(int64_t nb, int32_t bs, int64_t stride, size_t coff
     }
   }
   t.gb = gbuf_create(ctx, q, t.size, t.img);
-  t.dc = (dsa_paged_cache){t.gb.mem, t.gb.off + coff, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  t.dc = (dsa_paged_cache){.mem = t.gb.mem, .offset = t.gb.off + coff, .num_blocks = nb,
+                           .block_size = bs, .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return t;
 }
 
@@ -163,7 +164,8 @@ static void run_insert(const ins_case *tc) {
   for (int64_t i = 0; i < tc->n; i++) make_row(k + koff + i * tc->kstride, tc->kstride, tc->edge);
 
   guarded_buf kb = gbuf_create(ctx, q, kbytes, k), sb = gbuf_create(ctx, q, (size_t)tc->n * 8, slots);
-  dsa_tensor kt = {kb.mem, kb.off + koff * 2, DSA_BF16, 2, {tc->n, 512}, {tc->kstride, 1}};
+  dsa_tensor kt = {.mem = kb.mem, .offset = kb.off + koff * 2, .dtype = DSA_BF16, .ndim = 2,
+                   .shape = {tc->n, 512}, .stride = {tc->kstride, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){tc->n});
   CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL));
   uint32_t f = dsa_test_read_faults(q);
@@ -260,7 +262,8 @@ static void run_gather_slots(int64_t s, int64_t nb, int32_t bs, int stride_kind,
   memcpy(want, out, obytes);
   guarded_buf ib = gbuf_create(ctx, q, (size_t)s * 4, idx), ob = gbuf_create(ctx, q, obytes, out);
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){s});
-  dsa_tensor ot = {ob.mem, ob.off + ooff * 2, DSA_BF16, 2, {s, 512}, {ostride, 1}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + ooff * 2, .dtype = DSA_BF16, .ndim = 2,
+                   .shape = {s, 512}, .stride = {ostride, 1}};
   CHECK_OK(dsa_mla_gather_slots(q, &c.dc, &it, &ot, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_slots(&c.ref, idx, s, want + ooff, ostride);
@@ -336,8 +339,10 @@ static void run_gather_paged(const paged_case *tc) {
               bb = gbuf_create(ctx, q, (size_t)(r * bts) * 4, bt), ob = gbuf_create(ctx, q, obytes, out);
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I32, 1, (int64_t[]){r});
   dsa_tensor gt = dsa_tensor_make(gb.mem, gb.off, DSA_I32, 1, (int64_t[]){r});
-  dsa_tensor btt = {bb.mem, bb.off, DSA_I32, 2, {r, w}, {bts, 1}};
-  dsa_tensor ot = {ob.mem, ob.off, DSA_BF16, 3, {r, max_t, 512}, {s0, s1, 1}};
+  dsa_tensor btt = {.mem = bb.mem, .offset = bb.off, .dtype = DSA_I32, .ndim = 2, .shape = {r, w},
+                    .stride = {bts, 1}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {r, max_t, 512}, .stride = {s0, s1, 1}};
   CHECK_OK(dsa_mla_gather_paged(q, &c.dc, &st, tc->null_gl ? NULL : &gt, &btt, offset, &ot, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_paged(&c.ref, seq, tc->null_gl ? NULL : gl, bt, r, w, bts,
@@ -639,7 +644,8 @@ static void test_64bit_addressing(void) {
   }
   uint8_t zero = 0;
   clEnqueueFillBuffer(dsa_queue_cl(q), m, &zero, 1, 0, need, 0, NULL, NULL);
-  dsa_paged_cache dc = {m, 0, 5, 4, stride, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache dc = {.mem = m, .offset = 0, .num_blocks = 5, .block_size = 4,
+                        .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   uint16_t k[512];
   make_row(k, 512, 0);
   int64_t slot = 4 * 4 + 1; /* block 4: offset 4·stride > 2^32 */
@@ -692,7 +698,8 @@ static void test_dequant_exhaustive(void) {
   guarded_buf cb = gbuf_create(ctx, q, (size_t)(nb * stride), img);
   guarded_buf ib = gbuf_create(ctx, q, (size_t)n * 4, idx);
   guarded_buf ob = gbuf_create(ctx, q, (size_t)n * 1024, NULL);
-  dsa_paged_cache dc = {cb.mem, cb.off, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache dc = {.mem = cb.mem, .offset = cb.off, .num_blocks = nb, .block_size = bs,
+                        .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){n});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){n, 512});
   CHECK_OK(dsa_mla_gather_slots(q, &dc, &it, &ot, NULL));

@@ -93,13 +93,18 @@ static void run_case(const qcase *tc) {
   guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos),
               sb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, slots);
 
-  dsa_tensor qit = {qib.mem, qib.off, DSA_BF16, 3, {t, h, 512}, {qts, qhs, 1}};
-  dsa_tensor qot = {qob.mem, qob.off, DSA_BF16, 3, {t, h, 512}, {qts, qhs, 1}};
-  dsa_tensor kvt = {kb.mem, kb.off, DSA_BF16, 2, {t, 512}, {kvrs, 1}};
-  dsa_tensor cst = {csb.mem, csb.off, DSA_F32, 2, {tc->npos, 64}, {csrs, 1}};
+  dsa_tensor qit = {.mem = qib.mem, .offset = qib.off, .dtype = DSA_BF16, .ndim = 3,
+                    .shape = {t, h, 512}, .stride = {qts, qhs, 1}};
+  dsa_tensor qot = {.mem = qob.mem, .offset = qob.off, .dtype = DSA_BF16, .ndim = 3,
+                    .shape = {t, h, 512}, .stride = {qts, qhs, 1}};
+  dsa_tensor kvt = {.mem = kb.mem, .offset = kb.off, .dtype = DSA_BF16, .ndim = 2,
+                    .shape = {t, 512}, .stride = {kvrs, 1}};
+  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = DSA_F32, .ndim = 2,
+                    .shape = {tc->npos, 64}, .stride = {csrs, 1}};
   dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){t});
-  dsa_paged_cache pc = {cb.mem, cb.off, tc->nb, tc->bs, bstride, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = tc->nb,
+                        .block_size = tc->bs, .block_stride = bstride, .format = DSA_CACHE_MLA_FP8};
   dsa_mla_qnorm_params prm;
   dsa_mla_qnorm_params_default(&prm);
   if (rnd(3) == 0) prm.eps = 1e-3f;
@@ -260,7 +265,9 @@ static void test_bad_args(void) {
   base.pos = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
   base.sl = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){t});
   base.cs = dsa_tensor_make(csb.mem, csb.off, DSA_F32, 2, (int64_t[]){8, 64});
-  base.cache = (dsa_paged_cache){cb.mem, cb.off, 2, 64, 64 * 584, DSA_CACHE_MLA_FP8};
+  base.cache = (dsa_paged_cache){.mem = cb.mem, .offset = cb.off, .num_blocks = 2,
+                                 .block_size = 64, .block_stride = 64 * 584,
+                                 .format = DSA_CACHE_MLA_FP8};
   dsa_mla_qnorm_params_default(&base.prm);
   /* Each rejected call writes neither q_out nor the cache; the unbroken call
    * (params and events NULL) writes both. */
@@ -276,7 +283,8 @@ static void test_bad_args(void) {
 
 static void test_empty_and_events(void) {
   guarded_buf any = gbuf_create(ctx, q, 4096, NULL), cb = gbuf_create(ctx, q, 64 * 584, NULL);
-  dsa_paged_cache pc = {cb.mem, cb.off, 1, 64, 64 * 584, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = 1, .block_size = 64,
+                        .block_stride = 64 * 584, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor q0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 3, (int64_t[]){0, 8, 512});
   dsa_tensor k0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   dsa_tensor i0 = dsa_tensor_make(any.mem, any.off, DSA_I64, 1, (int64_t[]){0});

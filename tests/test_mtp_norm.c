@@ -104,10 +104,14 @@ static void run_input_case(const ncase *tc) {
   guarded_buf web = gbuf_create(ctx, q, (size_t)(h * (tc->w32e ? 4 : 2)), we);
   guarded_buf whb = gbuf_create(ctx, q, (size_t)(h * (tc->w32h ? 4 : 2)), wh);
 
-  dsa_tensor et = {eb.mem, eb.off, DSA_BF16, 2, {t, h}, {ers, 1}};
-  dsa_tensor pt = {pb.mem, pb.off, DSA_BF16, 3, {t, hc, h}, {pts, prs, 1}};
-  dsa_tensor eot = {eob.mem, eob.off, DSA_BF16, 2, {t, h}, {ors, 1}};
-  dsa_tensor hot = {hob.mem, hob.off, DSA_BF16, 3, {t, hc, h}, {hts, hrs, 1}};
+  dsa_tensor et = {.mem = eb.mem, .offset = eb.off, .dtype = DSA_BF16, .ndim = 2, .shape = {t, h},
+                   .stride = {ers, 1}};
+  dsa_tensor pt = {.mem = pb.mem, .offset = pb.off, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {t, hc, h}, .stride = {pts, prs, 1}};
+  dsa_tensor eot = {.mem = eob.mem, .offset = eob.off, .dtype = DSA_BF16, .ndim = 2,
+                    .shape = {t, h}, .stride = {ors, 1}};
+  dsa_tensor hot = {.mem = hob.mem, .offset = hob.off, .dtype = DSA_BF16, .ndim = 3,
+                    .shape = {t, hc, h}, .stride = {hts, hrs, 1}};
   if (tc->in_place) eot = et, hot = pt;
   dsa_tensor post = dsa_tensor_make(posb.mem, posb.off, tc->pos32 ? DSA_I32 : DSA_I64, 1,
                                     (int64_t[]){t});
@@ -161,8 +165,10 @@ static void run_head_case(int64_t t, int64_t h, int in_place, int edge, int w32)
   void *w = make_weight(h, w32, edge);
   guarded_buf xb = gbuf_create(ctx, q, xn * 2, x), ob = gbuf_create(ctx, q, on * 2, o0);
   guarded_buf wb = gbuf_create(ctx, q, (size_t)(h * (w32 ? 4 : 2)), w);
-  dsa_tensor xt = {xb.mem, xb.off, DSA_BF16, 2, {t, h}, {xrs, 1}};
-  dsa_tensor ot = in_place ? xt : (dsa_tensor){ob.mem, ob.off, DSA_BF16, 2, {t, h}, {ors, 1}};
+  dsa_tensor xt = {.mem = xb.mem, .offset = xb.off, .dtype = DSA_BF16, .ndim = 2, .shape = {t, h},
+                   .stride = {xrs, 1}};
+  dsa_tensor ot = in_place ? xt : (dsa_tensor){.mem = ob.mem, .offset = ob.off, .dtype = DSA_BF16,
+                                               .ndim = 2, .shape = {t, h}, .stride = {ors, 1}};
   dsa_tensor wt = dsa_tensor_make(wb.mem, wb.off, w32 ? DSA_F32 : DSA_BF16, 1, &h);
   CHECK_OK(dsa_mtp_shared_head_rmsnorm(q, &xt, &wt, &ot, NULL, NULL));
   const size_t n = in_place ? xn : on;

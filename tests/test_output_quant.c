@@ -139,12 +139,15 @@ static void run_case(const ocase *tc) {
   guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
   guarded_buf outb = gbuf_create(ctx, q, (size_t)out_n + 1, out0);
   guarded_buf scb = gbuf_create(ctx, q, (size_t)(sc_n + 1) * 4, sc0);
-  dsa_tensor ot = {ob.mem, ob.off, DSA_BF16, 3, {t, h, 512}, {ots, ohs, 1}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {t, h, 512}, .stride = {ots, ohs, 1}};
   dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
-  dsa_tensor cst = {csb.mem, csb.off, DSA_F32, 2, {tc->npos, 64}, {csrs, 1}};
-  dsa_tensor outt = {outb.mem, outb.off, DSA_E4M3, 3, {g, t, dd}, {out_gs, out_ts, 1}};
-  dsa_tensor sct = {scb.mem, scb.off, tc->packed ? DSA_I32 : DSA_F32, 3, {g, kk, tp},
-                    {sc_gs, sc_ks, sc_ts}};
+  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = DSA_F32, .ndim = 2,
+                    .shape = {tc->npos, 64}, .stride = {csrs, 1}};
+  dsa_tensor outt = {.mem = outb.mem, .offset = outb.off, .dtype = DSA_E4M3, .ndim = 3,
+                     .shape = {g, t, dd}, .stride = {out_gs, out_ts, 1}};
+  dsa_tensor sct = {.mem = scb.mem, .offset = scb.off, .dtype = tc->packed ? DSA_I32 : DSA_F32,
+                    .ndim = 3, .shape = {g, kk, tp}, .stride = {sc_gs, sc_ks, sc_ts}};
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
   CHECK_OK(dsa_output_inv_rope_fp8_quant(q, &ot, &pt, &cst, &outt, &sct, &ev));

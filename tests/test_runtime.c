@@ -152,7 +152,8 @@ static dsa_status roundtrip(dsa_context *c, dsa_queue *q, int n, uint64_t seed, 
   dsa_tensor ts = dsa_tensor_make(ms, 0, DSA_I64, 1, shs);
   dsa_tensor ti = dsa_tensor_make(mi, 0, DSA_I32, 1, shs);
   dsa_tensor to = dsa_tensor_make(mo, 0, DSA_BF16, 2, sho);
-  dsa_paged_cache cache = {mc, 0, nb, 64, PAGE, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache cache = {.mem = mc, .offset = 0, .num_blocks = nb, .block_size = 64,
+                           .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
   dsa_status s = dsa_mla_cache_insert(q, &tk, &ts, &cache, NULL);
   if (s == DSA_OK) s = dsa_mla_gather_slots(q, &cache, &ti, &to, NULL);
   if (s == DSA_OK &&
@@ -238,7 +239,8 @@ static void test_faults_events(void) {
   int64_t shk[2] = {2, 512}, shs[1] = {2};
   dsa_tensor tk = dsa_tensor_make(mk, 0, DSA_BF16, 2, shk);
   dsa_tensor ts = dsa_tensor_make(ms, 0, DSA_I64, 1, shs);
-  dsa_paged_cache cache = {mc, 0, 1, 64, PAGE, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache cache = {.mem = mc, .offset = 0, .num_blocks = 1, .block_size = 64,
+                           .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
 
   /* Wait on a user event: the operator's done event cannot finish before. */
   cl_event user = clCreateUserEvent(ctx, &e), done = NULL;

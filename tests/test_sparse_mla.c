@@ -123,7 +123,8 @@ static tcache cache_make(int64_t nb, int32_t bs, int64_t stride, double amp) {
     ref_mla_insert(&t.ref, row, 512, &s, 1);
   }
   t.gb = gbuf_create(ctx, q, t.size, t.img);
-  t.dc = (dsa_paged_cache){t.gb.mem, t.gb.off, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  t.dc = (dsa_paged_cache){.mem = t.gb.mem, .offset = t.gb.off, .num_blocks = nb, .block_size = bs,
+                           .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return t;
 }
 
@@ -191,12 +192,16 @@ static void run_attn(const attn_case *c) {
               sb = gbuf_create(ctx, q, (size_t)c->h * 4, sink),
               ob = gbuf_create(ctx, q, (size_t)(c->t * os0) * 2 + sh, NULL),
               eb = gbuf_create(ctx, q, (size_t)(c->t * c->h) * 4, NULL);
-  dsa_tensor qt = {qb.mem, qb.off + sh, DSA_BF16, 3, {c->t, c->h, 512}, {qs0, qs1, 1}};
-  dsa_tensor kt = {kb.mem, kb.off, DSA_BF16, 2, {c->s, 512}, {kvs, 1}};
-  dsa_tensor it = {ib.mem, ib.off, DSA_I32, 2, {c->t, c->k}, {is0, 1}};
+  dsa_tensor qt = {.mem = qb.mem, .offset = qb.off + sh, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {c->t, c->h, 512}, .stride = {qs0, qs1, 1}};
+  dsa_tensor kt = {.mem = kb.mem, .offset = kb.off, .dtype = DSA_BF16, .ndim = 2,
+                   .shape = {c->s, 512}, .stride = {kvs, 1}};
+  dsa_tensor it = {.mem = ib.mem, .offset = ib.off, .dtype = DSA_I32, .ndim = 2,
+                   .shape = {c->t, c->k}, .stride = {is0, 1}};
   dsa_tensor lt = dsa_tensor_make(lb.mem, lb.off, DSA_I32, 1, (int64_t[]){c->t});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_F32, 1, (int64_t[]){c->h});
-  dsa_tensor ot = {ob.mem, ob.off + sh, DSA_BF16, 3, {c->t, c->h, 512}, {os0, os1, 1}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + sh, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {c->t, c->h, 512}, .stride = {os0, os1, 1}};
   dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){c->t, c->h});
   CHECK_OK(dsa_sparse_attn_bf16(q, &qt, &kt, &it, c->lens_null ? NULL : &lt,
                                 c->sink ? &st : NULL, &p, &ot, c->with_lse ? &et : NULL, NULL));
@@ -305,9 +310,12 @@ static void run_decode(const dec_case *c) {
               e2 = gbuf_create(ctx, q, (size_t)(t * h) * 4, NULL);
   size_t wsz = dsa_sparse_mla_decode_workspace_size(t, k1, k2);
   guarded_buf wb = gbuf_create(ctx, q, wsz + 256, NULL);
-  dsa_tensor qt = {qb.mem, qb.off, DSA_BF16, 3, {t, h, 512}, {qs0, qs1, 1}};
-  dsa_tensor i1t = {i1b.mem, i1b.off, DSA_I32, 2, {t, k1}, {i1s, 1}};
-  dsa_tensor i2t = {i2b.mem, i2b.off, DSA_I32, 2, {t, k2}, {i2s, 1}};
+  dsa_tensor qt = {.mem = qb.mem, .offset = qb.off, .dtype = DSA_BF16, .ndim = 3,
+                   .shape = {t, h, 512}, .stride = {qs0, qs1, 1}};
+  dsa_tensor i1t = {.mem = i1b.mem, .offset = i1b.off, .dtype = DSA_I32, .ndim = 2,
+                    .shape = {t, k1}, .stride = {i1s, 1}};
+  dsa_tensor i2t = {.mem = i2b.mem, .offset = i2b.off, .dtype = DSA_I32, .ndim = 2,
+                    .shape = {t, k2}, .stride = {i2s, 1}};
   dsa_tensor l1t = dsa_tensor_make(l1b.mem, l1b.off, DSA_I32, 1, (int64_t[]){t});
   dsa_tensor l2t = dsa_tensor_make(l2b.mem, l2b.off, DSA_I32, 1, (int64_t[]){t});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_F32, 1, (int64_t[]){h});

@@ -163,10 +163,14 @@ static void run_prefill(const pf_case *tc) {
 
   guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, st),
               eb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, en), ob = gbuf_create(ctx, q, o.words * 4, out);
-  dsa_tensor lt = {lb.mem, lb.off + loff * 4, DSA_F32, 2, {rows, nc}, {ls, 1}};
-  dsa_tensor stt = {sb.mem, sb.off, DSA_I32, 1, {rows}, {ss}};
-  dsa_tensor ent = {eb.mem, eb.off, DSA_I32, 1, {rows}, {ss}};
-  dsa_tensor ot = {ob.mem, ob.off + o.ooff * 4, DSA_I32, 2, {rows, k}, {o.os0, o.os1}};
+  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * 4, .dtype = DSA_F32, .ndim = 2,
+                   .shape = {rows, nc}, .stride = {ls, 1}};
+  dsa_tensor stt = {.mem = sb.mem, .offset = sb.off, .dtype = DSA_I32, .ndim = 1, .shape = {rows},
+                    .stride = {ss}};
+  dsa_tensor ent = {.mem = eb.mem, .offset = eb.off, .dtype = DSA_I32, .ndim = 1, .shape = {rows},
+                    .stride = {ss}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + o.ooff * 4, .dtype = DSA_I32, .ndim = 2,
+                   .shape = {rows, k}, .stride = {o.os0, o.os1}};
   dsa_topk_params p;
   dsa_topk_params_default(&p);
   if (rnd(2)) p.k = k;
@@ -267,10 +271,14 @@ static void run_decode(const dc_case *tc) {
 
   guarded_buf lb = gbuf_create(ctx, q, lbytes, l), nb = gbuf_create(ctx, q, lwords * 4, ld),
               ob = gbuf_create(ctx, q, o.words * 4, out);
-  dsa_tensor lt = {lb.mem, lb.off + loff * 4, DSA_F32, 2, {rows, nc}, {ls, 1}};
-  dsa_tensor nt = tc->rank == 1 ? (dsa_tensor){nb.mem, nb.off, DSA_I32, 1, {b}, {s0}}
-                                : (dsa_tensor){nb.mem, nb.off, DSA_I32, 2, {b, nn}, {s0, s1}};
-  dsa_tensor ot = {ob.mem, ob.off + o.ooff * 4, DSA_I32, 2, {rows, k}, {o.os0, o.os1}};
+  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * 4, .dtype = DSA_F32, .ndim = 2,
+                   .shape = {rows, nc}, .stride = {ls, 1}};
+  dsa_tensor nt = tc->rank == 1 ? (dsa_tensor){.mem = nb.mem, .offset = nb.off, .dtype = DSA_I32,
+                                               .ndim = 1, .shape = {b}, .stride = {s0}}
+                                : (dsa_tensor){.mem = nb.mem, .offset = nb.off, .dtype = DSA_I32,
+                                               .ndim = 2, .shape = {b, nn}, .stride = {s0, s1}};
+  dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + o.ooff * 4, .dtype = DSA_I32, .ndim = 2,
+                   .shape = {rows, k}, .stride = {o.os0, o.os1}};
   dsa_topk_params p;
   dsa_topk_params_default(&p);
   if (rnd(2)) p.k = k;

@@ -70,7 +70,8 @@ static int cb_setup(bench_env *e, const int64_t *p, void **out) {
   }
   const int32_t cbs = fmt == 1 && ratio == 128 ? 2 : 64;
   const int64_t cnb = (nc + cbs - 1) / cbs + 1, cstride = cb_stride(fmt, cbs);
-  s->pc = (dsa_paged_cache){NULL, 0, cnb, cbs, cstride, (dsa_cache_format)fmt};
+  s->pc = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = cnb, .block_size = cbs,
+                            .block_stride = cstride, .format = (dsa_cache_format)fmt};
   s->kvs = bench_make_buf(e, (size_t)(t * 2 * w) * 4, kvs);
   s->ape = bench_make_buf(e, (size_t)(ratio * w) * 4, ape);
   s->state = bench_make_buf(e, (size_t)(nbs * bs * 2 * w) * 4, stv);
@@ -87,8 +88,10 @@ static int cb_setup(bench_env *e, const int64_t *p, void **out) {
   if (!s->kvs || !s->ape || !s->state || !s->w || !s->cs || !s->pos || !s->slots ||
       !s->cslots || !s->bt || !s->req || !s->pc.mem)
     return -1;
-  s->tkv = (dsa_tensor){s->kvs, 0, DSA_F32, 2, {t, w}, {2 * w, 1}};
-  s->tsc = (dsa_tensor){s->kvs, (size_t)w * 4, DSA_F32, 2, {t, w}, {2 * w, 1}};
+  s->tkv = (dsa_tensor){.mem = s->kvs, .offset = 0, .dtype = DSA_F32, .ndim = 2, .shape = {t, w},
+                        .stride = {2 * w, 1}};
+  s->tsc = (dsa_tensor){.mem = s->kvs, .offset = (size_t)w * 4, .dtype = DSA_F32, .ndim = 2,
+                        .shape = {t, w}, .stride = {2 * w, 1}};
   s->tape = dsa_tensor_make(s->ape, 0, DSA_F32, 2, (int64_t[]){ratio, w});
   s->tpos = dsa_tensor_make(s->pos, 0, DSA_I64, 1, &t);
   s->tslots = dsa_tensor_make(s->slots, 0, DSA_I64, 1, &t);

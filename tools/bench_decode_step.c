@@ -160,9 +160,12 @@ static int ds_setup(bench_env *e, const int64_t *p, void **out) {
   }
 
   /* The caches: MLA ones filled with 0x3c, the indexer's written by its insert. */
-  s->swa = (dsa_paged_cache){NULL, 0, swa_nb, SWA_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  s->c4 = (dsa_paged_cache){NULL, 0, cmp_nb, CMP_BS, MLA_STRIDE, DSA_CACHE_MLA_FP8};
-  s->ik = (dsa_paged_cache){NULL, 0, cmp_nb, CMP_BS, IDX_STRIDE, DSA_CACHE_INDEXER_FP8};
+  s->swa = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = swa_nb, .block_size = SWA_BS,
+                             .block_stride = MLA_STRIDE, .format = DSA_CACHE_MLA_FP8};
+  s->c4 = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = cmp_nb, .block_size = CMP_BS,
+                            .block_stride = MLA_STRIDE, .format = DSA_CACHE_MLA_FP8};
+  s->ik = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = cmp_nb, .block_size = CMP_BS,
+                            .block_stride = IDX_STRIDE, .format = DSA_CACHE_INDEXER_FP8};
   if (!(s->swa.mem = bench_make_filled(e, (size_t)swa_nb * MLA_STRIDE, 0x3c)) ||
       !(s->c4.mem = bench_make_filled(e, (size_t)cmp_nb * MLA_STRIDE, 0x3c)) ||
       !(s->ik.mem = bench_make_buf(e, (size_t)cmp_nb * IDX_STRIDE, NULL)))

@@ -24,7 +24,8 @@ static int paged_setup(bench_env *e, const int64_t *p, void **out) {
   paged_state *s = calloc(1, sizeof *s);
   if (!(*out = s)) return -1;
   const int64_t b = p[0], t = p[1], nn = p[2], h = p[3], w = width(t);
-  s->cache = (dsa_paged_cache){NULL, 0, b * w, IL_BS, IL_STRIDE, DSA_CACHE_INDEXER_FP8};
+  s->cache = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = b * w, .block_size = IL_BS,
+                               .block_stride = IL_STRIDE, .format = DSA_CACHE_INDEXER_FP8};
   /* 0x3c everywhere: e4m3 1.5 values and finite f32 scales (0.0115). */
   if (!(s->cache.mem = bench_make_filled(e, (size_t)(b * w) * IL_STRIDE, 0x3c))) return -1;
   uint64_t seed = 0x5eed1001u;

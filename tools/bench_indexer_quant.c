@@ -101,7 +101,8 @@ static int k_setup(bench_env *e, const int64_t *p, void **out) {
   if (!(*out = s)) return -1;
   const int64_t n = p[0];
   const int64_t nb = (int64_t)ceil((e->quick ? POOL_BYTES_QUICK : POOL_BYTES) / IQ_STRIDE);
-  s->cache = (dsa_paged_cache){NULL, 0, nb, IQ_BS, IQ_STRIDE, DSA_CACHE_INDEXER_FP8};
+  s->cache = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = nb, .block_size = IQ_BS,
+                               .block_stride = IQ_STRIDE, .format = DSA_CACHE_INDEXER_FP8};
   if (!(s->cache.mem = bench_make_filled(e, (size_t)nb * IQ_STRIDE, 0))) return -1;
   uint64_t seed = 0x5eed2002u;
   uint16_t *k = bench_random_bf16(&seed, (size_t)(n * IQ_D), -4.0f, 4.0f);

@@ -29,7 +29,8 @@ static int qn_setup(bench_env *e, const int64_t *p, void **out) {
   if (!(*out = s)) return -1;
   const int64_t t = p[0], h = p[1], np = p[2];
   const int64_t nb = (int64_t)ceil((e->quick ? POOL_BYTES_QUICK : POOL_BYTES) / QN_STRIDE);
-  s->cache = (dsa_paged_cache){NULL, 0, nb, QN_BS, QN_STRIDE, DSA_CACHE_MLA_FP8};
+  s->cache = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = nb, .block_size = QN_BS,
+                               .block_stride = QN_STRIDE, .format = DSA_CACHE_MLA_FP8};
   if (!(s->cache.mem = bench_make_filled(e, (size_t)nb * QN_STRIDE, 0))) return -1;
   uint64_t seed = 0x5eed5001u;
   uint16_t *qv = bench_random_bf16(&seed, (size_t)(t * h * QN_DIM), -4.0f, 4.0f);

@@ -48,7 +48,8 @@ static int smla_setup(bench_env *e, const int64_t *p, void **out, int two_stage)
   if (!(*out = s)) return -1;
   const int64_t t = p[0], h = p[1], k1 = p[2], k2 = p[3];
   const int64_t nb = (int64_t)ceil((e->quick ? POOL_BYTES_QUICK : POOL_BYTES) / SM_STRIDE);
-  s->cache = (dsa_paged_cache){NULL, 0, nb, SM_BS, SM_STRIDE, DSA_CACHE_MLA_FP8};
+  s->cache = (dsa_paged_cache){.mem = NULL, .offset = 0, .num_blocks = nb, .block_size = SM_BS,
+                               .block_stride = SM_STRIDE, .format = DSA_CACHE_MLA_FP8};
   /* 0x3c: e4m3 1.5 values, scale byte 60 (finite), rope bf16 0x3c3c. */
   if (!(s->cache.mem = bench_make_filled(e, (size_t)nb * SM_STRIDE, 0x3c))) return -1;
   uint64_t seed = 0x5eed4001u;

@@ -22,6 +22,7 @@ static const char *const interesting_exts[] = {
     "cl_khr_fp64",
     "cl_khr_subgroups",
     "cl_intel_subgroups",
+    "cl_intel_unified_shared_memory",
     "cl_intel_subgroups_short",
     "cl_intel_required_subgroup_size",
     "cl_intel_subgroup_matrix_multiply_accumulate",
@@ -179,6 +180,9 @@ static void print_caps(const dsa_context *c) {
     if (has & b)
       printf(" %s%s", dsa_cap_name(b), (c->caps_enabled & b) ? "" : " (disabled)");
   printf("%s\n", has ? "" : " none (portable kernels only)");
+  const unsigned mk = dsa_context_mem_kinds(c);
+  printf("  tensor memory       cl_mem%s%s\n", mk & (1u << DSA_MEM_USM) ? ", USM" : "",
+         mk & (1u << DSA_MEM_SVM) ? ", SVM" : "");
   const char *mb = dsa_context_matrix_backend(c);
   printf("  matrix tiles        %s%s (DSACL_MMA)\n", mb,
          k->tile_forced ? ", forced" : (strcmp(mb, "portable") == 0 ? ": no matrix unit" : ""));

@@ -36,8 +36,10 @@ static int run_save_states(gcase *c) {
          sm = golden_to_device(c, sin_->data, sin_->nbytes);
   if (c->failed) return -1;
   const int64_t t = kvs->shape[0], w = kvs->shape[1] / 2;
-  dsa_tensor kt = {km, 0, DSA_F32, 2, {t, w}, {2 * w, 1}};
-  dsa_tensor st = {km, (size_t)w * 4, DSA_F32, 2, {t, w}, {2 * w, 1}};
+  dsa_tensor kt = {.mem = km, .offset = 0, .dtype = DSA_F32, .ndim = 2, .shape = {t, w},
+                   .stride = {2 * w, 1}};
+  dsa_tensor st = {.mem = km, .offset = (size_t)w * 4, .dtype = DSA_F32, .ndim = 2,
+                   .shape = {t, w}, .stride = {2 * w, 1}};
   dsa_tensor at = golden_tensor_of(am, ape, DSA_F32), pt = golden_tensor_of(pm, pos, DSA_I64),
              lt = golden_tensor_of(lm, sl, DSA_I64), stt = golden_tensor_of(sm, sin_, DSA_F32);
   dsa_compressor_params p;
@@ -172,7 +174,8 @@ static int run_compress_insert(gcase *c) {
              lt = golden_tensor_of(lm, sl, DSA_I64), clt = golden_tensor_of(clm, csl, DSA_I64),
              wt = golden_tensor_of(wm, w, wbf16 ? DSA_BF16 : DSA_F32),
              cst = golden_tensor_of(csm, cs, DSA_F32);
-  dsa_paged_cache pc = {cm, 0, cin->shape[0], (int32_t)bs, cin->shape[1], fmt};
+  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = cin->shape[0],
+                        .block_size = (int32_t)bs, .block_stride = cin->shape[1], .format = fmt};
   dsa_compressor_params p;
   dsa_compressor_params_default(&p);
   p.compress_ratio = (int32_t)ratio;

@@ -66,7 +66,8 @@ static int run_paged_mqa_logits(gcase *c) {
          lm = golden_to_device(c, cl->data, cl->nbytes),
          tm = golden_to_device(c, bt->data, bt->nbytes), om = golden_filled(c, ref->nbytes, 0xFF);
   if (c->failed) return -1;
-  dsa_paged_cache pc = {cm, 0, nb, (int32_t)bs, stride, DSA_CACHE_INDEXER_FP8};
+  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = nb, .block_size = (int32_t)bs,
+                        .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
   dsa_tensor qt = golden_tensor_of(qm, q, DSA_E4M3), wt = golden_tensor_of(wm, w, DSA_F32),
              lt = golden_tensor_of(lm, cl, DSA_I32), tt = golden_tensor_of(tm, bt, DSA_I32),
              ot = golden_tensor_of(om, ref, DSA_F32);

@@ -65,7 +65,8 @@ static int run_indexer_k_cache_fp8(gcase *c) {
          sm = golden_to_device(c, slots->data, slots->nbytes),
          cm = golden_to_device(c, cin->data, cin->nbytes);
   if (c->failed) return -1;
-  dsa_paged_cache pc = {cm, 0, nb, (int32_t)bs, stride, DSA_CACHE_INDEXER_FP8};
+  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = nb, .block_size = (int32_t)bs,
+                        .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
   dsa_tensor kt = golden_tensor_of(km, k, DSA_BF16), st = golden_tensor_of(sm, slots, DSA_I64);
   if (golden_op_status(c, "dsa_indexer_k_insert",
                        dsa_indexer_k_insert(c->q, &kt, &st, &pc, DSA_E2M1_RNE, NULL)))

@@ -100,8 +100,12 @@ static int run_sparse_mla_decode(gcase *c) {
   cl_mem ws = golden_filled(c, wsz, 0xEE);
   if (c->failed) return -1;
   /* Both caches share the case's block size and stride (meta.txt). */
-  dsa_paged_cache swa = {scm, 0, sc->shape[0], (int32_t)bs, stride, DSA_CACHE_MLA_FP8};
-  dsa_paged_cache ext = {ecm, 0, ec ? ec->shape[0] : 0, (int32_t)bs, stride, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache swa = {.mem = scm, .offset = 0, .num_blocks = sc->shape[0],
+                         .block_size = (int32_t)bs, .block_stride = stride,
+                         .format = DSA_CACHE_MLA_FP8};
+  dsa_paged_cache ext = {.mem = ecm, .offset = 0, .num_blocks = ec ? ec->shape[0] : 0,
+                         .block_size = (int32_t)bs, .block_stride = stride,
+                         .format = DSA_CACHE_MLA_FP8};
   dsa_tensor qt = golden_tensor_of(qm, qa, DSA_BF16), sit = golden_tensor_of(sim, si, DSA_I32),
              slt = golden_tensor_of(slm, sl, DSA_I32);
   dsa_tensor eit, elt, skt;

@@ -201,6 +201,7 @@ int golden_cache_of(gcase *c, cl_mem m, dsa_paged_cache *pc) {
   if (golden_meta_i64(c, "num_blocks", &nb) || golden_meta_i64(c, "block_size", &bs) ||
       golden_meta_i64(c, "block_stride_bytes", &stride))
     return -1;
-  *pc = (dsa_paged_cache){m, 0, nb, (int32_t)bs, stride, DSA_CACHE_MLA_FP8};
+  *pc = (dsa_paged_cache){.mem = m, .offset = 0, .num_blocks = nb, .block_size = (int32_t)bs,
+                          .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return 0;
 }

@@ -156,6 +156,11 @@ DSA_API const char *dsa_context_build_options(const dsa_context *c);
 DSA_API const char *dsa_context_cache_dir(const dsa_context *c); /* "" when off */
 /* The dsa_cap_bits this context's kernels are built for and may use. */
 DSA_API unsigned dsa_context_caps(const dsa_context *c);
+/* The memory kinds (dsa_mem_kind, below) this context's device takes in
+ * tensors and caches, as a mask of bits 1u << kind: DSA_MEM_BUFFER always,
+ * DSA_MEM_USM when the device lists cl_intel_unified_shared_memory,
+ * DSA_MEM_SVM on an OpenCL >= 2.0 device with SVM capabilities. 0 for NULL. */
+DSA_API unsigned dsa_context_mem_kinds(const dsa_context *c);
 /* The matrix-tile back-end of this context's kernels (cl/dsa_tile.h):
  * "portable", "nv-mma", "intel-dpas16", "intel-dpas8", "amd-mfma" or
  * "amd-wmma"; "(emulated)" follows a vendor back-end run as an emulation
@@ -201,7 +206,8 @@ enum dsa_fault_bits {
 DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
 
 /* --------------------------------------------------------------------------
- * Tensors and paged caches: views into the caller's cl_mem, never owned.
+ * Tensors and paged caches: views into the caller's cl_mem (or USM / SVM
+ * pointer), never owned.
  * ------------------------------------------------------------------------ */
 /* X(NAME, value, "name", bytes per element)
  *   BF16    carried as uint16 bit patterns
@@ -227,19 +233,44 @@ typedef enum dsa_dtype {
 DSA_API const char *dsa_dtype_name(dsa_dtype t);
 DSA_API size_t dsa_dtype_size(dsa_dtype t);
 
+/* Where a tensor's or cache's bytes live. Zero (a zero-initialised struct)
+ * is a cl_mem buffer. With a pointer kind, mem must be NULL and offset counts
+ * bytes from ptr; ptr_bytes is the number of bytes usable from ptr:
+ *   DSA_MEM_BUFFER  mem + offset (ptr NULL, ptr_bytes 0)
+ *   DSA_MEM_USM     a pointer into an Intel USM allocation (host, device or
+ *                   shared) of the queue's cl_context
+ *                   (cl_intel_unified_shared_memory); ptr_bytes 0: up to the
+ *                   end of its allocation (queried), else at most that
+ *   DSA_MEM_SVM     a pointer into an OpenCL 2.0 SVM allocation (clSVMAlloc)
+ *                   of the queue's cl_context; ptr_bytes required (OpenCL
+ *                   has no query for an SVM allocation's size)
+ * dsa_context_mem_kinds tells which kinds a device takes. */
+typedef enum dsa_mem_kind {
+  DSA_MEM_BUFFER = 0,
+  DSA_MEM_USM = 1,
+  DSA_MEM_SVM = 2
+} dsa_mem_kind;
+
 #define DSA_MAX_DIMS 4
 typedef struct dsa_tensor {
   cl_mem mem;
-  size_t offset; /* bytes from the start of mem; a multiple of the element size */
+  size_t offset; /* bytes from the start of mem (or ptr); a multiple of the element size */
   dsa_dtype dtype;
   int ndim;
   int64_t shape[DSA_MAX_DIMS];
   int64_t stride[DSA_MAX_DIMS]; /* in elements */
+  dsa_mem_kind kind; /* DSA_MEM_BUFFER: mem; DSA_MEM_USM / DSA_MEM_SVM: ptr */
+  void *ptr;         /* pointer kinds only; NULL for DSA_MEM_BUFFER */
+  size_t ptr_bytes;  /* bytes usable from ptr (SVM: required; USM: 0 = query) */
 } dsa_tensor;
 
 /* A contiguous (row-major) view. */
 DSA_API dsa_tensor dsa_tensor_make(cl_mem mem, size_t offset, dsa_dtype dtype, int ndim,
                                    const int64_t *shape);
+/* A contiguous view of a USM or SVM pointer: kind, ptr and ptr_bytes = bytes
+ * (bytes usable from ptr), offset in bytes from ptr. */
+DSA_API dsa_tensor dsa_tensor_make_ptr(dsa_mem_kind kind, void *ptr, size_t bytes, size_t offset,
+                                       dsa_dtype dtype, int ndim, const int64_t *shape);
 
 /* X(NAME, value, data bytes per token, scale bytes per token). A block of
  * block_size tokens holds every token's data, then every token's scales.
@@ -263,11 +294,14 @@ DSA_API size_t dsa_cache_token_bytes(dsa_cache_format f);
 
 typedef struct dsa_paged_cache {
   cl_mem mem;
-  size_t offset;        /* bytes to block 0 */
+  size_t offset;        /* bytes to block 0 (from mem or ptr) */
   int64_t num_blocks;
   int32_t block_size;   /* tokens per block */
   int64_t block_stride; /* bytes between blocks, >= block_size * token bytes */
   dsa_cache_format format;
+  dsa_mem_kind kind;    /* as in dsa_tensor: mem (0) or ptr */
+  void *ptr;
+  size_t ptr_bytes;
 } dsa_paged_cache;
 
 typedef struct dsa_events {

@@ -74,8 +74,10 @@ static cp *cp_make(cc_env *e, int fmt, int ratio, int64_t t, int bad) {
   s->mbt = cc_buf(e, (size_t)s->nbs * 4, s->bt);
   s->mreq = cc_buf(e, (size_t)t * 4, s->req);
   s->mc = cc_buf(e, (size_t)(s->cnb * s->cstride), s->img);
-  s->tkv = (dsa_tensor){s->mkvs, 0, DSA_F32, 2, {t, w}, {2 * w, 1}};
-  s->tsc = (dsa_tensor){s->mkvs, (size_t)w * 4, DSA_F32, 2, {t, w}, {2 * w, 1}};
+  s->tkv = (dsa_tensor){.mem = s->mkvs, .offset = 0, .dtype = DSA_F32, .ndim = 2, .shape = {t, w},
+                        .stride = {2 * w, 1}};
+  s->tsc = (dsa_tensor){.mem = s->mkvs, .offset = (size_t)w * 4, .dtype = DSA_F32, .ndim = 2,
+                        .shape = {t, w}, .stride = {2 * w, 1}};
   s->tape = cc_t(s->mape, DSA_F32, 2, (int64_t[]){ratio, w});
   s->tst = cc_t(s->mst, DSA_F32, 3, (int64_t[]){s->nbs, s->bs, 2 * w});
   s->tw = cc_t(s->mw, DSA_F32, 1, (int64_t[]){s->hd});
@@ -85,7 +87,8 @@ static cp *cp_make(cc_env *e, int fmt, int ratio, int64_t t, int bad) {
   s->tcsl = cc_t(s->mcsl, DSA_I64, 1, (int64_t[]){t});
   s->tbt = cc_t(s->mbt, DSA_I32, 2, (int64_t[]){1, s->nbs});
   s->treq = cc_t(s->mreq, DSA_I32, 1, (int64_t[]){t});
-  s->dc = (dsa_paged_cache){s->mc, 0, s->cnb, cbs, s->cstride, (dsa_cache_format)fmt};
+  s->dc = (dsa_paged_cache){.mem = s->mc, .offset = 0, .num_blocks = s->cnb, .block_size = cbs,
+                            .block_stride = s->cstride, .format = (dsa_cache_format)fmt};
   dsa_compressor_params_default(&s->prm);
   s->prm.compress_ratio = ratio;
   return s;

@@ -221,8 +221,9 @@ static paged *paged_make(cc_env *e, int fp4, int64_t b, int64_t nn, int64_t h, i
   p->bt = cc_xmalloc((size_t)(b * w) * 4);
   for (int64_t i = 0; i < b * w; i++) p->bt[i] = (int32_t)cc_rnd(e, nb);
   p->mc = cc_buf(e, p->csize, p->img);
-  p->pc = (dsa_paged_cache){p->mc, 0, nb, bs, p->stride,
-                            fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  p->pc = (dsa_paged_cache){.mem = p->mc, .offset = 0, .num_blocks = nb, .block_size = bs,
+                            .block_stride = p->stride,
+                            .format = fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
   p->mq = cc_buf(e, (size_t)(rows * h * qrow), p->q);
   p->mqs = cc_buf(e, (size_t)(rows * h * 4), p->qs);
   p->mw = cc_buf(e, (size_t)(rows * h) * 4, p->wt);

@@ -162,8 +162,9 @@ static kc kc_make(cc_env *e, int64_t nb, int32_t bs, int mx) {
   cc_fill_bytes(e, c.img, c.size);
   c.ref = (ref_idx_cache){c.img, nb, bs, stride, mx};
   c.mem = cc_buf(e, c.size, c.img);
-  c.dc = (dsa_paged_cache){c.mem, 0, nb, bs, stride,
-                           mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  c.dc = (dsa_paged_cache){.mem = c.mem, .offset = 0, .num_blocks = nb, .block_size = bs,
+                           .block_stride = stride,
+                           .format = mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
   return c;
 }
 

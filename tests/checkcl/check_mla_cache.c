@@ -48,7 +48,8 @@ static mcache cache_make(cc_env *e, int64_t nb, int32_t bs, int fill) {
     }
   }
   c.mem = cc_buf(e, c.size, c.img);
-  c.dc = (dsa_paged_cache){c.mem, 0, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  c.dc = (dsa_paged_cache){.mem = c.mem, .offset = 0, .num_blocks = nb, .block_size = bs,
+                           .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return c;
 }
 
@@ -236,7 +237,8 @@ static void mb_free(void *p) {
 static mla_bench *mb_cache(cc_env *e, int64_t nb, int32_t bs) {
   mla_bench *s = cc_xmalloc(sizeof *s);
   s->cache = cc_buf(e, (size_t)(nb * bs * TOK), NULL);
-  s->dc = (dsa_paged_cache){s->cache, 0, nb, bs, (int64_t)bs * TOK, DSA_CACHE_MLA_FP8};
+  s->dc = (dsa_paged_cache){.mem = s->cache, .offset = 0, .num_blocks = nb, .block_size = bs,
+                            .block_stride = (int64_t)bs * TOK, .format = DSA_CACHE_MLA_FP8};
   return s;
 }
 

@@ -72,7 +72,8 @@ static qn *qn_make(cc_env *e, int64_t t, int64_t h, int64_t nb, int32_t bs, int6
   s->tp = cc_t(s->mp, DSA_I64, 1, (int64_t[]){t});
   s->tcs = cc_t(s->mcs, DSA_F32, 2, (int64_t[]){npos, 64});
   s->tsl = cc_t(s->msl, DSA_I64, 1, (int64_t[]){t});
-  s->dc = (dsa_paged_cache){s->mc, 0, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  s->dc = (dsa_paged_cache){.mem = s->mc, .offset = 0, .num_blocks = nb, .block_size = bs,
+                            .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return s;
 }
 static void qn_free(void *p) {

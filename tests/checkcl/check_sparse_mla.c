@@ -176,7 +176,8 @@ static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int
   d->mc = cc_buf(e, (size_t)(nb * stride), d->img);
   d->mi = cc_buf(e, (size_t)(t * k) * 4, d->idx);
   d->ml = cc_buf(e, (size_t)t * 4, d->lens);
-  d->dc = (dsa_paged_cache){d->mc, 0, nb, bs, stride, DSA_CACHE_MLA_FP8};
+  d->dc = (dsa_paged_cache){.mem = d->mc, .offset = 0, .num_blocks = nb, .block_size = bs,
+                            .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   d->ti = cc_t(d->mi, DSA_I32, 2, (int64_t[]){t, k});
   d->tl = cc_t(d->ml, DSA_I32, 1, (int64_t[]){t});
   d->set = (dsa_mla_index_set){&d->dc, &d->ti, &d->tl};

@@ -8,7 +8,19 @@
  * pending for the rest of the process (a huge zero-stride grid would run for
  * hours) and, the queue being in order, the fuzzer moves to a fresh queue.
  * Failing the user event instead crashes PoCL 3.x
- * ("PTHREAD ERROR in pocl_update_event_failed"). PoCL context created once. */
+ * ("PTHREAD ERROR in pocl_update_event_failed"). PoCL context created once.
+ *
+ * Memory kinds: a tensor or cache may instead point into an SVM or a USM
+ * allocation (where the device takes them; a made-up pointer otherwise),
+ * into a USM allocation of the other context, or carry both mem and ptr, no
+ * ptr, or an unknown kind. An accepted pointer must lie, with its extent,
+ * inside an allocation of the queue's context of its kind. SVM has no size
+ * query, so the fuzzer's SVM ptr_bytes never exceeds the allocation (the
+ * caller's promise); USM ptr_bytes are arbitrary (the library queries). */
+#undef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 200
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +32,11 @@ static dsa_context *ctx, *ctx2;
 static dsa_queue *q;
 static cl_mem bufs[4]; /* small, large, NULL, foreign */
 static size_t sizes[4] = {4096, 1 << 20, 0, 1 << 20};
+/* Pointer allocations: SVM, USM (shared) and USM of ctx2; NULL where the
+ * device lacks the kind. */
+enum { PTR_SIZE = 1 << 20 };
+static char *svm_base, *usm_base, *usm_foreign;
+static char fake[64]; /* stands for a pointer of a kind the device lacks */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
@@ -36,6 +53,23 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   bufs[1] = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, sizes[1], NULL, &e);
   bufs[3] = clCreateBuffer(dsa_context_cl_context(ctx2), CL_MEM_READ_WRITE, sizes[3], NULL, &e);
   if (!bufs[0] || !bufs[1] || !bufs[3]) abort();
+  const unsigned mk = dsa_context_mem_kinds(ctx);
+  if (mk & (1u << DSA_MEM_SVM)) {
+    svm_base = clSVMAlloc(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, PTR_SIZE, 0);
+    if (!svm_base) abort();
+  }
+  if (mk & (1u << DSA_MEM_USM)) {
+    cl_platform_id plat;
+    clGetDeviceInfo(dsa_context_cl_device(ctx), CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+    clSharedMemAllocINTEL_fn alloc = (clSharedMemAllocINTEL_fn)
+        clGetExtensionFunctionAddressForPlatform(plat, "clSharedMemAllocINTEL");
+    if (!alloc) abort();
+    usm_base =
+        alloc(dsa_context_cl_context(ctx), dsa_context_cl_device(ctx), NULL, PTR_SIZE, 0, &e);
+    usm_foreign =
+        alloc(dsa_context_cl_context(ctx2), dsa_context_cl_device(ctx2), NULL, PTR_SIZE, 0, &e);
+    if (!usm_base || !usm_foreign) abort();
+  }
   return 0;
 }
 
@@ -78,10 +112,49 @@ static size_t pick_off(rd *r) {
   }
 }
 
+/* Storage mode m (bits 2..4 of a tensor's or cache's first byte): 0..3 the
+ * cl_mem bufs[k & 3] as before; 4 SVM; 5 USM (own or other context); 6 a
+ * pointer kind with mem also set, or with ptr NULL; 7 an unknown kind. */
+static void storage(rd *r, uint8_t k, dsa_mem_kind *kind, cl_mem *mem, void **ptr,
+                    size_t *ptr_bytes) {
+  const int m = (k >> 2) & 7;
+  *mem = bufs[k & 3];
+  if (m < 4) return;
+  *mem = NULL;
+  const size_t delta = (size_t)take(r, 2) * 16;
+  switch (m) {
+    case 4: {
+      *kind = DSA_MEM_SVM;
+      *ptr = svm_base ? svm_base + delta : fake;
+      const size_t left = svm_base ? PTR_SIZE - delta : sizeof fake;
+      *ptr_bytes = (k & 0x20) ? left : pick_off(r) % (left + 1);
+      break;
+    }
+    case 5: {
+      *kind = DSA_MEM_USM;
+      char *b = (k & 0x20) && usm_foreign ? usm_foreign : usm_base;
+      *ptr = b ? b + delta : fake;
+      *ptr_bytes = (k & 0x01) ? 0 : pick_off(r);
+      break;
+    }
+    case 6:
+      *kind = (k & 0x20) ? DSA_MEM_USM : DSA_MEM_SVM;
+      *ptr = (k & 0x01) ? NULL : (*kind == DSA_MEM_SVM ? svm_base : usm_base);
+      *mem = (k & 0x01) ? NULL : bufs[1];
+      *ptr_bytes = PTR_SIZE;
+      break;
+    default:
+      *kind = (dsa_mem_kind)(int8_t)take(r, 1);
+      *ptr = svm_base ? svm_base : usm_base;
+      *ptr_bytes = (k & 0x20) ? 0 : 4096;
+      break;
+  }
+}
+
 static void tensor(rd *r, dsa_tensor *t, dsa_dtype dt, int ndim) {
   memset(t, 0, sizeof *t);
   uint8_t k = (uint8_t)take(r, 1);
-  t->mem = bufs[k & 3];
+  storage(r, k, &t->kind, &t->mem, &t->ptr, &t->ptr_bytes);
   t->dtype = (k & 0x40) ? (dsa_dtype)(take(r, 1) % 10) : dt;
   t->ndim = (k & 0x80) ? (int)(take(r, 1) % 6) - 1 : ndim;
   t->offset = pick_off(r);
@@ -92,8 +165,9 @@ static void tensor(rd *r, dsa_tensor *t, dsa_dtype dt, int ndim) {
 }
 
 static void cache(rd *r, dsa_paged_cache *c, dsa_cache_format f) {
+  memset(c, 0, sizeof *c);
   uint8_t k = (uint8_t)take(r, 1);
-  c->mem = bufs[k & 3];
+  storage(r, k, &c->kind, &c->mem, &c->ptr, &c->ptr_bytes);
   c->offset = pick_off(r);
   c->num_blocks = pick_i64(r);
   c->block_size = (int32_t)pick_i64(r);
@@ -105,6 +179,23 @@ static int buf_index(cl_mem m) {
   for (int i = 0; i < 4; i++)
     if (bufs[i] == m) return i;
   return -1;
+}
+
+/* An accepted view ending at byte `end` from mem / ptr lies inside an
+ * allocation of the queue's context of its kind. */
+static int storage_ok(dsa_mem_kind kind, cl_mem mem, const void *ptr, size_t ptr_bytes,
+                      __int128 end) {
+  if (kind == DSA_MEM_BUFFER) {
+    int b = buf_index(mem);
+    return !ptr && !ptr_bytes && b >= 0 && b != 2 && b != 3 && end <= (__int128)sizes[b];
+  }
+  /* USM: either allocation (Intel's SVM allocations are USM ones too). */
+  const char *p = ptr, *base = NULL;
+  if (svm_base && p >= svm_base && p < svm_base + PTR_SIZE) base = svm_base;
+  if (kind == DSA_MEM_USM && usm_base && p >= usm_base && p < usm_base + PTR_SIZE) base = usm_base;
+  if (mem || !base || (kind != DSA_MEM_SVM && kind != DSA_MEM_USM)) return 0;
+  if (kind == DSA_MEM_SVM && end > (__int128)ptr_bytes) return 0;
+  return end <= (__int128)(base + PTR_SIZE - p);
 }
 
 /* An accepted tensor must lie inside its own-context buffer. */
@@ -129,9 +220,9 @@ static void check_tensor(const dsa_tensor *t, const char *what) {
   }
   size_t e = dsa_dtype_size(t->dtype);
   __int128 end = (__int128)t->offset + (last + 1) * (__int128)e;
-  int b = buf_index(t->mem);
-  if (b < 0 || b == 2 || b == 3 || end > (__int128)sizes[b]) {
-    fprintf(stderr, "accepted %s: buffer %d, end %.0f\n", what, b, (double)end);
+  if (!storage_ok(t->kind, t->mem, t->ptr, t->ptr_bytes, end)) {
+    fprintf(stderr, "accepted %s: kind %d, buffer %d, ptr %p (%zu bytes), end %.0f\n", what,
+            (int)t->kind, buf_index(t->mem), t->ptr, t->ptr_bytes, (double)end);
     abort();
   }
 }
@@ -142,9 +233,9 @@ static void check_cache(const dsa_paged_cache *c) {
   if (n > work) work = n;
   __int128 end = (__int128)c->offset + (__int128)(c->num_blocks - 1) * c->block_stride +
                  (__int128)c->block_size * dsa_cache_token_bytes(c->format);
-  int b = buf_index(c->mem);
-  if (b < 0 || b == 2 || b == 3 || end > (__int128)sizes[b] || c->block_size <= 0) {
-    fprintf(stderr, "accepted cache: buffer %d, end %.0f\n", b, (double)end);
+  if (!storage_ok(c->kind, c->mem, c->ptr, c->ptr_bytes, end) || c->block_size <= 0) {
+    fprintf(stderr, "accepted cache: kind %d, buffer %d, ptr %p (%zu bytes), end %.0f\n",
+            (int)c->kind, buf_index(c->mem), c->ptr, c->ptr_bytes, (double)end);
     abort();
   }
 }
@@ -392,6 +483,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (++pending % 100 == 0)
       fprintf(stderr, "fuzz_validation: %ld large accepted calls left pending\n", pending);
     if (dsa_queue_create(&q, ctx, 0) != DSA_OK) abort();
+    /* The user event stays referenced too: on Intel's CPU runtime
+     * (2026.2) releasing it while a kernel with a USM or SVM argument
+     * waits on it deadlocks inside clReleaseEvent (a recursive lock of its
+     * event map, through UnregisterUSMFreeWaitEvent). */
+    return 0;
   }
   clReleaseEvent(ue);
   return 0;

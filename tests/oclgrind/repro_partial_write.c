@@ -15,7 +15,8 @@ int main(void) {
   dsa_test_open(&ctx, &q, 0);
   enum { NB = 4 };
   guarded_buf cache_b = gbuf_create(ctx, q, NB * 584, NULL);
-  dsa_paged_cache cache = {cache_b.mem, cache_b.off, NB, 1, 584, DSA_CACHE_MLA_FP8};
+  dsa_paged_cache cache = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
+                           .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   uint16_t kh[1024];
   for (int i = 0; i < 1024; i++) kh[i] = (uint16_t)(0x3F00 + (i & 0xFF));
   guarded_buf k_b = gbuf_create(ctx, q, sizeof kh, kh);
