@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define DSACL_VERSION_MAJOR 0
-#define DSACL_VERSION_MINOR 1
+#define DSACL_VERSION_MINOR 2
 #define DSACL_VERSION_PATCH 0
 #define DSACL_VERSION_INT(a, b, c) (((a) << 16) | ((b) << 8) | (c))
 #define DSACL_VERSION \
@@ -75,7 +75,7 @@ DSA_API const char *dsa_last_error(void);
 DSA_API cl_int dsa_last_cl_error(void);
 
 DSA_API unsigned dsa_version(void);           /* DSACL_VERSION of the library */
-DSA_API const char *dsa_version_string(void); /* "0.1.0" */
+DSA_API const char *dsa_version_string(void); /* "0.2.0" */
 
 /* --------------------------------------------------------------------------
  * Context: one OpenCL device and the programs built for it.

@@ -38,7 +38,12 @@ c++ -std=c++11 "${w[@]}" -x c++ "$src/tests/install/consumer.cpp" -I "$src/tests
 prefix=$(cd "$(dirname "$cfg")/../../../.." && pwd)
 [ -f "$prefix/include/dsacl/dsacl.h" ] ||
   prefix=$(cd "$(dirname "$cfg")/../../.." && pwd) # lib/cmake/dsacl without a multiarch folder
+# The consumer asks for the installed header's major.minor: the package's
+# version file accepts the same minor before 1.0 (an ABI break bumps it).
+want=$(sed -n 's/^#define DSACL_VERSION_\(MAJOR\|MINOR\) \([0-9]*\)$/\2/p' \
+         "$prefix/include/dsacl/dsacl.h" | paste -sd.)
 cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DDSACL_WANT_VERSION="$want" \
   -DCMAKE_C_FLAGS="${w[*]}" -DCMAKE_CXX_FLAGS="${w[*]}" > "$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log"; echo "FAIL: cmake configure"; exit 1; }
 cmake --build "$tmp/cmake" > "$tmp/cmake-build.log" 2>&1 ||
