@@ -54,10 +54,13 @@ void dsa__probe_mem(dsa_context *c) {
   }
 
   /* SVM: core in OpenCL 2.0 (optional again in 3.0, where a device without
-   * it reports no capabilities). */
+   * it reports no capabilities). Not on NVIDIA: its OpenCL (driver 580,
+   * H100) reports coarse-grained SVM and accepts clSetKernelArgSVMPointer,
+   * then fails every launch of such a kernel with CL_INVALID_KERNEL_ARGS
+   * (test_usm, 2026-11-25). */
   int major = 0, minor = 0;
   cl_bitfield svm = 0;
-  if (clSetKernelArgSVMPointer &&
+  if (clSetKernelArgSVMPointer && c->caps.vendor != DSA_VENDOR_NVIDIA &&
       sscanf(c->caps.device_version, "OpenCL %d.%d", &major, &minor) == 2 && major >= 2 &&
       clGetDeviceInfo(c->dev, DSA_CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) ==
           CL_SUCCESS &&
@@ -87,7 +90,9 @@ const char *dsa__mem_kind_name(dsa_mem_kind kind) {
 const char *dsa__mem_kind_needs(dsa_mem_kind kind) {
   switch (kind) {
     case DSA_MEM_USM: return "the cl_intel_unified_shared_memory extension";
-    case DSA_MEM_SVM: return "OpenCL 2.0 shared virtual memory (CL_DEVICE_SVM_CAPABILITIES)";
+    case DSA_MEM_SVM:
+      return "OpenCL 2.0 shared virtual memory (CL_DEVICE_SVM_CAPABILITIES) that kernels "
+             "accept (not NVIDIA's OpenCL: it fails the launch)";
     default: return "nothing";
   }
 }
