@@ -655,10 +655,15 @@ static void probe(void) {
   clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof ver, ver, NULL);
   int major = 0, minor = 0;
   cl_device_svm_capabilities svm = 0;
+  /* NVIDIA's OpenCL reports SVM but fails every launch with an SVM
+   * argument (CL_INVALID_KERNEL_ARGS, driver 580): not offered there. */
+  char vendor[128] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
+  const int nvidia = strstr(vendor, "NVIDIA") != NULL;
   const int svm_ok = sscanf(ver, "OpenCL %d.%d", &major, &minor) == 2 && major >= 2 &&
                      clGetDeviceInfo(dev, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) ==
                          CL_SUCCESS &&
-                     svm != 0;
+                     svm != 0 && !nvidia;
   const unsigned mk = dsa_context_mem_kinds(ctx);
   CHECK(mk & (1u << DSA_MEM_BUFFER), "dsa_context_mem_kinds lacks DSA_MEM_BUFFER: %#x", mk);
   CHECK(!!(mk & (1u << DSA_MEM_USM)) == usm, "dsa_context_mem_kinds %#x, USM extension %d", mk,
