@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-static bool has_ext(const char *exts, const char *name) {
+bool dsa__has_ext(const char *exts, const char *name) {
   size_t n = strlen(name);
   for (const char *p = exts; (p = strstr(p, name)) != NULL; p += n)
     if ((p == exts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
@@ -119,9 +119,9 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
   char *exts = calloc(n + 1, 1);
   if (!exts) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "probing device extensions");
   clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, exts, NULL);
-  caps->subgroups = has_ext(exts, "cl_khr_subgroups") || has_ext(exts, "cl_intel_subgroups");
-  caps->intel_subgroups = has_ext(exts, "cl_intel_subgroups");
-  caps->intel_dpas = has_ext(exts, "cl_intel_subgroup_matrix_multiply_accumulate");
+  caps->subgroups = dsa__has_ext(exts, "cl_khr_subgroups") || dsa__has_ext(exts, "cl_intel_subgroups");
+  caps->intel_subgroups = dsa__has_ext(exts, "cl_intel_subgroups");
+  caps->intel_dpas = dsa__has_ext(exts, "cl_intel_subgroup_matrix_multiply_accumulate");
   if (caps->intel_subgroups) {
     /* CL_DEVICE_SUB_GROUP_SIZES_INTEL (cl_intel_required_subgroup_size). */
     size_t sizes[16], nb = 0;
@@ -130,10 +130,10 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
         for (unsigned b = 0; b < 16; b++)
           if (sizes[i] == ((size_t)1 << b)) caps->intel_sg_sizes |= 1u << b;
   }
-  caps->fp16 = has_ext(exts, "cl_khr_fp16");
+  caps->fp16 = dsa__has_ext(exts, "cl_khr_fp16");
   caps->amd_builtins = caps->vendor == DSA_VENDOR_AMD;
   /* NVIDIA's OpenCL compiler accepts inline PTX asm(); nobody else's does. */
-  caps->nv_inline_ptx = caps->vendor == DSA_VENDOR_NVIDIA && has_ext(exts, "cl_nv_device_attribute_query");
+  caps->nv_inline_ptx = caps->vendor == DSA_VENDOR_NVIDIA && dsa__has_ext(exts, "cl_nv_device_attribute_query");
   if (caps->nv_inline_ptx) {
     /* CL_DEVICE_COMPUTE_CAPABILITY_{MAJOR,MINOR}_NV of that extension. */
     cl_uint major = 0, minor = 0;

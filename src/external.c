@@ -33,25 +33,6 @@ typedef cl_int(CL_API_CALL *dsa_acquire_fn)(cl_command_queue, cl_uint, const cl_
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-static bool has_ext(cl_device_id dev, const char *name) {
-  size_t n = 0;
-  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || n == 0) return false;
-  char *s = malloc(n + 1);
-  if (!s) return false;
-  bool found = false;
-  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS) {
-    s[n] = '\0';
-    const size_t len = strlen(name);
-    for (const char *p = s; (p = strstr(p, name)) != NULL; p += len)
-      if ((p == s || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0')) {
-        found = true;
-        break;
-      }
-  }
-  free(s);
-  return found;
-}
-
 static const struct {
   dsa_external_handle type;
   const char *ext;
@@ -62,11 +43,11 @@ static const struct {
     {DSA_EXTERNAL_DMA_BUF, "cl_khr_external_memory_dma_buf", CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR},
 };
 
-/* Why the device cannot import this handle type, or NULL. */
-static const char *import_refusal(cl_device_id dev, int h) {
+/* Why the device cannot import handle h, or NULL. */
+static const char *import_refusal(cl_device_id dev, const char *exts, int h) {
   if (!clCreateBufferWithProperties) return "the OpenCL ICD loader lacks clCreateBufferWithProperties";
-  if (!has_ext(dev, "cl_khr_external_memory")) return "the device lacks cl_khr_external_memory";
-  if (!has_ext(dev, handles[h].ext)) return handles[h].ext;
+  if (!dsa__has_ext(exts, "cl_khr_external_memory")) return "the device lacks cl_khr_external_memory";
+  if (!dsa__has_ext(exts, handles[h].ext)) return handles[h].ext;
   cl_uint types[16];
   size_t nb = 0;
   if (clGetDeviceInfo(dev, CL_DEVICE_EXTERNAL_MEMORY_IMPORT_HANDLE_TYPES_KHR, sizeof types, types,
@@ -77,6 +58,18 @@ static const char *import_refusal(cl_device_id dev, int h) {
   return "the handle type is not in CL_DEVICE_EXTERNAL_MEMORY_IMPORT_HANDLE_TYPES_KHR";
 }
 
+void dsa__probe_external(dsa_context *c, cl_platform_id plat, const char *exts) {
+  for (int h = 0; h < (int)(sizeof handles / sizeof handles[0]); h++)
+    c->ext_refusal[handles[h].type] = import_refusal(c->dev, exts, h);
+  const bool ext = plat && dsa__has_ext(exts, "cl_khr_external_memory");
+  c->ext_acquire =
+      ext ? clGetExtensionFunctionAddressForPlatform(plat, "clEnqueueAcquireExternalMemObjectsKHR")
+          : NULL;
+  c->ext_release =
+      ext ? clGetExtensionFunctionAddressForPlatform(plat, "clEnqueueReleaseExternalMemObjectsKHR")
+          : NULL;
+}
+
 static int handle_index(dsa_external_handle type) {
   for (int i = 0; i < (int)(sizeof handles / sizeof handles[0]); i++)
     if (handles[i].type == type) return i;
@@ -85,7 +78,7 @@ static int handle_index(dsa_external_handle type) {
 
 int dsa_external_supported(const dsa_context *c, dsa_external_handle type) {
   const int h = handle_index(type);
-  return c && h >= 0 && !import_refusal(c->dev, h);
+  return c && h >= 0 && !c->ext_refusal[type];
 }
 
 dsa_status dsa_external_import(dsa_context *c, dsa_external_handle type, int fd, size_t bytes,
@@ -99,7 +92,7 @@ dsa_status dsa_external_import(dsa_context *c, dsa_external_handle type, int fd,
   if (h < 0) return BAD("%s: unknown handle type %d", op, (int)type);
   if (fd < 0) return BAD("%s: fd %d is not a file descriptor", op, fd);
   if (bytes == 0) return BAD("%s: bytes is 0", op);
-  const char *why = import_refusal(c->dev, h);
+  const char *why = c->ext_refusal[type];
   if (why) return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: cannot import here: %s", op, why);
   /* One device: the import is for the context's device (a context of
    * several devices would list them with CL_MEM_DEVICE_HANDLE_LIST_KHR). */
@@ -124,15 +117,10 @@ static dsa_status acquire_release(dsa_queue *q, cl_uint n, const cl_mem *mems,
     snprintf(arg, sizeof arg, "mems[%u]", i);
     DSA_CHECK(dsa__check_mem(mems[i], op, arg, &size));
   }
-  cl_platform_id plat = NULL;
-  if (clGetDeviceInfo(q->ctx->dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) != CL_SUCCESS)
-    return dsa__fail(DSA_ERR_OPENCL, 0, "%s: the device's platform cannot be queried", op);
   const char *fname =
       acquire ? "clEnqueueAcquireExternalMemObjectsKHR" : "clEnqueueReleaseExternalMemObjectsKHR";
+  void *addr = acquire ? q->ctx->ext_acquire : q->ctx->ext_release; /* probed once */
   dsa_acquire_fn f = NULL;
-  void *addr = has_ext(q->ctx->dev, "cl_khr_external_memory")
-                   ? clGetExtensionFunctionAddressForPlatform(plat, fname)
-                   : NULL;
   memcpy(&f, &addr, sizeof f); /* object pointer -> function pointer, as OpenCL returns it */
   if (!f) return dsa__fail(DSA_ERR_UNSUPPORTED, 0, "%s: the device has no %s", op, fname);
   const cl_int e = f(q->q, n, mems, ev ? ev->num_wait : 0, ev ? ev->wait : NULL,

@@ -129,9 +129,16 @@ enum {
   DSA_CL_DEVICE_SVM_CAPABILITIES = 0x1053 /* OpenCL 2.0 */
 };
 
+/* Whether the space-separated extension list exts names name (caps.c). */
+bool dsa__has_ext(const char *exts, const char *name);
+
 /* Fills c->mem_kinds and the USM entry points from c->dev (after the caps
- * probe). Never fails: a kind it cannot confirm is absent. */
+ * probe), and the external-memory import state (external.c). Never fails:
+ * a kind it cannot confirm is absent. Runs once, at context creation. */
 void dsa__probe_mem(struct dsa_context *c);
+/* The cl_khr_external_memory part of that probe, from the device's
+ * extension list (external.c). */
+void dsa__probe_external(struct dsa_context *c, cl_platform_id plat, const char *exts);
 /* Sets kernel argument index to pointer p of kind DSA_MEM_USM or
  * DSA_MEM_SVM (the CL error of the call; CL_INVALID_OPERATION for a kind
  * the context lacks). */
@@ -166,6 +173,11 @@ struct dsa_context {
   unsigned mem_kinds;
   dsa_usm_set_arg_fn usm_set_arg;
   dsa_usm_info_fn usm_info;
+  /* External memory (external.c): per dsa_external_handle, NULL when the
+   * device imports it, else why not; the acquire / release entry points
+   * (NULL without cl_khr_external_memory). */
+  const char *ext_refusal[3];
+  void *ext_acquire, *ext_release;
 };
 
 /* Top-k algorithms by preference (DSACL_TOPK): AUTO picks per call; a named

@@ -21,13 +21,6 @@ extern CL_API_ENTRY cl_int CL_API_CALL clSetKernelArgSVMPointer(cl_kernel kernel
                                                                 const void *arg_value);
 #endif
 
-static bool has_ext(const char *exts, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = exts; (p = strstr(p, name)) != NULL; p += n)
-    if ((p == exts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
-  return false;
-}
-
 void dsa__probe_mem(dsa_context *c) {
   c->mem_kinds = 1u << DSA_MEM_BUFFER;
   c->usm_set_arg = NULL;
@@ -35,23 +28,28 @@ void dsa__probe_mem(dsa_context *c) {
 
   cl_platform_id plat = NULL;
   size_t n = 0;
+  char *exts = NULL;
   if (clGetDeviceInfo(c->dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) == CL_SUCCESS &&
       clGetDeviceInfo(c->dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && n > 0) {
-    char *exts = calloc(n + 1, 1);
-    if (exts && clGetDeviceInfo(c->dev, CL_DEVICE_EXTENSIONS, n, exts, NULL) == CL_SUCCESS &&
-        has_ext(exts, "cl_intel_unified_shared_memory")) {
-      /* Function pointers come back as void *: the platform's ICD
-       * dispatch of an extension (POSIX guarantees the conversion). */
-      void *set = clGetExtensionFunctionAddressForPlatform(plat, "clSetKernelArgMemPointerINTEL");
-      void *info = clGetExtensionFunctionAddressForPlatform(plat, "clGetMemAllocInfoINTEL");
-      if (set && info) {
-        c->usm_set_arg = (dsa_usm_set_arg_fn)set;
-        c->usm_info = (dsa_usm_info_fn)info;
-        c->mem_kinds |= 1u << DSA_MEM_USM;
-      }
+    exts = calloc(n + 1, 1);
+    if (exts && clGetDeviceInfo(c->dev, CL_DEVICE_EXTENSIONS, n, exts, NULL) != CL_SUCCESS) {
+      free(exts);
+      exts = NULL;
     }
-    free(exts);
   }
+  if (exts && dsa__has_ext(exts, "cl_intel_unified_shared_memory")) {
+    /* Function pointers come back as void *: the platform's ICD
+     * dispatch of an extension (POSIX guarantees the conversion). */
+    void *set = clGetExtensionFunctionAddressForPlatform(plat, "clSetKernelArgMemPointerINTEL");
+    void *info = clGetExtensionFunctionAddressForPlatform(plat, "clGetMemAllocInfoINTEL");
+    if (set && info) {
+      c->usm_set_arg = (dsa_usm_set_arg_fn)set;
+      c->usm_info = (dsa_usm_info_fn)info;
+      c->mem_kinds |= 1u << DSA_MEM_USM;
+    }
+  }
+  dsa__probe_external(c, plat, exts ? exts : "");
+  free(exts);
 
   /* SVM: core in OpenCL 2.0 (optional again in 3.0, where a device without
    * it reports no capabilities). Not on NVIDIA: its OpenCL (driver 580,
