@@ -25,9 +25,12 @@ export LD_LIBRARY_PATH=$d/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 export PKG_CONFIG_PATH=$d/lib/x86_64-linux-gnu/pkgconfig PATH=$d/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv \
   | tee "$out/gpu.txt"
-meson setup /tmp/dsacl-build -Dgolden_dir="$PWD/$deps/golden" >"$out/setup.log" 2>&1 \
-  && ninja -C /tmp/dsacl-build >"$out/build.log" 2>&1 || { tail -40 "$out"/*.log; exit 1; }
-b=/tmp/dsacl-build
+# One build folder per source tree: a machine still warm from an earlier call
+# keeps /tmp, and a folder configured for another tree (a copy under .device/,
+# say) would otherwise be rebuilt from that tree, silently.
+b=/tmp/dsacl-build-$(printf %s "$PWD" | sha256sum | cut -c1-12)
+meson setup "$b" -Dgolden_dir="$PWD/$deps/golden" >"$out/setup.log" 2>&1 \
+  && ninja -C "$b" >"$out/build.log" 2>&1 || { tail -40 "$out"/*.log; exit 1; }
 if [ "${1:-}" = "--run" ]; then
   out=$out b=$b bash -c "$2"
   exit
