@@ -759,15 +759,27 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *
  * A group: KM_NT work-items (KM_NT / 32 warps), tq tokens of one sequence
  * and KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
- * up to 32; warp w takes column slice cs = w % NS (NS = tq HP / 32 slices
- * of 32 columns: 4 n-tiles, 64 registers of B fragments) and key chunks
- * kslc + NKS i (NKS = warps / NS). Per key and slice a partial sum goes to
- * local memory; after the only barrier of the loop's end, a token's logit is
- * the sum of its HP / 32 slices. */
+ * up to KM_COLS = 8 KM_NTW; warp w takes column slice cs = w % NS (NS = tq
+ * HP / KM_COLS slices of KM_NTW n-tiles, 16 KM_NTW registers of B
+ * fragments) and key chunks kslc + NKS i (NKS = warps / NS). With KM_NTW 8
+ * (the default) a warp holds all 64 heads of a token and no two warps load
+ * the same key row: only next_n = 2 shares a chunk, one warp per token.
+ * Per key and slice a partial sum goes to local memory; after the loop's
+ * end (the one barrier after the set-up), a token's logit is the sum of
+ * its HP / KM_COLS slices.
+ *
+ * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
+ * against the tile kernel, still 2x from the memory floor. Likely (not
+ * ablated) the warps wait on their key loads: at 236 registers a lane, 8
+ * warps an SM keep only ~16 KiB of loads in flight; L2 prefetches
+ * (prefetch.global.L2) of a group's rows, or of rows a few chunks ahead,
+ * did not help. */
 #if DSA_TILE == DSA_TILE_NV
 #define KM_W (KM_NT / 32)
 #define KM_CH (16 * KM_MT)             /* keys per chunk */
 #define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
+#define KM_COLS (8 * KM_NTW)            /* columns (token x head) per warp */
+
 #if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4)
 #error "indexer_logits.cl: nv-keys geometry does not divide"
 #endif
@@ -798,16 +810,16 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
   const uint rg = row0 + grow;
   const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
-  const int HP = (H + 31) & ~31;
+  const int HP = (H + KM_COLS - 1) / KM_COLS * KM_COLS;
   const int nchunk = (next_n + tq - 1) / tq;
   const uint b = rg / (uint)nchunk;
   const int i0 = (int)(rg - b * (uint)nchunk) * tq;
   const uint r_base = b * (uint)next_n + (uint)i0;
   const int nq = min(tq, next_n - i0);
-  /* Slices: the host keeps tq * HP / 32 in {1, 2, 4} and dividing KM_W. */
-  const int NS = tq * HP / 32, NKS = KM_W / NS;
+  /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W. */
+  const int NS = tq * HP / KM_COLS, NKS = KM_W / NS;
   const int cs = (int)warp % NS, kslc = (int)warp / NS;
-  const int tok = cs * 32 / HP, h0 = cs * 32 - tok * HP;
+  const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
   if ((int)lid < 4) {
     int lo = 0, hi = 0;
@@ -837,20 +849,21 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     kstate[t] = st;
   }
 
-  /* This warp's B fragments (its 32 columns, all 8 k-steps) and weights. */
-  uint qb[4][8][2];
-  float wv[4][2];
+  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
+  uint qb[KM_NTW][8][2];
+  float wv[KM_NTW][2];
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
   const uint ii = (uint)i0 + (uint)(tok_ok ? tok : 0);
 #pragma unroll
-  for (int nt = 0; nt < 4; nt++) {
+  for (int nt = 0; nt < KM_NTW; nt++) {
     const int h = h0 + nt * 8 + (int)gq;
     const int ok = tok_ok && h < H;
     const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
 #pragma unroll
     for (int c2 = 0; c2 < 2; c2++) {
-      const uint4 x = ok ? dsa_load16(qv + qrow + (ulong)(64 * c2 + 16 * (int)t4), q_al) : (uint4)(0u);
+      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
       for (int s = 0; s < 4; s++) {
@@ -885,9 +898,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     if (c + NKS < c_hi) km_load(x, cache, koff, kstate, c + NKS, gq, t4, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
-      dsa_tile_c acc[4];
+      dsa_tile_c acc[KM_NTW];
 #pragma unroll
-      for (int nt = 0; nt < 4; nt++) acc[nt] = dsa_tile_zero();
+      for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++) {
         const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
@@ -900,7 +913,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
           a.v[2] = dsa_e4m3x2_to_f16x2_scaled(wg[s] >> 16);
           a.v[3] = dsa_e4m3x2_to_f16x2_scaled(w8[s] >> 16);
 #pragma unroll
-          for (int nt = 0; nt < 4; nt++) {
+          for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
             bf.v[0] = qb[nt][c2 * 4 + s][0];
             bf.v[1] = qb[nt][c2 * 4 + s][1];
@@ -914,7 +927,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
       const float s0 = kscale[kk], s1 = kscale[kk + 8];
       float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < 4; nt++)
+      for (int nt = 0; nt < KM_NTW; nt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           p0 += fmax(acc[nt].v[e] * 0x1p16f * s0, 0.0f) * wv[nt][e];
@@ -932,7 +945,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  const int per = HP / 32;
+  const int per = HP / KM_COLS;
   for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
     const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk;
     float sum = 0.0f;
@@ -949,7 +962,7 @@ paged_mqa_logits_keys(IL_KARGS, int tq, int nrows) {
   __local ulong koff[KM_KPG];
   __local float kscale[KM_KPG];
   __local int kstate[KM_KPG];
-  __local float red[4 * KM_KPG];
+  __local float red[(128 / KM_COLS) * KM_KPG];
   __local int tlo[4], thi[4];
   (void)nrows;
   km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, tlo, thi);

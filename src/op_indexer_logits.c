@@ -68,22 +68,31 @@ typedef cl_ulong u64;
 #define TL_KT_LOCAL 32
 #define TL_RMAX_LOCAL 64
 /* The "nv-keys" kernel (keys as the MMA's M, cl/indexer_logits.cl): KM_NT
- * work-items, KM_KPG keys per group, KM_MT m-tiles (16 keys) per chunk of
- * a warp. (Overridable at build time for tuning runs.) */
+ * work-items, KM_KPG keys per group, KM_MT m-tiles (16 keys) per chunk of a
+ * warp, KM_NTW n-tiles (8 columns: token x head) of B fragments per warp (8:
+ * 128 registers, all 64 heads of a token; columns per token are H rounded up
+ * to 8 KM_NTW). H200, one machine (docs/PERFORMANCE.md): NTW 8 with 1024
+ * keys a group beat NTW 4 (two warps sharing each key chunk) with 512 or
+ * 1024, MT 2, 256 work-items and L2 prefetches. (Overridable at build time
+ * for tuning runs: -Dc_args=-DKM_NTW=4.) */
 #ifndef KM_NT
 #define KM_NT 128
 #endif
 #ifndef KM_KPG
-#define KM_KPG 512
+#define KM_KPG 1024
 #endif
 #ifndef KM_MT
 #define KM_MT 1
+#endif
+#ifndef KM_NTW
+#define KM_NTW 8
 #endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
-                DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT);
+                DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
+                    DSA_KDEF(KM_NTW);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
@@ -179,14 +188,17 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
 }
 
 /* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
-static size_t km_local_bytes(void) { return (size_t)KM_KPG * (8 + 4 + 4 + 16) + 32; }
+static size_t km_local_bytes(void) {
+  return (size_t)KM_KPG * (8 + 4 + 4) + (size_t)(128 / (8 * KM_NTW)) * KM_KPG * 4 + 32;
+}
 
 /* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
- * H rounded up to 32), so the column slices (tq * HP / 32) divide the warps. */
+ * H rounded up to a warp's 8 KM_NTW), so the column slices (tq * HP / (8
+ * KM_NTW)) divide the warps. */
 static int km_tq(int H, int next_n) {
-  const int hp = (H + 31) & ~31;
+  const int cols = 8 * KM_NTW, hp = (H + cols - 1) / cols * cols;
   int tq = 1;
-  while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / 32 <= KM_NT / 32) tq *= 2;
+  while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / cols <= KM_NT / 32) tq *= 2;
   return tq;
 }
 
