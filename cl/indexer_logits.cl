@@ -731,3 +731,240 @@ IL_TILE_KERNEL(mqa_logits_tile, 0, 0)
 IL_TILE_KERNEL(paged_mqa_logits_tile, 1, 0)
 IL_TILE_KERNEL(mqa_logits_mxfp4_tile, 0, 1)
 IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
+
+/* ---- Keys as the M dimension (paged FP8, the NVIDIA fragment layout) -------
+ * Variant "nv-keys" (src/op_indexer_logits.c), DSA_TILE_NV only (native
+ * mma.sync, or its exact emulation on Intel sub-groups of 32).
+ *
+ * The score tile is computed transposed: A = keys (16 x 16 dims per
+ * mma.m16n8k16), B = the queries (16 dims x 8 heads). Then
+ *   - each lane's accumulators are 2 keys x 2 heads per n-tile, so ReLU,
+ *     k_scale and the weights and the sum over the warp's heads happen in
+ *     the lane (across n-tiles) and in two quad shuffles: no per-key
+ *     reduction of row blocks through local memory;
+ *   - the A fragments come straight from global memory into registers, no
+ *     staging or barrier: the dims are taken in a permuted order such that
+ *     a lane's A values are contiguous bytes of the key row. Lane (g, t)
+ *     (g = lane / 4, t = lane % 4) holds, at k-step s of a 64-dim chunk c,
+ *     logical dims {2t, 2t + 1, 2t + 8, 2t + 9} (the PTX fragment map);
+ *     those are physical dims 64c + 16t + 4s + {0, 1, 2, 3}. So one 16-byte
+ *     load of key row g (and one of row g + 8) per chunk feeds 4 k-steps,
+ *     and the same map on B (b0: dims 2t, 2t + 1; b1: 2t + 8, 2t + 9 of
+ *     column g) reads the query row at the same physical bytes. A dot
+ *     product does not care in which order the dims come.
+ *   - the loads of a warp's next 16-key chunk are issued before the MMAs of
+ *     this one (software pipelining in registers: no cp.async here).
+ * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
+ * operands, 2^16 back in the epilogue, exact).
+ *
+ * A group: KM_NT work-items (KM_NT / 32 warps), tq tokens of one sequence
+ * and KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
+ * up to KM_COLS = 8 KM_NTW; warp w takes column slice cs = w % NS (NS = tq
+ * HP / KM_COLS slices of KM_NTW n-tiles, 16 KM_NTW registers of B
+ * fragments) and key chunks kslc + NKS i (NKS = warps / NS). With KM_NTW 8
+ * (the default) a warp holds all 64 heads of a token and no two warps load
+ * the same key row: only next_n = 2 shares a chunk, one warp per token.
+ * Per key and slice a partial sum goes to local memory; after the loop's
+ * end (the one barrier after the set-up), a token's logit is the sum of
+ * its HP / KM_COLS slices.
+ *
+ * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
+ * against the tile kernel, still 2x from the memory floor. Likely (not
+ * ablated) the warps wait on their key loads: at 236 registers a lane, 8
+ * warps an SM keep only ~16 KiB of loads in flight; L2 prefetches
+ * (prefetch.global.L2) of a group's rows, or of rows a few chunks ahead,
+ * did not help. */
+#if DSA_TILE == DSA_TILE_NV
+#define KM_W (KM_NT / 32)
+#define KM_CH (16 * KM_MT)             /* keys per chunk */
+#define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
+#define KM_COLS (8 * KM_NTW)            /* columns (token x head) per warp */
+
+#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4)
+#error "indexer_logits.cl: nv-keys geometry does not divide"
+#endif
+
+/* Lane (g, t)'s bytes of chunk c: 16 of key rows g and g + 8 of each
+ * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
+DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
+                               __local const ulong *koff, __local const int *kstate,
+                               const int c, const uint gq, const uint t4, const int k_al) {
+#pragma unroll
+  for (int m = 0; m < KM_MT; m++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int kk = c * KM_CH + m * 16 + (int)gq + 8 * hr;
+      const int ok = kstate[kk] == IL_KEY_OK;
+      __global const uchar *kp = cache + koff[kk] + (ulong)(16 * (int)t4);
+#pragma unroll
+      for (int c2 = 0; c2 < 2; c2++)
+        x[m][hr][c2] = ok ? dsa_load16(kp + 64 * c2, k_al) : (uint4)(0u);
+    }
+}
+
+DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
+                               __local float *kscale, __local int *kstate, __local float *red,
+                               __local int *tlo, __local int *thi) {
+  const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
+  const uint gq = lane >> 2, t4 = lane & 3u;
+  const uint g = get_group_id(0), grow = g / (uint)ntiles;
+  const uint rg = row0 + grow;
+  const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
+  const int HP = (H + KM_COLS - 1) / KM_COLS * KM_COLS;
+  const int nchunk = (next_n + tq - 1) / tq;
+  const uint b = rg / (uint)nchunk;
+  const int i0 = (int)(rg - b * (uint)nchunk) * tq;
+  const uint r_base = b * (uint)next_n + (uint)i0;
+  const int nq = min(tq, next_n - i0);
+  /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W. */
+  const int NS = tq * HP / KM_COLS, NKS = KM_W / NS;
+  const int cs = (int)warp % NS, kslc = (int)warp / NS;
+  const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
+
+  if ((int)lid < 4) {
+    int lo = 0, hi = 0;
+    if ((int)lid < nq) {
+      const uint i = (uint)i0 + lid;
+      const int bad = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0,
+                                   ctx_rank, 1, b, i, next_n, ncols, W, bs, &lo, &hi);
+      if (bad && n0 == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+    }
+    tlo[lid] = lo;
+    thi[lid] = hi;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int lo = INT_MAX, hi = INT_MIN;
+  for (int t = 0; t < nq; t++)
+    if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
+
+  /* Where each key of the group lives (block-table reads once per key). */
+  for (int t = (int)lid; t < KM_KPG; t += KM_NT) {
+    const int j = n0 + t;
+    int st = j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
+    ulong ko = 0, so = 0;
+    float sc = 0.0f;
+    if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, 1, 0, b, j, &ko, &so, &sc);
+    koff[t] = ko;
+    kscale[t] = sc;
+    kstate[t] = st;
+  }
+
+  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
+  uint qb[KM_NTW][8][2];
+  float wv[KM_NTW][2];
+  const int tok_ok = tok < nq;
+  const uint r = r_base + (uint)(tok_ok ? tok : 0);
+  const uint ii = (uint)i0 + (uint)(tok_ok ? tok : 0);
+#pragma unroll
+  for (int nt = 0; nt < KM_NTW; nt++) {
+    const int h = h0 + nt * 8 + (int)gq;
+    const int ok = tok_ok && h < H;
+    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+#pragma unroll
+    for (int c2 = 0; c2 < 2; c2++) {
+      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+      const uint xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int s = 0; s < 4; s++) {
+        qb[nt][c2 * 4 + s][0] = dsa_e4m3x2_to_f16x2_scaled(xs[s]);
+        qb[nt][c2 * 4 + s][1] = dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+      wv[nt][e] = tok_ok && hc < H
+                      ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
+                      : 0.0f;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* The chunks holding valid keys (empty range: no trip). */
+  const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
+  const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
+  uint4 x[KM_MT][2][2]; /* [m-tile][row g, g + 8][64-dim chunk] */
+  int c = c_lo + kslc;
+  if (c < c_hi) km_load(x, cache, koff, kstate, c, gq, t4, k_al);
+  for (; c < c_hi; c += NKS) {
+    uint4 cur[KM_MT][2][2];
+#pragma unroll
+    for (int m = 0; m < KM_MT; m++)
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) cur[m][hr][c2] = x[m][hr][c2];
+    if (c + NKS < c_hi) km_load(x, cache, koff, kstate, c + NKS, gq, t4, k_al);
+#pragma unroll
+    for (int m = 0; m < KM_MT; m++) {
+      dsa_tile_c acc[KM_NTW];
+#pragma unroll
+      for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+#pragma unroll
+      for (int c2 = 0; c2 < 2; c2++) {
+        const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+        const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+          dsa_tile_a a;
+          a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
+          a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
+          a.v[2] = dsa_e4m3x2_to_f16x2_scaled(wg[s] >> 16);
+          a.v[3] = dsa_e4m3x2_to_f16x2_scaled(w8[s] >> 16);
+#pragma unroll
+          for (int nt = 0; nt < KM_NTW; nt++) {
+            dsa_tile_b bf;
+            bf.v[0] = qb[nt][c2 * 4 + s][0];
+            bf.v[1] = qb[nt][c2 * 4 + s][1];
+            acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+          }
+        }
+      }
+      /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
+       * heads, then the quad's. */
+      const int kk = c * KM_CH + m * 16 + (int)gq;
+      const float s0 = kscale[kk], s1 = kscale[kk + 8];
+      float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < KM_NTW; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          p0 += fmax(acc[nt].v[e] * 0x1p16f * s0, 0.0f) * wv[nt][e];
+          p1 += fmax(acc[nt].v[2 + e] * 0x1p16f * s1, 0.0f) * wv[nt][e];
+        }
+      p0 += dsa_tile_shfl_xor(p0, 1);
+      p1 += dsa_tile_shfl_xor(p1, 1);
+      p0 += dsa_tile_shfl_xor(p0, 2);
+      p1 += dsa_tile_shfl_xor(p1, 2);
+      if (t4 == 0u) {
+        red[cs * KM_KPG + kk] = p0;
+        red[cs * KM_KPG + kk + 8] = p1;
+      }
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  const int per = HP / KM_COLS;
+  for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
+    const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk;
+    float sum = 0.0f;
+    for (int sl = t * per; sl < (t + 1) * per; sl++) sum += red[sl * KM_KPG + kk];
+    const int st = col >= tlo[t] && col < thi[t] ? kstate[kk] : IL_KEY_OUT;
+    if (col < ncols && (st != IL_KEY_OUT || clean))
+      il_store(out, o_off, o_rs, r_base + (uint)t, col, st == IL_KEY_OK ? sum : -INFINITY,
+               out_bf16);
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(KM_NT, 1, 1))) DSA_TILE_KERNEL void
+paged_mqa_logits_keys(IL_KARGS, int tq, int nrows) {
+  __local ulong koff[KM_KPG];
+  __local float kscale[KM_KPG];
+  __local int kstate[KM_KPG];
+  __local float red[(128 / KM_COLS) * KM_KPG];
+  __local int tlo[4], thi[4];
+  (void)nrows;
+  km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, tlo, thi);
+}
+#endif

@@ -1,6 +1,7 @@
 /* Indexer MQA logits: ragged prefill and paged decode, FP8 and MXFP4
  * (SPEC-reference §6). Kernels: cl/indexer_logits.cl. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -66,11 +67,32 @@ typedef cl_ulong u64;
 #endif
 #define TL_KT_LOCAL 32
 #define TL_RMAX_LOCAL 64
+/* The "nv-keys" kernel (keys as the MMA's M, cl/indexer_logits.cl): KM_NT
+ * work-items, KM_KPG keys per group, KM_MT m-tiles (16 keys) per chunk of a
+ * warp, KM_NTW n-tiles (8 columns: token x head) of B fragments per warp (8:
+ * 128 registers, all 64 heads of a token; columns per token are H rounded up
+ * to 8 KM_NTW). H200, one machine (docs/PERFORMANCE.md): NTW 8 with 1024
+ * keys a group beat NTW 4 (two warps sharing each key chunk) with 512 or
+ * 1024, MT 2, 256 work-items and L2 prefetches. (Overridable at build time
+ * for tuning runs: -Dc_args=-DKM_NTW=4.) */
+#ifndef KM_NT
+#define KM_NT 128
+#endif
+#ifndef KM_KPG
+#define KM_KPG 1024
+#endif
+#ifndef KM_MT
+#define KM_MT 1
+#endif
+#ifndef KM_NTW
+#define KM_NTW 8
+#endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
-                DSA_KDEF(TL_RMAX_LOCAL);
+                DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
+                    DSA_KDEF(KM_NTW);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
@@ -165,17 +187,63 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
   return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
 }
 
-enum { V_TILE, V_WIDE, V_NARROW };
-#define IL_VARIANTS                                                                            \
-  {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"},  \
-      {"portable-h64", 0, refuse_wide, "H > 16"},                                            \
+/* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
+static size_t km_local_bytes(void) {
+  return (size_t)KM_KPG * (8 + 4 + 4) + (size_t)(128 / (8 * KM_NTW)) * KM_KPG * 4 + 32;
+}
+
+/* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
+ * H rounded up to a warp's 8 KM_NTW), so the column slices (tq * HP / (8
+ * KM_NTW)) divide the warps. */
+static int km_tq(int H, int next_n) {
+  const int cols = 8 * KM_NTW, hp = (H + cols - 1) / cols * cols;
+  int tq = 1;
+  while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / cols <= KM_NT / 32) tq *= 2;
+  return tq;
+}
+
+/* Paged FP8 on the NVIDIA fragment layout (native or emulated), H <= 64.
+ * DSACL_IL_KEYS=off refuses it (old-vs-new timing in one build). */
+static const char *refuse_keys(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  bool emu;
+  if (dsa__tile_backend(&c->caps, c->caps_enabled, &emu) != DSA_TILE_NV)
+    return "needs the nv-mma matrix back-end (native or emulated)";
+  const char *off = getenv("DSACL_IL_KEYS");
+  if (off && strcmp(off, "off") == 0) return "DSACL_IL_KEYS=off";
+  const char *r = dsa__refuse_local_mem(c, km_local_bytes(), buf, n);
+  if (r || !shape) return r;
+  const il_job *j = shape;
+  if (j->D != 128) {
+    snprintf(buf, n, "D = %d, needs 128", (int)j->D);
+    return buf;
+  }
+  if (j->H > 64) {
+    snprintf(buf, n, "H = %d > 64", (int)j->H);
+    return buf;
+  }
+  return NULL;
+}
+
+/* The other three operators: no nv-keys kernel (yet). */
+static const char *refuse_keys_no(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)c, (void)shape, (void)buf, (void)n;
+  return "paged FP8 only";
+}
+
+enum { V_KEYS, V_TILE, V_WIDE, V_NARROW };
+#define IL_VARIANTS(KEYS)                                                                      \
+  {"nv-keys", 0, KEYS, "paged FP8, D = 128, H <= 64; the nv-mma back-end"},                    \
+      {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"}, \
+      {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4", IL_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS(refuse_keys_no));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4",
+                  IL_VARIANTS(refuse_keys_no));
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits",
+                  IL_VARIANTS(refuse_keys));
 DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_paged_mqa_logits_mxfp4",
-                  IL_VARIANTS);
+                  IL_VARIANTS(refuse_keys_no));
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
                          const dsa_events *ev) {
@@ -216,6 +284,13 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     }
     snprintf(q->last_variant, sizeof q->last_variant, "%s: tile (%s%s)", table->op, g.be->name,
              g.emu ? ", emulated" : "");
+  } else if (v == V_KEYS) {
+    /* Groups of tq tokens of one sequence x KM_KPG keys. */
+    kname = "paged_mqa_logits_keys";
+    tk = KM_KPG;
+    nt = KM_NT;
+    tq = (cl_int)km_tq((int)j->H, (int)j->next_n);
+    rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
   }
   cl_kernel k;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
@@ -255,7 +330,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     dsa__karg_i32(&a, (cl_int)t0);
     dsa__karg_u32(&a, (cl_uint)r0);
     dsa__karg_faults(&a);
-    if (v == V_TILE) {
+    if (v == V_TILE || v == V_KEYS) {
       dsa__karg_i32(&a, tq);
       dsa__karg_i32(&a, (cl_int)j->rows);
     }

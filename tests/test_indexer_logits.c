@@ -481,6 +481,10 @@ static void test_paged(void) {
       {1, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 1, 0, 0, 0},
       {1, 3, 3, 8, 4, 9, 17, 1, 2, 0, 0, 2, 0, 1, 2},
       {1, 2, 1, 16, 3, 4, 5, 3, 1, 1, 1, 1, 3, 0, 0},
+      /* Contexts over several key groups (nv-keys: 1024 keys a group) */
+      {0, 2, 2, 64, 40, 48, 64, 0, 1, 1, 0, 0, 1, 0, 0},
+      {0, 3, 1, 32, 90, 100, 16, 1, 2, 1, 0, 1, 0, 1, 0},
+      {0, 2, 3, 64, 20, 24, 64, 2, 1, 0, 1, 0, 0, 0, -100},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_paged(&fixed[i]);
   static const int64_t hs[] = {1, 8, 16, 64, 128};
