@@ -114,10 +114,13 @@ DSA_INLINE int set_len(__global const uchar *lens, ulong l_off, ulong l_st, int 
   return clamp(l, 0, width);
 }
 
-/* Raw bytes of one lane (16 dims) of entry j of set s, one tile ahead. */
+/* Raw bytes of one lane (16 dims) of entry j of set s, one tile ahead: u
+ * holds the lane's scale byte at bit ush (the aligned word around it, read
+ * as a word: the NVIDIA compiler masked a byte load right after it, so every
+ * tile waited there for the read it meant to prefetch). */
 typedef struct {
   uint4 r0, r1;
-  uint u;
+  uint u, ush;
   int valid;
 } dsa_raw;
 
@@ -136,7 +139,7 @@ DSA_INLINE int ref_lane(const dsa_iset *s, ulong t, int j, uint lane, int fused,
 DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
   dsa_raw o;
   o.r0 = o.r1 = (uint4)(0u);
-  o.u = 0u;
+  o.u = o.ush = 0u;
   o.valid = 1;
   if (!fused) {
     __global const uchar *src = s->cache + s->c_off + (ulong)idx * s->c_bstride + lane * 32u;
@@ -153,7 +156,13 @@ DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
     o.r1 = dsa_load16(src + 16, s->c_aligned);
   } else {
     o.r0 = dsa_load16(data + lane * 16u, s->c_aligned);
-    o.u = s->cache[base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u + (lane >> 2)];
+    const ulong sc = base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u;
+    if (s->c_aligned) {
+      o.u = *(__global const uint *)(s->cache + sc + ((lane >> 2) & 4u));
+      o.ush = 8u * ((lane >> 2) & 3u);
+    } else {
+      o.u = s->cache[sc + (lane >> 2)];
+    }
   }
   return o;
 }
@@ -161,8 +170,9 @@ DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
 /* The 16 bf16 of a lane as 8 words (dim 2i in the low half of word i). */
 DSA_INLINE void lane_bf16(const dsa_raw *r, uint lane, int fused, uint w[8]) {
   if (fused && lane < NOPE_LANES) {
-    const uint2 a = dsa_dequant4_e4m3_bf16(r->r0.x, r->u), b = dsa_dequant4_e4m3_bf16(r->r0.y, r->u);
-    const uint2 c = dsa_dequant4_e4m3_bf16(r->r0.z, r->u), d = dsa_dequant4_e4m3_bf16(r->r0.w, r->u);
+    const uint u = (r->u >> r->ush) & 0xFFu;
+    const uint2 a = dsa_dequant4_e4m3_bf16(r->r0.x, u), b = dsa_dequant4_e4m3_bf16(r->r0.y, u);
+    const uint2 c = dsa_dequant4_e4m3_bf16(r->r0.z, u), d = dsa_dequant4_e4m3_bf16(r->r0.w, u);
     w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y, w[4] = c.x, w[5] = c.y, w[6] = d.x, w[7] = d.y;
   } else {
     w[0] = r->r0.x, w[1] = r->r0.y, w[2] = r->r0.z, w[3] = r->r0.w;
@@ -206,7 +216,7 @@ DSA_INLINE dsa_raw load_entry(const dsa_iset *a, const dsa_iset *b, dsa_ref r, u
   if (r.slot < 0) {
     dsa_raw o;
     o.r0 = o.r1 = (uint4)(0u);
-    o.u = 0u;
+    o.u = o.ush = 0u;
     o.valid = 0;
     return o;
   }
