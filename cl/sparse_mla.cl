@@ -114,10 +114,13 @@ DSA_INLINE int set_len(__global const uchar *lens, ulong l_off, ulong l_st, int 
   return clamp(l, 0, width);
 }
 
-/* Raw bytes of one lane (16 dims) of entry j of set s, one tile ahead. */
+/* Raw bytes of one lane (16 dims) of entry j of set s, one tile ahead: u
+ * holds the lane's scale byte at bit ush (the aligned word around it, read
+ * as a word: the NVIDIA compiler masked a byte load right after it, so every
+ * tile waited there for the read it meant to prefetch). */
 typedef struct {
   uint4 r0, r1;
-  uint u;
+  uint u, ush;
   int valid;
 } dsa_raw;
 
@@ -136,7 +139,7 @@ DSA_INLINE int ref_lane(const dsa_iset *s, ulong t, int j, uint lane, int fused,
 DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
   dsa_raw o;
   o.r0 = o.r1 = (uint4)(0u);
-  o.u = 0u;
+  o.u = o.ush = 0u;
   o.valid = 1;
   if (!fused) {
     __global const uchar *src = s->cache + s->c_off + (ulong)idx * s->c_bstride + lane * 32u;
@@ -153,7 +156,13 @@ DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
     o.r1 = dsa_load16(src + 16, s->c_aligned);
   } else {
     o.r0 = dsa_load16(data + lane * 16u, s->c_aligned);
-    o.u = s->cache[base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u + (lane >> 2)];
+    const ulong sc = base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u;
+    if (s->c_aligned) {
+      o.u = *(__global const uint *)(s->cache + sc + ((lane >> 2) & 4u));
+      o.ush = 8u * ((lane >> 2) & 3u);
+    } else {
+      o.u = s->cache[sc + (lane >> 2)];
+    }
   }
   return o;
 }
@@ -161,8 +170,9 @@ DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
 /* The 16 bf16 of a lane as 8 words (dim 2i in the low half of word i). */
 DSA_INLINE void lane_bf16(const dsa_raw *r, uint lane, int fused, uint w[8]) {
   if (fused && lane < NOPE_LANES) {
-    const uint2 a = dsa_dequant4_e4m3_bf16(r->r0.x, r->u), b = dsa_dequant4_e4m3_bf16(r->r0.y, r->u);
-    const uint2 c = dsa_dequant4_e4m3_bf16(r->r0.z, r->u), d = dsa_dequant4_e4m3_bf16(r->r0.w, r->u);
+    const uint u = (r->u >> r->ush) & 0xFFu;
+    const uint2 a = dsa_dequant4_e4m3_bf16(r->r0.x, u), b = dsa_dequant4_e4m3_bf16(r->r0.y, u);
+    const uint2 c = dsa_dequant4_e4m3_bf16(r->r0.z, u), d = dsa_dequant4_e4m3_bf16(r->r0.w, u);
     w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y, w[4] = c.x, w[5] = c.y, w[6] = d.x, w[7] = d.y;
   } else {
     w[0] = r->r0.x, w[1] = r->r0.y, w[2] = r->r0.z, w[3] = r->r0.w;
@@ -206,11 +216,53 @@ DSA_INLINE dsa_raw load_entry(const dsa_iset *a, const dsa_iset *b, dsa_ref r, u
   if (r.slot < 0) {
     dsa_raw o;
     o.r0 = o.r1 = (uint4)(0u);
-    o.u = 0u;
+    o.u = o.ush = 0u;
     o.valid = 0;
     return o;
   }
   return r.in_b ? load_lane(b, r.slot, lane, fused) : load_lane(a, r.slot, lane, fused);
+}
+
+/* Entry j read but not yet resolved: the raw index word and where it came
+ * from. The tile kernels read the indices a tile ahead of the data and
+ * resolve them (range check, fault) only when the data read needs the slot,
+ * a tile later: a check right after the read waited for it there, two reads
+ * a tile one after the other (the H200's SASS; the bf16 tile attention got
+ * 10-14 % faster without those waits, docs/PERFORMANCE.md). */
+typedef struct {
+  int raw, used, in_b;
+} dsa_lazy_ref;
+
+DSA_INLINE dsa_lazy_ref ref_read(const dsa_iset *a, const dsa_iset *b, int len_a, int len,
+                                 ulong t, int j) {
+  dsa_lazy_ref r;
+  r.in_b = j >= len_a;
+  r.used = j < len;
+  r.raw = -1;
+  /* No select on the loaded word here (a use would wait for it). */
+  if (r.used) {
+    const int jj = r.in_b ? j - len_a : j;
+    __global const uchar *ip = r.in_b ? b->idx : a->idx;
+    const ulong off = r.in_b ? b->idx_off + t * b->idx_ts + (ulong)jj * b->idx_cs
+                             : a->idx_off + t * a->idx_ts + (ulong)jj * a->idx_cs;
+    r.raw = *(__global const int *)(ip + off);
+  }
+  return r;
+}
+
+/* ref_read's entry resolved as ref_entry would have: the same slot, the same
+ * fault for an index past the set's capacity. */
+DSA_INLINE dsa_ref ref_resolve(const dsa_iset *a, const dsa_iset *b, dsa_lazy_ref l, uint lane,
+                               int fused, __global volatile uint *faults) {
+  dsa_ref r;
+  r.in_b = l.in_b;
+  const long cap = l.in_b ? b->capacity : a->capacity;
+  const int live = l.used && l.raw >= 0;
+  const int valid = live && (long)l.raw < cap;
+  if (live && !valid && lane == 0)
+    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
+  r.slot = valid ? l.raw : -1;
+  return r;
 }
 
 /* The resolved and loaded entry j. */
@@ -513,8 +565,9 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *          C fragments (registers, MT_HG * 512 / MT_WG a work-item).
  * Five barriers a tile (stage | QK | logits | P | PV). The output is staged
  * as bf16 in the tile buffer and written in 16-byte pieces. Each item
- * resolves its two entries (the index read) one tile ahead of their data
- * read. Local memory: src/op_sparse_mla.c (mt_local_bytes); 47,680 B on
+ * reads its two entries' indices one tile ahead of their data read and
+ * checks them (ref_resolve) only when that read needs them. Local memory:
+ * src/op_sparse_mla.c (mt_local_bytes); 47,680 B on
  * NVIDIA (48 KiB there), 89,152 B on the portable back-end (Q in local
  * memory, 8 dim slices), which therefore leaves the 48/64 KiB GPUs to the
  * portable kernels above. */
@@ -642,17 +695,17 @@ DSA_INLINE void tile_body(
   const int e0 = j0 + (int)(2u * sp);
   dsa_raw r0 = fetch_entry(sa, sb, len_a, len, t, e0, sg, fused, faults);
   dsa_raw r1 = fetch_entry(sa, sb, len_a, len, t, e0 + 1, sg, fused, faults);
-  dsa_ref n0 = ref_entry(sa, sb, len_a, len, t, MT_NT + e0, sg, fused, faults);
-  dsa_ref n1 = ref_entry(sa, sb, len_a, len, t, MT_NT + e0 + 1, sg, fused, faults);
+  dsa_lazy_ref n0 = ref_read(sa, sb, len_a, len, t, MT_NT + e0);
+  dsa_lazy_ref n1 = ref_read(sa, sb, len_a, len, t, MT_NT + e0 + 1);
   for (int it = 0; it < ntiles; it++) {
     mt_stage(&r0, &r1, sp, sg, fused, kd, vt, vm);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (it + 1 < ntiles) {
-      r0 = load_entry(sa, sb, n0, sg, fused);
-      r1 = load_entry(sa, sb, n1, sg, fused);
+      r0 = load_entry(sa, sb, ref_resolve(sa, sb, n0, sg, fused, faults), sg, fused);
+      r1 = load_entry(sa, sb, ref_resolve(sa, sb, n1, sg, fused, faults), sg, fused);
       const int j0 = (it + 2) * MT_NT + e0;
-      n0 = ref_entry(sa, sb, len_a, len, t, j0, sg, fused, faults);
-      n1 = ref_entry(sa, sb, len_a, len, t, j0 + 1, sg, fused, faults);
+      n0 = ref_read(sa, sb, len_a, len, t, j0);
+      n1 = ref_read(sa, sb, len_a, len, t, j0 + 1);
     }
 
     /* QK: partial logits of this unit's rows over its dims, its key blocks

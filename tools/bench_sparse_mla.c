@@ -90,9 +90,12 @@ static int two_setup(bench_env *e, const int64_t *p, void **out) {
   return smla_setup(e, p, out, 1);
 }
 
+/* One kernel, or two under split-K (the partial rows, then the combine):
+ * done is the last one's, so the time spans from a marker enqueued first. */
 static int fused_run(bench_env *e, void *st, cl_event *done) {
   smla_state *s = st;
   dsa_events ev = {0, NULL, done};
+  if (bench_span_begin(e) != 0) return -1;
   DSA_TRY(dsa_sparse_mla_decode(e->q, &s->tquery, &s->main_set, &s->extra_set, &s->tsink, NULL,
                                 &s->tout, NULL, &ev));
   return 0;
