@@ -320,7 +320,7 @@ typedef struct dsa_variant {
 } dsa_variant;
 
 typedef struct dsa_variant_table {
-  const char *op; /* public operator name, e.g. "dsa_paged_mqa_logits" */
+  const char *op; /* public operator name, e.g. "dsa_indexer_paged_logits" */
   const dsa_variant *v;
   int n;
 } dsa_variant_table;

@@ -102,7 +102,7 @@ static size_t tl_local_bytes(const tl_geom *g) {
          (size_t)g->kt * 24 + (size_t)(g->rmax / 16) * 8;
 }
 
-void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p) {
+void dsa_indexer_logits_params_default(dsa_indexer_logits_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->clean = 1;
@@ -171,10 +171,10 @@ enum { V_TILE, V_WIDE, V_NARROW };
       {"portable-h64", 0, refuse_wide, "H > 16"},                                            \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4", IL_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits", IL_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_paged_mqa_logits_mxfp4",
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_indexer_logits_mxfp4", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_indexer_paged_logits", IL_VARIANTS);
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_indexer_paged_logits_mxfp4",
                   IL_VARIANTS);
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
@@ -278,7 +278,7 @@ static dsa_status check_tensor2(const dsa_tensor *t, const char *op, const char 
   return dsa__check_tensor(t, op, arg, a, ndim);
 }
 
-static dsa_status check_params(const dsa_mqa_logits_params *p, const char *op) {
+static dsa_status check_params(const dsa_indexer_logits_params *p, const char *op) {
   if (p && p->clean != 0 && p->clean != 1)
     return BAD("%s: p->clean = %d, must be 0 or 1", op, (int)p->clean);
   return DSA_OK;
@@ -295,7 +295,7 @@ static dsa_status check_logits(const dsa_tensor *t, const char *op, int64_t rows
   return DSA_OK;
 }
 
-static void set_logits(il_job *j, const dsa_tensor *t, const dsa_mqa_logits_params *p) {
+static void set_logits(il_job *j, const dsa_tensor *t, const dsa_indexer_logits_params *p) {
   j->out = t;
   j->out_bf16 = t->dtype == DSA_BF16;
   j->ncols = (cl_int)t->shape[1];
@@ -334,7 +334,7 @@ static dsa_status ragged(dsa_queue *q, const char *op, int fp4, const dsa_tensor
                          const dsa_tensor *query_scale, const dsa_tensor *k,
                          const dsa_tensor *k_scale, const dsa_tensor *weights,
                          const dsa_tensor *ks, const dsa_tensor *ke, const dsa_tensor *logits,
-                         const dsa_mqa_logits_params *p, const dsa_events *ev) {
+                         const dsa_indexer_logits_params *p, const dsa_events *ev) {
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -395,20 +395,20 @@ static dsa_status ragged(dsa_queue *q, const char *op, int fp4, const dsa_tensor
   return launch(q, &j, fp4 ? &dsa__variants_mqa_logits_mxfp4 : &dsa__variants_mqa_logits, ev);
 }
 
-dsa_status dsa_mqa_logits(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *k,
+dsa_status dsa_indexer_logits(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *k,
                           const dsa_tensor *k_scale, const dsa_tensor *weights,
                           const dsa_tensor *ks, const dsa_tensor *ke, const dsa_tensor *logits,
-                          const dsa_mqa_logits_params *p, const dsa_events *ev) {
-  return ragged(q, "dsa_mqa_logits", 0, query, NULL, k, k_scale, weights, ks, ke, logits, p, ev);
+                          const dsa_indexer_logits_params *p, const dsa_events *ev) {
+  return ragged(q, "dsa_indexer_logits", 0, query, NULL, k, k_scale, weights, ks, ke, logits, p, ev);
 }
 
-dsa_status dsa_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
+dsa_status dsa_indexer_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
                                 const dsa_tensor *query_scale, const dsa_tensor *k,
                                 const dsa_tensor *k_scale, const dsa_tensor *weights,
                                 const dsa_tensor *ks, const dsa_tensor *ke,
-                                const dsa_tensor *logits, const dsa_mqa_logits_params *p,
+                                const dsa_tensor *logits, const dsa_indexer_logits_params *p,
                                 const dsa_events *ev) {
-  return ragged(q, "dsa_mqa_logits_mxfp4", 1, query, query_scale, k, k_scale, weights, ks, ke,
+  return ragged(q, "dsa_indexer_logits_mxfp4", 1, query, query_scale, k, k_scale, weights, ks, ke,
                 logits, p, ev);
 }
 
@@ -420,7 +420,7 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
                         const dsa_tensor *query_scale, const dsa_paged_cache *cache,
                         const dsa_tensor *weights, const dsa_tensor *context_lens,
                         const dsa_tensor *block_tables, const dsa_tensor *logits,
-                        const dsa_mqa_logits_params *p, const dsa_events *ev) {
+                        const dsa_indexer_logits_params *p, const dsa_events *ev) {
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -487,21 +487,21 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
                 fp4 ? &dsa__variants_paged_mqa_logits_mxfp4 : &dsa__variants_paged_mqa_logits, ev);
 }
 
-dsa_status dsa_paged_mqa_logits(dsa_queue *q, const dsa_tensor *query,
+dsa_status dsa_indexer_paged_logits(dsa_queue *q, const dsa_tensor *query,
                                 const dsa_paged_cache *cache, const dsa_tensor *weights,
                                 const dsa_tensor *context_lens, const dsa_tensor *block_tables,
-                                const dsa_tensor *logits, const dsa_mqa_logits_params *p,
+                                const dsa_tensor *logits, const dsa_indexer_logits_params *p,
                                 const dsa_events *ev) {
-  return paged(q, "dsa_paged_mqa_logits", 0, query, NULL, cache, weights, context_lens,
+  return paged(q, "dsa_indexer_paged_logits", 0, query, NULL, cache, weights, context_lens,
                block_tables, logits, p, ev);
 }
 
-dsa_status dsa_paged_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
+dsa_status dsa_indexer_paged_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
                                       const dsa_tensor *query_scale,
                                       const dsa_paged_cache *cache, const dsa_tensor *weights,
                                       const dsa_tensor *context_lens,
                                       const dsa_tensor *block_tables, const dsa_tensor *logits,
-                                      const dsa_mqa_logits_params *p, const dsa_events *ev) {
-  return paged(q, "dsa_paged_mqa_logits_mxfp4", 1, query, query_scale, cache, weights,
+                                      const dsa_indexer_logits_params *p, const dsa_events *ev) {
+  return paged(q, "dsa_indexer_paged_logits_mxfp4", 1, query, query_scale, cache, weights,
                context_lens, block_tables, logits, p, ev);
 }

@@ -22,7 +22,7 @@ DSA_VARIANT_TABLE(dsa__variants_mla_qnorm, "dsa_mla_qnorm_rope_kv_insert",
                   {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, dsa__refuse_no_sg32, NULL},
                   {"portable", 0, NULL, NULL});
 
-void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p) {
+void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_insert_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->eps = 1e-6f;
@@ -33,14 +33,14 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
                                         const dsa_tensor *positions, const dsa_tensor *cos_sin,
                                         const dsa_tensor *slot_mapping,
                                         const dsa_paged_cache *cache,
-                                        const dsa_mla_qnorm_params *p, const dsa_events *ev) {
+                                        const dsa_mla_qnorm_rope_kv_insert_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mla_qnorm_rope_kv_insert";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_mla_qnorm_params defp;
+  dsa_mla_qnorm_rope_kv_insert_params defp;
   if (!p) {
-    dsa_mla_qnorm_params_default(&defp);
+    dsa_mla_qnorm_rope_kv_insert_params_default(&defp);
     p = &defp;
   }
   if (!(isfinite(p->eps) && p->eps >= FLT_MIN))

@@ -110,13 +110,13 @@ DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode", SA_V
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode_two_stage, "dsa_sparse_mla_decode_two_stage",
                   {"gather+bf16", 0, NULL, "then dsa_sparse_attn_bf16's pick"});
 
-void dsa_sparse_attn_params_default(dsa_sparse_attn_params *p) {
+void dsa_sparse_params_default(dsa_sparse_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->softmax_scale = (float)(1.0 / sqrt((double)MLA_DIM));
 }
 
-static dsa_status check_params(const dsa_sparse_attn_params *p, const char *op) {
+static dsa_status check_params(const dsa_sparse_params *p, const char *op) {
   if (!p) return DSA_OK;
   if (!isfinite(p->softmax_scale))
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: p->softmax_scale = %g must be finite", op,
@@ -170,7 +170,7 @@ static dsa_status check_index(const dsa_tensor *idx, const dsa_tensor *lens, int
   return DSA_OK;
 }
 
-static dsa_status check_set(const dsa_mla_index_set *s, int64_t t, const char *op,
+static dsa_status check_set(const dsa_sparse_index_set *s, int64_t t, const char *op,
                             const char *sname) {
   if (!s) return DSA_OK;
   char c[48], i[48], l[48];
@@ -187,10 +187,10 @@ static void karg_query(dsa_kargs *a, const dsa_tensor *query) {
   dsa__karg_tensor(a, query, 3);
   dsa__karg_i32(a, (cl_int)query->shape[1]);
 }
-static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_params *p,
                         const dsa_tensor *out, const dsa_tensor *lse) {
-  dsa_sparse_attn_params d;
-  dsa_sparse_attn_params_default(&d);
+  dsa_sparse_params d;
+  dsa_sparse_params_default(&d);
   dsa__karg_tensor(a, sink, 1);
   dsa__karg_i32(a, sink != NULL);
   dsa__karg_f32(a, p ? p->softmax_scale : d.softmax_scale);
@@ -200,7 +200,7 @@ static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_a
   dsa__karg_faults(a);
 }
 /* SA_SET: an index set (absent: width 0 and stand-ins). */
-static void karg_set(dsa_kargs *a, const dsa_mla_index_set *s) {
+static void karg_set(dsa_kargs *a, const dsa_sparse_index_set *s) {
   const int empty = !s || s->indices->shape[1] == 0;
   dsa__karg_paged(a, empty ? NULL : s->cache);
   dsa__karg_tensor(a, empty ? NULL : s->indices, 2);
@@ -241,7 +241,7 @@ static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fuse
  * are). */
 static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
                               const dsa_tensor *idx, const dsa_tensor *lens, int has_lens,
-                              const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+                              const dsa_tensor *sink, const dsa_sparse_params *p,
                               const dsa_tensor *out, const dsa_tensor *lse, const dsa_events *ev) {
   cl_kernel kern;
   const char *kname;
@@ -265,7 +265,7 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
 
 dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
                                 const dsa_tensor *indices, const dsa_tensor *lens,
-                                const dsa_tensor *attn_sink, const dsa_sparse_attn_params *p,
+                                const dsa_tensor *attn_sink, const dsa_sparse_params *p,
                                 const dsa_tensor *out, const dsa_tensor *lse,
                                 const dsa_events *ev) {
   static const char op[] = "dsa_sparse_attn_bf16";
@@ -290,9 +290,9 @@ dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa
 }
 
 static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
-                               const dsa_mla_index_set *main_set,
-                               const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-                               const dsa_sparse_attn_params *p, const dsa_tensor *out,
+                               const dsa_sparse_index_set *main_set,
+                               const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
+                               const dsa_sparse_params *p, const dsa_tensor *out,
                                const dsa_tensor *lse, const dsa_events *ev, const char *op) {
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -303,7 +303,7 @@ static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
   return DSA_OK;
 }
 
-static int64_t set_width(const dsa_mla_index_set *s) { return s ? s->indices->shape[1] : 0; }
+static int64_t set_width(const dsa_sparse_index_set *s) { return s ? s->indices->shape[1] : 0; }
 
 /* Split-K scratch: partial rows [T, S, H, 512] f32, then (m, l) [T, S, H, 2]. */
 static uint64_t split_bytes(int64_t t, int64_t h, int64_t s) {
@@ -344,9 +344,9 @@ static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot,
 }
 
 dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
-                                 const dsa_mla_index_set *main_set,
-                                 const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-                                 const dsa_sparse_attn_params *p, const dsa_tensor *out,
+                                 const dsa_sparse_index_set *main_set,
+                                 const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
+                                 const dsa_sparse_params *p, const dsa_tensor *out,
                                  const dsa_tensor *lse, const dsa_events *ev) {
   static const char op[] = "dsa_sparse_mla_decode";
   dsa__clear_error();
@@ -423,9 +423,9 @@ size_t dsa_sparse_mla_decode_workspace_size(int64_t t, int64_t k1, int64_t k2) {
 }
 
 dsa_status dsa_sparse_mla_decode_two_stage(
-    dsa_queue *q, const dsa_tensor *query, const dsa_mla_index_set *main_set,
-    const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-    const dsa_sparse_attn_params *p, const dsa_tensor *out, const dsa_tensor *lse,
+    dsa_queue *q, const dsa_tensor *query, const dsa_sparse_index_set *main_set,
+    const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
+    const dsa_sparse_params *p, const dsa_tensor *out, const dsa_tensor *lse,
     cl_mem workspace, size_t workspace_offset, const dsa_events *ev) {
   static const char op[] = "dsa_sparse_mla_decode_two_stage";
   dsa__clear_error();

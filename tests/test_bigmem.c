@@ -164,9 +164,9 @@ int main(void) {
     dsa_tensor tq = dsa_tensor_make(mq, 0, DSA_BF16, 3, (int64_t[]){T, H, 512});
     dsa_tensor tx = dsa_tensor_make(mx, 0, DSA_I32, 2, (int64_t[]){T, K});
     dsa_tensor tout = dsa_tensor_make(mout, 0, DSA_BF16, 3, (int64_t[]){T, H, 512});
-    dsa_mla_index_set set = {&ca, &tx, &tl};
-    dsa_sparse_attn_params p;
-    dsa_sparse_attn_params_default(&p);
+    dsa_sparse_index_set set = {&ca, &tx, &tl};
+    dsa_sparse_params p;
+    dsa_sparse_params_default(&p);
     CHECK_OK(dsa_sparse_mla_decode(q, &tq, &set, NULL, NULL, &p, &tout, NULL, NULL));
     uint16_t *o = dsa_test_xmalloc((size_t)T * H * 1024);
     down(mout, 0, o, (size_t)T * H * 1024);
@@ -218,7 +218,7 @@ int main(void) {
     dsa_tensor tcl = dsa_tensor_make(mcl, 0, DSA_I32, 1, (int64_t[]){1});
     dsa_tensor tbt = dsa_tensor_make(mbt, 0, DSA_I32, 2, (int64_t[]){1, INB});
     dsa_tensor tlg = dsa_tensor_make(mlg, 0, DSA_F32, 2, (int64_t[]){1, MML});
-    CHECK_OK(dsa_paged_mqa_logits(q, &tqv, &ic, &tw, &tcl, &tbt, &tlg, NULL, NULL));
+    CHECK_OK(dsa_indexer_paged_logits(q, &tqv, &ic, &tw, &tcl, &tbt, &tlg, NULL, NULL));
     float lg[MML];
     double rl[MML];
     down(mlg, 0, lg, sizeof lg);

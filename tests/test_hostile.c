@@ -348,7 +348,7 @@ static void workspace(void) {
   dsa_tensor ot = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
   dsa_paged_cache pc = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
                         .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_index_set set = {&pc, &it, &lt};
+  dsa_sparse_index_set set = {&pc, &it, &lt};
   size_t need = dsa_sparse_mla_decode_workspace_size(1, 2, 0);
   cl_int e;
   cl_mem ws = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, need + 256, NULL, &e);
@@ -485,10 +485,10 @@ static opcase xcases[NX];
 
 static void build_cases(void) {
   static const char *const names[NX] = {
-      "dsa_mla_gather_paged",   "dsa_compressed_slot_mapping", "dsa_swa_indices",
-      "dsa_global_topk_indices", "dsa_c128_topk_indices",      "dsa_combine_topk_swa",
-      "dsa_mixed_sparse_indices", "dsa_mqa_logits",             "dsa_mqa_logits_mxfp4",
-      "dsa_paged_mqa_logits",   "dsa_paged_mqa_logits_mxfp4",  "dsa_indexer_q_quant",
+      "dsa_mla_gather_paged",   "dsa_index_compressed_slot_mapping", "dsa_index_swa",
+      "dsa_index_global_topk", "dsa_index_c128_topk",      "dsa_index_combine_topk_swa",
+      "dsa_index_mixed_sparse", "dsa_indexer_logits",             "dsa_indexer_logits_mxfp4",
+      "dsa_indexer_paged_logits",   "dsa_indexer_paged_logits_mxfp4",  "dsa_indexer_q_quant",
       "dsa_indexer_q_quant",    "dsa_indexer_k_gather",        "dsa_indexer_k_gather",
       "dsa_indexer_k_insert",   "dsa_mla_qnorm_rope_kv_insert", "dsa_sparse_attn_bf16",
       "dsa_sparse_mla_decode",  "dsa_sparse_mla_decode_two_stage", "dsa_topk_prefill",
@@ -745,49 +745,49 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
   switch (x->id) {
     case X_GATHER_PAGED: return dsa_mla_gather_paged(qq, C(0), T(0), T(1), T(2), 1, T(3), ev);
     case X_SLOT_MAPPING: {
-      dsa_compressed_slot_params p;
-      dsa_compressed_slot_params_default(&p);
+      dsa_index_compressed_slot_mapping_params p;
+      dsa_index_compressed_slot_mapping_params_default(&p);
       p.block_size = 4;
-      return dsa_compressed_slot_mapping(qq, T(0), T(1), T(2), T(3), &p, ev);
+      return dsa_index_compressed_slot_mapping(qq, T(0), T(1), T(2), T(3), &p, ev);
     }
     case X_SWA: {
-      dsa_swa_indices_params p;
-      dsa_swa_indices_params_default(&p);
+      dsa_index_swa_params p;
+      dsa_index_swa_params_default(&p);
       p.window = 4, p.block_size = 4;
-      return dsa_swa_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_GLOBAL_TOPK: {
-      dsa_global_topk_params p;
-      dsa_global_topk_params_default(&p);
+      dsa_index_global_topk_params p;
+      dsa_index_global_topk_params_default(&p);
       p.block_size = 4;
-      return dsa_global_topk_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_global_topk(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_C128: {
-      dsa_c128_topk_params p;
-      dsa_c128_topk_params_default(&p);
+      dsa_index_c128_topk_params p;
+      dsa_index_c128_topk_params_default(&p);
       p.compress_ratio = 4;
-      return dsa_c128_topk_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_c128_topk(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_COMBINE: {
-      dsa_combine_topk_swa_params p;
-      dsa_combine_topk_swa_params_default(&p);
+      dsa_index_combine_topk_swa_params p;
+      dsa_index_combine_topk_swa_params_default(&p);
       p.window = 4, p.topk = 4, p.M = 16, p.N = 8;
-      return dsa_combine_topk_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_combine_topk_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_MIXED: {
-      dsa_mixed_sparse_params p;
-      dsa_mixed_sparse_params_default(&p);
+      dsa_index_mixed_sparse_params p;
+      dsa_index_mixed_sparse_params_default(&p);
       p.window = 4, p.topk = 4, p.swa_block_size = 4, p.compressed_block_size = 4;
-      dsa_mixed_sparse_inputs in = {T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8), T(9)};
-      return dsa_mixed_sparse_indices(qq, &in, T(10), T(11), &p, ev);
+      dsa_index_mixed_sparse_inputs in = {T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8), T(9)};
+      return dsa_index_mixed_sparse(qq, &in, T(10), T(11), &p, ev);
     }
-    case X_MQA: return dsa_mqa_logits(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
+    case X_MQA: return dsa_indexer_logits(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
     case X_MQA4:
-      return dsa_mqa_logits_mxfp4(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), NULL, ev);
+      return dsa_indexer_logits_mxfp4(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), NULL, ev);
     case X_PAGED:
-      return dsa_paged_mqa_logits(qq, T(0), C(0), T(1), T(2), T(3), T(4), NULL, ev);
+      return dsa_indexer_paged_logits(qq, T(0), C(0), T(1), T(2), T(3), T(4), NULL, ev);
     case X_PAGED4:
-      return dsa_paged_mqa_logits_mxfp4(qq, T(0), T(1), C(0), T(2), T(3), T(4), T(5), NULL, ev);
+      return dsa_indexer_paged_logits_mxfp4(qq, T(0), T(1), C(0), T(2), T(3), T(4), T(5), NULL, ev);
     case X_Q8: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), NULL, T(4), NULL, T(5), ev);
     case X_Q4: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), NULL, T(4), T(6), T(5), ev);
     case X_KGATHER8:
@@ -810,7 +810,7 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
       return dsa_sparse_attn_bf16(qq, T(0), T(1), T(2), T(3), T(4), NULL, T(5), T(6), ev);
     case X_DECODE:
     case X_DECODE2: {
-      dsa_mla_index_set m = {C(0), T(1), T(2)}, e = {C(1), T(3), T(4)};
+      dsa_sparse_index_set m = {C(0), T(1), T(2)}, e = {C(1), T(3), T(4)};
       if (x->id == X_DECODE)
         return dsa_sparse_mla_decode(qq, T(0), &m, &e, T(5), NULL, T(6), T(7), ev);
       return dsa_sparse_mla_decode_two_stage(qq, T(0), &m, &e, T(5), NULL, T(6), T(7), x->ws,
@@ -1194,11 +1194,11 @@ static void every_operator(void) {
       x_refused(&x, q, what);
     }
   }
-  /* dsa_mixed_sparse_indices's input struct itself. */
+  /* dsa_index_mixed_sparse's input struct itself. */
   {
-    dsa_mixed_sparse_params p;
-    dsa_mixed_sparse_params_default(&p);
-    dsa_status s = dsa_mixed_sparse_indices(q, NULL, &xcases[X_MIXED].t[10],
+    dsa_index_mixed_sparse_params p;
+    dsa_index_mixed_sparse_params_default(&p);
+    dsa_status s = dsa_index_mixed_sparse(q, NULL, &xcases[X_MIXED].t[10],
                                             &xcases[X_MIXED].t[11], &p, NULL);
     CHECK(s == DSA_ERR_INVALID_ARGUMENT, "mixed: NULL inputs: %s", dsa_status_name(s));
     xcases_run++;
@@ -1276,9 +1276,9 @@ static void paged_wide_table(void) {
   dsa_tensor l1 = dsa_tensor_make(o1.mem, o1.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_tensor l2 = dsa_tensor_make(o2.mem, o2.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_test_read_faults(q);
-  CHECK_OK(dsa_paged_mqa_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &bt1, &l1, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &bt1, &l1, NULL, NULL));
   CHECK(dsa_test_read_faults(q) == 0, "paged_wide_table: [1, 1] table: faults");
-  CHECK_OK(dsa_paged_mqa_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &btw, &l2, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &btw, &l2, NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   CHECK(f == 0, "paged_wide_table: [1, 2^40] table: faults 0x%x", (unsigned)f);
   float a[8], b[8];

@@ -115,8 +115,8 @@ static void run_case(const qcase *c) {
   float *ow = dsa_test_xmalloc(own * 4);
   dsa_test_fill_random(&rng, oq, oqn), dsa_test_fill_random(&rng, os, osn), dsa_test_fill_random(&rng, ow, own * 4);
 
-  dsa_indexer_q_params prm;
-  dsa_indexer_q_params_default(&prm);
+  dsa_indexer_q_quant_params prm;
+  dsa_indexer_q_quant_params_default(&prm);
   prm.softmax_scale = (float)(1.0 / sqrt((double)D));
   prm.head_scale = (float)(1.0 / sqrt((double)H));
   prm.e2m1 = c->mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
@@ -224,8 +224,8 @@ static void test_sweep(void) {
       dsa_tensor oqt = dsa_tensor_make(oqb.mem, oqb.off, mx ? DSA_E2M1X2 : DSA_E4M3, 3, (int64_t[]){T, H, qd});
       dsa_tensor ost = dsa_tensor_make(osb.mem, osb.off, DSA_UE8M0, 3, (int64_t[]){T, H, 4});
       dsa_tensor owt = dsa_tensor_make(owb.mem, owb.off, DSA_F32, 2, (int64_t[]){T, H});
-      dsa_indexer_q_params prm;
-      dsa_indexer_q_params_default(&prm);
+      dsa_indexer_q_quant_params prm;
+      dsa_indexer_q_quant_params_default(&prm);
       prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
       CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, mx ? &ost : NULL, &owt, NULL));
       CHECK(dsa_test_read_faults(q) == 0, "sweep: faults");
@@ -345,8 +345,8 @@ typedef struct qargs {
   dsa_queue *q;
   dsa_tensor pos, qin, cs, w, oq, os, ow;
   const dsa_tensor *ppos, *pqin, *pcs, *pw, *poq, *pos_, *pow;
-  dsa_indexer_q_params prm;
-  const dsa_indexer_q_params *pprm;
+  dsa_indexer_q_quant_params prm;
+  const dsa_indexer_q_quant_params *pprm;
   dsa_events ev;
 } qargs;
 
@@ -431,7 +431,7 @@ static void test_bad_args(void) {
   base.oq = dsa_tensor_make(oqb.mem, oqb.off, DSA_E4M3, 3, (int64_t[]){T, H, D});
   base.os = dsa_tensor_make(osb.mem, osb.off, DSA_UE8M0, 3, (int64_t[]){T, H, 4});
   base.ow = dsa_tensor_make(owb.mem, owb.off, DSA_F32, 2, (int64_t[]){T, H});
-  dsa_indexer_q_params_default(&base.prm);
+  dsa_indexer_q_quant_params_default(&base.prm);
   /* The unbroken call works (p = NULL means defaults) and returns an event. */
   dsa_bad_args spec = {.op = "indexer_q_quant", .base = &base, .size = sizeof base,
                        .reset = qargs_point, .brk = break_q, .call = call_q, .valid = valid_q,

@@ -105,8 +105,8 @@ static void run_case(const qcase *tc) {
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = tc->nb,
                         .block_size = tc->bs, .block_stride = bstride, .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_qnorm_params prm;
-  dsa_mla_qnorm_params_default(&prm);
+  dsa_mla_qnorm_rope_kv_insert_params prm;
+  dsa_mla_qnorm_rope_kv_insert_params_default(&prm);
   if (rnd(3) == 0) prm.eps = 1e-3f;
   CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &qit, tc->in_place ? NULL : &qot, &kvt, &pt, &cst, &st,
                                         &pc, &prm, NULL));
@@ -186,7 +186,7 @@ typedef struct bargs {
   const dsa_tensor *pqi, *pqo, *pkv, *ppos, *pcs, *psl;
   dsa_paged_cache cache;
   const dsa_paged_cache *pcache;
-  dsa_mla_qnorm_params prm;
+  dsa_mla_qnorm_rope_kv_insert_params prm;
   dsa_events ev;
 } bargs;
 
@@ -268,7 +268,7 @@ static void test_bad_args(void) {
   base.cache = (dsa_paged_cache){.mem = cb.mem, .offset = cb.off, .num_blocks = 2,
                                  .block_size = 64, .block_stride = 64 * 584,
                                  .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_qnorm_params_default(&base.prm);
+  dsa_mla_qnorm_rope_kv_insert_params_default(&base.prm);
   /* Each rejected call writes neither q_out nor the cache; the unbroken call
    * (params and events NULL) writes both. */
   dsa_bad_args spec = {.op = "mla_qnorm_rope_kv_insert", .base = &base, .size = sizeof base,

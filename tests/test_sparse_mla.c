@@ -177,8 +177,8 @@ static void run_attn(const attn_case *c) {
   int32_t *idx = dsa_test_xmalloc((size_t)(c->t * is0) * 4), *lens = dsa_test_xmalloc((size_t)c->t * 4 + 4);
   make_indices(idx, lens, c->t, c->k, is0, c->s, c->bad, c->masked_first);
   float *sink = c->sink ? make_sink(c->h, c->sink == 2) : NULL;
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   p.softmax_scale = (float)(0.04419417382415922 * (rnd(2) ? 1 : 0.5));
 
   /* Strided cases also shift q and out by one element: unaligned vector paths. */
@@ -295,8 +295,8 @@ static void run_decode(const dec_case *c) {
   if (has_a) make_indices(i1, l1, t, k1, i1s, c->nb1 * c->bs1, c->bad, c->masked_first);
   if (has_b) make_indices(i2, l2, t, k2, i2s, c->nb2 * c->bs2, c->bad, 0);
   float *sink = c->sink ? make_sink(h, c->sink == 2) : NULL;
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
 
   guarded_buf qb = gbuf_create(ctx, q, qbytes, qh),
               i1b = gbuf_create(ctx, q, (size_t)(t * i1s) * 4, i1),
@@ -323,7 +323,7 @@ static void run_decode(const dec_case *c) {
   dsa_tensor o2t = dsa_tensor_make(o2.mem, o2.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
   dsa_tensor e1t = dsa_tensor_make(e1.mem, e1.off, DSA_F32, 2, (int64_t[]){t, h});
   dsa_tensor e2t = dsa_tensor_make(e2.mem, e2.off, DSA_F32, 2, (int64_t[]){t, h});
-  dsa_mla_index_set sa = {has_a ? &ca.dc : NULL, &i1t, &l1t},
+  dsa_sparse_index_set sa = {has_a ? &ca.dc : NULL, &i1t, &l1t},
                     sb2 = {has_b ? &cb.dc : NULL, &i2t, &l2t};
   char what[240];
   snprintf(what, sizeof what,
@@ -415,7 +415,7 @@ static void test_sink_edges(void) {
     dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_F32, 1, (int64_t[]){h});
     dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
     dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){t, h});
-    dsa_mla_index_set set = {&ca.dc, &it, &lt};
+    dsa_sparse_index_set set = {&ca.dc, &it, &lt};
     CHECK_OK(dsa_sparse_mla_decode(q, &qt, &set, NULL, &st, NULL, &ot, &et, NULL));
     uint16_t *got = dsa_test_xmalloc(ob.size);
     float lse[32];
@@ -477,24 +477,24 @@ typedef struct args {
   dsa_queue *q;
   dsa_tensor query, kv, idx, lens, sink, out, lse, idx2, lens2;
   dsa_paged_cache cache, cache2;
-  dsa_sparse_attn_params p;
+  dsa_sparse_params p;
   dsa_events ev;
   cl_mem ws;
   size_t ws_off;
   /* pointers, NULLed by some cases */
   dsa_tensor *pquery, *pkv, *pidx, *plens, *psink, *pout, *plse;
-  dsa_sparse_attn_params *pp;
+  dsa_sparse_params *pp;
   dsa_events *pev;
-  dsa_mla_index_set main_set, extra_set;
-  dsa_mla_index_set *pmain, *pextra;
+  dsa_sparse_index_set main_set, extra_set;
+  dsa_sparse_index_set *pmain, *pextra;
 } args;
 
 static void args_point(void *vx) {
   args *x = vx;
   x->pquery = &x->query, x->pkv = &x->kv, x->pidx = &x->idx, x->plens = &x->lens;
   x->psink = &x->sink, x->pout = &x->out, x->plse = &x->lse, x->pp = &x->p, x->pev = &x->ev;
-  x->main_set = (dsa_mla_index_set){&x->cache, &x->idx, &x->lens};
-  x->extra_set = (dsa_mla_index_set){&x->cache2, &x->idx2, &x->lens2};
+  x->main_set = (dsa_sparse_index_set){&x->cache, &x->idx, &x->lens};
+  x->extra_set = (dsa_sparse_index_set){&x->cache2, &x->idx2, &x->lens2};
   x->pmain = &x->main_set, x->pextra = &x->extra_set;
 }
 
@@ -642,7 +642,7 @@ static void test_bad_args(void) {
   base.out = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
   base.lse = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){t, h});
   base.cache = ca.dc, base.cache2 = cb.dc;
-  dsa_sparse_attn_params_default(&base.p);
+  dsa_sparse_params_default(&base.p);
   base.ws = wb.mem, base.ws_off = 256;
   run_bad("dsa_sparse_attn_bf16", &base, call_attn, break_attn, &ob);
   run_bad("dsa_sparse_mla_decode", &base, call_fused, break_decode, &ob);

@@ -270,7 +270,7 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
   dsa_tensor lq = V(A_OQ, DSA_E4M3, 4, T, 1, HI, DI), lw = V(A_OW, DSA_F32, 2, T, HI),
              ctxl = V(A_CTX, DSA_I32, 1, T), bt = V(A_BT, DSA_I32, 2, T, W),
              logits = V(A_LOGITS, DSA_F32, 2, T, MAXLEN);
-  CHECK_OK(dsa_paged_mqa_logits(q, &lq, &icache, &lw, &ctxl, &bt, &logits, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits(q, &lq, &icache, &lw, &ctxl, &bt, &logits, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor topk = V(A_TOPK, DSA_I32, 2, T, TOPK);
@@ -291,7 +291,7 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
              slens = V(A_SLENS, DSA_I32, 1, T), sidx2 = V(A_SIDX2, DSA_I32, 2, T, KX),
              slens2 = V(A_SLENS2, DSA_I32, 1, T), sink = V(A_SINK, DSA_F32, 1, H),
              sout = V(A_SOUT, DSA_BF16, 3, T, H, 512), lse = V(A_LSE, DSA_F32, 2, T, H);
-  dsa_mla_index_set main_set = {&mcache, &sidx, &slens}, extra_set = {&mcache, &sidx2, &slens2};
+  dsa_sparse_index_set main_set = {&mcache, &sidx, &slens}, extra_set = {&mcache, &sidx2, &slens2};
   CHECK_OK(dsa_sparse_mla_decode(q, &query, &main_set, &extra_set, &sink, NULL, &sout, &lse, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 

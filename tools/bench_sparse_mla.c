@@ -21,7 +21,7 @@ typedef struct smla_state {
   dsa_paged_cache cache;
   cl_mem query, idx1, idx2, len1, len2, sink, out, ws;
   dsa_tensor tquery, tidx1, tidx2, tlen1, tlen2, tsink, tout;
-  dsa_mla_index_set main_set, extra_set;
+  dsa_sparse_index_set main_set, extra_set;
   size_t ws_bytes;
 } smla_state;
 
@@ -77,8 +77,8 @@ static int smla_setup(bench_env *e, const int64_t *p, void **out, int two_stage)
   s->tquery = dsa_tensor_make(s->query, 0, DSA_BF16, 3, qs);
   s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 3, qs);
   s->tsink = dsa_tensor_make(s->sink, 0, DSA_F32, 1, &h);
-  s->main_set = (dsa_mla_index_set){&s->cache, &s->tidx1, &s->tlen1};
-  s->extra_set = (dsa_mla_index_set){&s->cache, &s->tidx2, &s->tlen2};
+  s->main_set = (dsa_sparse_index_set){&s->cache, &s->tidx1, &s->tlen1};
+  s->extra_set = (dsa_sparse_index_set){&s->cache, &s->tidx2, &s->tlen2};
   return 0;
 }
 

@@ -14,8 +14,8 @@ static int run_q(gcase *c, int mxfp4) {
   if (c->failed || golden_meta_f64(c, "softmax_scale", &ss) ||
       golden_meta_f64(c, "head_scale", &hs))
     return -1;
-  dsa_indexer_q_params p;
-  dsa_indexer_q_params_default(&p);
+  dsa_indexer_q_quant_params p;
+  dsa_indexer_q_quant_params_default(&p);
   p.softmax_scale = (float)ss;
   p.head_scale = (float)hs;
   if (mxfp4) {

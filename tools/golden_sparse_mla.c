@@ -115,9 +115,9 @@ static int run_sparse_mla_decode(gcase *c) {
              o2t = dsa_tensor_make(o2, 0, DSA_BF16, 3, out_ref->shape),
              l1t = dsa_tensor_make(l1, 0, DSA_F32, 2, lse_ref->shape),
              l2t = dsa_tensor_make(l2, 0, DSA_F32, 2, lse_ref->shape);
-  dsa_mla_index_set main_set = {&swa, &sit, &slt}, extra_set = {&ext, &eit, &elt};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_index_set main_set = {&swa, &sit, &slt}, extra_set = {&ext, &eit, &elt};
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   p.softmax_scale = (float)scale;
   if (h != out_ref->shape[1] || t != out_ref->shape[0])
     return golden_fail(c, "out_ref shape does not match q");

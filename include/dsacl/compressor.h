@@ -81,7 +81,7 @@ typedef struct dsa_compressor_params {
 DSA_API void dsa_compressor_params_default(dsa_compressor_params *p);
 
 /* p may be NULL (defaults); only p->compress_ratio is used. */
-DSA_API dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
+DSA_API dsa_status dsa_compressor_save_states(dsa_queue *queue, const dsa_tensor *kv,
                                               const dsa_tensor *score, const dsa_tensor *ape,
                                               const dsa_tensor *positions,
                                               const dsa_tensor *slot_mapping,
@@ -91,7 +91,7 @@ DSA_API dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv
 
 /* p may be NULL (defaults). */
 DSA_API dsa_status dsa_compressor_compress_insert(
-    dsa_queue *q, const dsa_tensor *state, const dsa_tensor *block_table,
+    dsa_queue *queue, const dsa_tensor *state, const dsa_tensor *block_table,
     const dsa_tensor *token_to_req, const dsa_tensor *positions, const dsa_tensor *slot_mapping,
     const dsa_tensor *norm_weight, const dsa_tensor *cos_sin,
     const dsa_tensor *cache_slot_mapping, const dsa_paged_cache *cache,

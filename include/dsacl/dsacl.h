@@ -180,13 +180,13 @@ enum dsa_queue_flags {
 DSA_API dsa_status dsa_queue_create(dsa_queue **out, dsa_context *c, unsigned flags);
 /* Wraps the caller's queue (retained while the dsa_queue lives). */
 DSA_API dsa_status dsa_queue_create_from_cl(dsa_queue **out, dsa_context *c,
-                                            cl_command_queue q);
-DSA_API void dsa_queue_destroy(dsa_queue **q);
-DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *q);
+                                            cl_command_queue cq);
+DSA_API void dsa_queue_destroy(dsa_queue **queue);
+DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *queue);
 /* The kernel variant of this queue's latest operator call that enqueued
  * work, "operator: variant" (the tile variants add their back-end); "" before
  * any. Owned by the queue, valid until its next call. */
-DSA_API const char *dsa_queue_last_variant(const dsa_queue *q);
+DSA_API const char *dsa_queue_last_variant(const dsa_queue *queue);
 
 /* Device fault word: bits set by kernels on data-dependent bad input.
  * X(NAME, bit, "meaning"). The kernels get these values as build options
@@ -203,7 +203,7 @@ enum dsa_fault_bits {
 #undef DSA_FAULT_ENUM_
 };
 /* Blocking: waits for the queue's work, reads the fault word, clears it. */
-DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
+DSA_API dsa_status dsa_queue_faults(dsa_queue *queue, uint32_t *bits);
 
 /* --------------------------------------------------------------------------
  * Tensors and paged caches: views into the caller's cl_mem (or USM / SVM
@@ -330,11 +330,11 @@ DSA_API int dsa_external_supported(const dsa_context *c, dsa_external_handle typ
  * the reason, where the device or the ICD loader cannot. */
 DSA_API dsa_status dsa_external_import(dsa_context *c, dsa_external_handle type, int fd,
                                        size_t bytes, cl_mem *out);
-/* clEnqueueAcquire/ReleaseExternalMemObjectsKHR on q for n imported
+/* clEnqueueAcquire/ReleaseExternalMemObjectsKHR on queue for n imported
  * buffers, with the usual wait list and completion event. */
-DSA_API dsa_status dsa_external_acquire(dsa_queue *q, cl_uint n, const cl_mem *mems,
+DSA_API dsa_status dsa_external_acquire(dsa_queue *queue, cl_uint n, const cl_mem *mems,
                                         const dsa_events *ev);
-DSA_API dsa_status dsa_external_release(dsa_queue *q, cl_uint n, const cl_mem *mems,
+DSA_API dsa_status dsa_external_release(dsa_queue *queue, cl_uint n, const cl_mem *mems,
                                         const dsa_events *ev);
 
 /* --------------------------------------------------------------------------
@@ -344,7 +344,7 @@ DSA_API dsa_status dsa_external_release(dsa_queue *q, cl_uint n, const cl_mem *m
 /* Quantize k [N, 512] bf16 (row stride free, unit inner stride) and write
  * token n to slot slot_mapping[n] (i64 [N]): block = slot / block_size.
  * slot < 0: skipped. slot >= capacity: skipped + DSA_FAULT_SLOT_RANGE. */
-DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
+DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *queue, const dsa_tensor *k,
                                         const dsa_tensor *slot_mapping,
                                         const dsa_paged_cache *cache, const dsa_events *ev);
 
@@ -353,7 +353,7 @@ DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
  * Dequantization is exact: bf16(e4m3 * 2^(scale - 127)); scale byte 0 counts
  * as 0 and 255 as +inf (as vLLM's exp2 does); a NaN result is 0x7FC0. The 64
  * RoPE dims are copied bit for bit. */
-DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
+DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *queue, const dsa_paged_cache *cache,
                                         const dsa_tensor *indices, const dsa_tensor *out,
                                         const dsa_events *ev);
 
@@ -368,7 +368,7 @@ DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cac
  *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
  *   block index >= W: row skipped, DSA_FAULT_INDEX_RANGE;
  *   block id >= num_blocks: zeros, DSA_FAULT_SLOT_RANGE; block id < 0: zeros. */
-DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
+DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *queue, const dsa_paged_cache *cache,
                                         const dsa_tensor *seq_lens,
                                         const dsa_tensor *gather_lens,
                                         const dsa_tensor *block_table, int64_t offset,

@@ -44,17 +44,17 @@ extern "C" {
  * query_start_loc i32 [R+1], seq_lens i32 [R], block_table i32 [R, W],
  * slot_mapping i64 [T] (output; T may exceed query_start_loc[R]).
  * block_size is the storage block size (compressed rows per block). */
-typedef struct dsa_compressed_slot_params {
+typedef struct dsa_index_compressed_slot_mapping_params {
   int32_t compress_ratio; /* >= 1; default 4 */
   int32_t block_size;     /* >= 1; default 64 */
   unsigned char reserved[24];
-} dsa_compressed_slot_params;
-DSA_API void dsa_compressed_slot_params_default(dsa_compressed_slot_params *p);
-DSA_API dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_start_loc,
+} dsa_index_compressed_slot_mapping_params;
+DSA_API void dsa_index_compressed_slot_mapping_params_default(dsa_index_compressed_slot_mapping_params *p);
+DSA_API dsa_status dsa_index_compressed_slot_mapping(dsa_queue *queue, const dsa_tensor *query_start_loc,
                                                const dsa_tensor *seq_lens,
                                                const dsa_tensor *block_table,
                                                const dsa_tensor *slot_mapping,
-                                               const dsa_compressed_slot_params *p,
+                                               const dsa_index_compressed_slot_mapping_params *p,
                                                const dsa_events *ev);
 
 /* ---- §10.2 SWA indices and lengths (decode) --------------------------------
@@ -70,17 +70,17 @@ DSA_API dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *q
  * vLLM's prefix_len + t - query_start), token_to_req i32 [T],
  * is_valid_token u8 [T] or NULL, block_table i32 [R, W], indices i32
  * [T, >= window], lens i32 [T]. */
-typedef struct dsa_swa_indices_params {
+typedef struct dsa_index_swa_params {
   int32_t window;     /* >= 1; default 128 */
   int32_t block_size; /* SWA cache block size, >= 1; default 64 */
   unsigned char reserved[24];
-} dsa_swa_indices_params;
-DSA_API void dsa_swa_indices_params_default(dsa_swa_indices_params *p);
-DSA_API dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
+} dsa_index_swa_params;
+DSA_API void dsa_index_swa_params_default(dsa_index_swa_params *p);
+DSA_API dsa_status dsa_index_swa(dsa_queue *queue, const dsa_tensor *positions,
                                    const dsa_tensor *token_to_req,
                                    const dsa_tensor *is_valid_token,
                                    const dsa_tensor *block_table, const dsa_tensor *indices,
-                                   const dsa_tensor *lens, const dsa_swa_indices_params *p,
+                                   const dsa_tensor *lens, const dsa_index_swa_params *p,
                                    const dsa_events *ev);
 
 /* ---- §10.3 top-k local -> global slots ---------------------------------------
@@ -91,17 +91,17 @@ DSA_API dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
  * topk_local i32 [T, K], token_to_req i32 [T], block_table i32 [R, W],
  * is_valid_token u8 [T] or NULL, out i32 [T, K] (may be topk_local itself),
  * lens i32 [T] or NULL. */
-typedef struct dsa_global_topk_params {
+typedef struct dsa_index_global_topk_params {
   int32_t block_size; /* compressed rows per block, >= 1; default 64 (C4) */
   unsigned char reserved[28];
-} dsa_global_topk_params;
-DSA_API void dsa_global_topk_params_default(dsa_global_topk_params *p);
-DSA_API dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
+} dsa_index_global_topk_params;
+DSA_API void dsa_index_global_topk_params_default(dsa_index_global_topk_params *p);
+DSA_API dsa_status dsa_index_global_topk(dsa_queue *queue, const dsa_tensor *topk_local,
                                            const dsa_tensor *token_to_req,
                                            const dsa_tensor *block_table,
                                            const dsa_tensor *is_valid_token,
                                            const dsa_tensor *out, const dsa_tensor *lens,
-                                           const dsa_global_topk_params *p,
+                                           const dsa_index_global_topk_params *p,
                                            const dsa_events *ev);
 
 /* C128 dense form (vLLM _build_c128a_topk_metadata_kernel): every compressed
@@ -116,18 +116,18 @@ DSA_API dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_
  * block_table i32 [R, W] or NULL, is_valid_token u8 [T] or NULL, out i32
  * [T, K], lens i32 [T] or NULL. A negative position counts as n = 0 and
  * faults. */
-typedef struct dsa_c128_topk_params {
+typedef struct dsa_index_c128_topk_params {
   int32_t compress_ratio; /* >= 1; default 128 */
   int32_t block_size;     /* compressed rows per block, >= 1; default 2 */
   unsigned char reserved[24];
-} dsa_c128_topk_params;
-DSA_API void dsa_c128_topk_params_default(dsa_c128_topk_params *p);
-DSA_API dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
+} dsa_index_c128_topk_params;
+DSA_API void dsa_index_c128_topk_params_default(dsa_index_c128_topk_params *p);
+DSA_API dsa_status dsa_index_c128_topk(dsa_queue *queue, const dsa_tensor *positions,
                                          const dsa_tensor *token_to_req,
                                          const dsa_tensor *block_table,
                                          const dsa_tensor *is_valid_token,
                                          const dsa_tensor *out, const dsa_tensor *lens,
-                                         const dsa_c128_topk_params *p, const dsa_events *ev);
+                                         const dsa_index_c128_topk_params *p, const dsa_events *ev);
 
 /* ---- §10.4 prefill top-k + SWA combination ------------------------------------
  * Indices into a prefill workspace of M rows per request (compressed rows
@@ -149,21 +149,21 @@ DSA_API dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positio
  * topk i32 [T, >= topk] (NULL allowed when topk == 0), query_start_loc i32
  * [R+1], seq_lens / gather_lens i32 [R], out i32 [T, >= topk + window]
  * (vLLM: round_up(topk + window, 128)), lens i32 [T]. */
-typedef struct dsa_combine_topk_swa_params {
+typedef struct dsa_index_combine_topk_swa_params {
   int32_t window;         /* >= 1; default 128 */
   int32_t compress_ratio; /* >= 1; default 4 */
   int32_t topk;           /* >= 0 (0: SWA only); default 512 */
   int64_t M;              /* workspace rows per request, >= 0 */
   int64_t N;              /* first SWA row of a request's slab, >= 0 */
   unsigned char reserved[16];
-} dsa_combine_topk_swa_params;
-DSA_API void dsa_combine_topk_swa_params_default(dsa_combine_topk_swa_params *p);
-DSA_API dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
+} dsa_index_combine_topk_swa_params;
+DSA_API void dsa_index_combine_topk_swa_params_default(dsa_index_combine_topk_swa_params *p);
+DSA_API dsa_status dsa_index_combine_topk_swa(dsa_queue *queue, const dsa_tensor *topk,
                                         const dsa_tensor *query_start_loc,
                                         const dsa_tensor *seq_lens,
                                         const dsa_tensor *gather_lens, const dsa_tensor *out,
                                         const dsa_tensor *lens,
-                                        const dsa_combine_topk_swa_params *p,
+                                        const dsa_index_combine_topk_swa_params *p,
                                         const dsa_events *ev);
 
 /* ---- §10.5 mixed sparse-index matrix (FlashInfer layout) -------------------
@@ -187,7 +187,7 @@ DSA_API dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
  *   lens[t] = window + topk_len (window, not swa_len, as in vLLM).
  * decode_compressed_indices may be NULL (Kd = 0: compressed columns -1,
  * lens = window); compressed_block_table NULL means swa_block_table. */
-typedef struct dsa_mixed_sparse_inputs {
+typedef struct dsa_index_mixed_sparse_inputs {
   const dsa_tensor *decode_swa_indices;        /* i32 [Td, window] */
   const dsa_tensor *decode_compressed_indices; /* i32 [Td, Kd] or NULL */
   const dsa_tensor *decode_compressed_lens;    /* i32 [Td] or NULL (global form only) */
@@ -198,8 +198,8 @@ typedef struct dsa_mixed_sparse_inputs {
   const dsa_tensor *token_to_req;              /* i32 [>= Td + Tp] */
   const dsa_tensor *swa_block_table;           /* i32 [R, Ws] */
   const dsa_tensor *compressed_block_table;    /* i32 [R, Wc] or NULL */
-} dsa_mixed_sparse_inputs;
-typedef struct dsa_mixed_sparse_params {
+} dsa_index_mixed_sparse_inputs;
+typedef struct dsa_index_mixed_sparse_params {
   int32_t window;                  /* >= 1; default 128 */
   int32_t compress_ratio;          /* >= 1; default 4 */
   int32_t topk;                    /* >= 0; default 512 */
@@ -207,11 +207,11 @@ typedef struct dsa_mixed_sparse_params {
   int32_t compressed_block_size;   /* >= 1; default 64 */
   int32_t decode_compressed_local; /* 0 / 1; default 0 */
   unsigned char reserved[24];
-} dsa_mixed_sparse_params;
-DSA_API void dsa_mixed_sparse_params_default(dsa_mixed_sparse_params *p);
-DSA_API dsa_status dsa_mixed_sparse_indices(dsa_queue *q, const dsa_mixed_sparse_inputs *in,
+} dsa_index_mixed_sparse_params;
+DSA_API void dsa_index_mixed_sparse_params_default(dsa_index_mixed_sparse_params *p);
+DSA_API dsa_status dsa_index_mixed_sparse(dsa_queue *queue, const dsa_index_mixed_sparse_inputs *in,
                                             const dsa_tensor *out, const dsa_tensor *lens,
-                                            const dsa_mixed_sparse_params *p,
+                                            const dsa_index_mixed_sparse_params *p,
                                             const dsa_events *ev);
 
 #ifdef __cplusplus

@@ -35,15 +35,15 @@
 extern "C" {
 #endif
 
-typedef struct dsa_mqa_logits_params {
+typedef struct dsa_indexer_logits_params {
   /* 1: every column outside a row's valid keys becomes -inf; 0: such columns
    * are not written (consumers read only the valid range). Default 1. */
   int32_t clean;
   unsigned char reserved[28];
-} dsa_mqa_logits_params;
+} dsa_indexer_logits_params;
 
 /* clean = 1, reserved zeroed. */
-DSA_API void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p);
+DSA_API void dsa_indexer_logits_params_default(dsa_indexer_logits_params *p);
 
 /* Ragged prefill form, FP8 (§6.2).
  *   query    e4m3 [M, H, D]   (row and head strides free, unit inner stride)
@@ -57,10 +57,10 @@ DSA_API void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p);
  * Faults: ks < 0 or ke > N set DSA_FAULT_LENGTH_RANGE and the range is
  * clamped to [max(ks, 0), min(ke, N)); ks >= ke is an empty row (all -inf
  * when clean, no fault). */
-DSA_API dsa_status dsa_mqa_logits(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *k,
+DSA_API dsa_status dsa_indexer_logits(dsa_queue *queue, const dsa_tensor *query, const dsa_tensor *k,
                                   const dsa_tensor *k_scale, const dsa_tensor *weights,
                                   const dsa_tensor *ks, const dsa_tensor *ke,
-                                  const dsa_tensor *logits, const dsa_mqa_logits_params *p,
+                                  const dsa_tensor *logits, const dsa_indexer_logits_params *p,
                                   const dsa_events *ev);
 
 /* Ragged prefill form, MXFP4 (§6.4).
@@ -68,13 +68,13 @@ DSA_API dsa_status dsa_mqa_logits(dsa_queue *q, const dsa_tensor *query, const d
  *   k            e2m1x2 [N, D/2],    k_scale     ue8m0 [N, D/32]
  * (scale tensors: any strides; value tensors: unit inner stride; the u8
  * dtype is accepted for all four), weights, ks, ke, logits as for
- * dsa_mqa_logits. */
-DSA_API dsa_status dsa_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
+ * dsa_indexer_logits. */
+DSA_API dsa_status dsa_indexer_logits_mxfp4(dsa_queue *queue, const dsa_tensor *query,
                                         const dsa_tensor *query_scale, const dsa_tensor *k,
                                         const dsa_tensor *k_scale, const dsa_tensor *weights,
                                         const dsa_tensor *ks, const dsa_tensor *ke,
                                         const dsa_tensor *logits,
-                                        const dsa_mqa_logits_params *p, const dsa_events *ev);
+                                        const dsa_indexer_logits_params *p, const dsa_events *ev);
 
 /* Paged decode form, FP8 (§6.3).
  *   query         e4m3 [B, next_n, H, 128] (strides free, unit inner stride)
@@ -97,26 +97,26 @@ DSA_API dsa_status dsa_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
  *     DSA_FAULT_SLOT_RANGE, nothing is read for it and its keys' logits are
  *     -inf (whatever clean says).
  * B = 0 or max_model_len = 0 enqueue nothing. p may be NULL. */
-DSA_API dsa_status dsa_paged_mqa_logits(dsa_queue *q, const dsa_tensor *query,
+DSA_API dsa_status dsa_indexer_paged_logits(dsa_queue *queue, const dsa_tensor *query,
                                         const dsa_paged_cache *cache,
                                         const dsa_tensor *weights,
                                         const dsa_tensor *context_lens,
                                         const dsa_tensor *block_tables,
                                         const dsa_tensor *logits,
-                                        const dsa_mqa_logits_params *p, const dsa_events *ev);
+                                        const dsa_indexer_logits_params *p, const dsa_events *ev);
 
 /* Paged decode form, MXFP4 (§6.4): query e2m1x2 [B, next_n, H, 64] and
  * query_scale ue8m0 [B, next_n, H, 4] (u8 accepted), cache
  * DSA_CACHE_INDEXER_MXFP4 (§3.3: a block's bs·64 packed bytes, then bs·4
- * scale bytes); everything else as dsa_paged_mqa_logits. */
-DSA_API dsa_status dsa_paged_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
+ * scale bytes); everything else as dsa_indexer_paged_logits. */
+DSA_API dsa_status dsa_indexer_paged_logits_mxfp4(dsa_queue *queue, const dsa_tensor *query,
                                               const dsa_tensor *query_scale,
                                               const dsa_paged_cache *cache,
                                               const dsa_tensor *weights,
                                               const dsa_tensor *context_lens,
                                               const dsa_tensor *block_tables,
                                               const dsa_tensor *logits,
-                                              const dsa_mqa_logits_params *p,
+                                              const dsa_indexer_logits_params *p,
                                               const dsa_events *ev);
 
 #ifdef __cplusplus

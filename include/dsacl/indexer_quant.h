@@ -33,15 +33,15 @@ typedef enum dsa_e2m1_mode {
 /* --------------------------------------------------------------------------
  * Indexer Q: RoPE + quantization (§4).
  * ------------------------------------------------------------------------ */
-typedef struct dsa_indexer_q_params {
+typedef struct dsa_indexer_q_quant_params {
   float softmax_scale;    /* default 128^-0.5 (DeepSeek's indexer head dim) */
   float head_scale;       /* default 64^-0.5 (DeepSeek's indexer head count;
                              with tensor parallelism this is NOT the shard's H) */
   dsa_e2m1_mode e2m1;     /* MXFP4 output only; default DSA_E2M1_RNE */
   unsigned char reserved[32];
-} dsa_indexer_q_params;
+} dsa_indexer_q_quant_params;
 
-DSA_API void dsa_indexer_q_params_default(dsa_indexer_q_params *p);
+DSA_API void dsa_indexer_q_quant_params_default(dsa_indexer_q_quant_params *p);
 
 /* Inputs
  *   positions  [T] i64 (i32 accepted), any stride: row of cos_sin per token
@@ -70,10 +70,10 @@ DSA_API void dsa_indexer_q_params_default(dsa_indexer_q_params *p);
  * rotated) and DSA_FAULT_POSITION_RANGE is set.
  * Bit-exact with vLLM; subnormal weights or products assume a device that
  * keeps fp32 denormals. */
-DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
+DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *queue, const dsa_tensor *positions,
                                        const dsa_tensor *index_q, const dsa_tensor *cos_sin,
                                        const dsa_tensor *weights,
-                                       const dsa_indexer_q_params *p,
+                                       const dsa_indexer_q_quant_params *p,
                                        const dsa_tensor *out_q, const dsa_tensor *out_scales,
                                        const dsa_tensor *out_weights, const dsa_events *ev);
 
@@ -95,7 +95,7 @@ DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions
  *   the E2M1 mode e2m1 (ignored for FP8).
  * slot < 0: skipped. slot >= num_blocks * block_size: skipped +
  * DSA_FAULT_SLOT_RANGE. Two rows with the same valid slot: one of them wins. */
-DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k,
+DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *queue, const dsa_tensor *k,
                                         const dsa_tensor *slot_mapping,
                                         const dsa_paged_cache *cache, dsa_e2m1_mode e2m1,
                                         const dsa_events *ev);
@@ -124,7 +124,7 @@ DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k,
  * cu[R] > total also sets DSA_FAULT_LENGTH_RANGE (rows past total are not
  * written). R = 0 or total = 0 enqueues nothing. Here R + 1 = cu_seqlens' length and
  * block_table has R rows. */
-DSA_API dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_paged_cache *cache,
+DSA_API dsa_status dsa_indexer_k_gather(dsa_queue *queue, const dsa_paged_cache *cache,
                                         const dsa_tensor *block_table,
                                         const dsa_tensor *cu_seqlens, const dsa_tensor *k_out,
                                         const dsa_tensor *k_scale, const dsa_events *ev);

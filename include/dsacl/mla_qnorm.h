@@ -47,22 +47,22 @@
 extern "C" {
 #endif
 
-typedef struct dsa_mla_qnorm_params {
+typedef struct dsa_mla_qnorm_rope_kv_insert_params {
   float eps; /* RMSNorm epsilon: finite, >= FLT_MIN (1.17549435e-38); default 1e-6 */
   unsigned char reserved[28];
-} dsa_mla_qnorm_params;
+} dsa_mla_qnorm_rope_kv_insert_params;
 
 /* eps = 1e-6, reserved zeroed. */
-DSA_API void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p);
+DSA_API void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_insert_params *p);
 
 /* p may be NULL (defaults). */
-DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
+DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *queue, const dsa_tensor *q_in,
                                                 const dsa_tensor *q_out, const dsa_tensor *kv,
                                                 const dsa_tensor *positions,
                                                 const dsa_tensor *cos_sin,
                                                 const dsa_tensor *slot_mapping,
                                                 const dsa_paged_cache *cache,
-                                                const dsa_mla_qnorm_params *p,
+                                                const dsa_mla_qnorm_rope_kv_insert_params *p,
                                                 const dsa_events *ev);
 
 #ifdef __cplusplus

@@ -56,7 +56,7 @@
 extern "C" {
 #endif
 
-DSA_API dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *q, const dsa_tensor *o,
+DSA_API dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *queue, const dsa_tensor *o,
                                                  const dsa_tensor *positions,
                                                  const dsa_tensor *cos_sin,
                                                  const dsa_tensor *out,

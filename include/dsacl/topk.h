@@ -50,7 +50,7 @@ DSA_API void dsa_topk_params_default(dsa_topk_params *p);
  * [rows, k] (any strides). Row r covers [row_starts[r], row_ends[r]);
  * outputs are relative to row_starts[r]. Faults (DSA_FAULT_LENGTH_RANGE):
  * start < 0, end > N, start > end. p may be NULL (defaults). */
-DSA_API dsa_status dsa_topk_prefill(dsa_queue *q, const dsa_tensor *logits,
+DSA_API dsa_status dsa_topk_prefill(dsa_queue *queue, const dsa_tensor *logits,
                                     const dsa_tensor *row_starts, const dsa_tensor *row_ends,
                                     const dsa_tensor *indices, const dsa_topk_params *p,
                                     const dsa_events *ev);
@@ -62,7 +62,7 @@ DSA_API dsa_status dsa_topk_prefill(dsa_queue *q, const dsa_tensor *logits,
  *   [B, next_n] (2-D, DeepSeek-V4): row r = b * next_n + i covers
  *       [0, lengths[b][i]).
  * indices i32 [rows, k], absolute columns. Faults: a length < 0, an end > N. */
-DSA_API dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits,
+DSA_API dsa_status dsa_topk_decode(dsa_queue *queue, const dsa_tensor *logits,
                                    const dsa_tensor *lengths, const dsa_tensor *indices,
                                    const dsa_topk_params *p, const dsa_events *ev);
 

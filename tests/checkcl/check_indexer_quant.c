@@ -29,7 +29,7 @@ typedef struct qq {
   size_t oqn, osn;
   cl_mem mq, mp, mc, mw, moq, mos, mow;
   dsa_tensor tq, tp, tc, tw, toq, tos, tow;
-  dsa_indexer_q_params prm;
+  dsa_indexer_q_quant_params prm;
 } qq;
 
 static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
@@ -51,7 +51,7 @@ static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_
   for (int64_t i = 0; i < T * H; i++) s->w[i] = (float)cc_uniform(e, -2, 2);
   const int64_t qd = mx ? D / 2 : D;
   s->oqn = (size_t)(T * H * qd), s->osn = (size_t)(T * H * (D / 32));
-  dsa_indexer_q_params_default(&s->prm);
+  dsa_indexer_q_quant_params_default(&s->prm);
   s->prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
   s->mq = cc_buf(e, (size_t)(T * H * D) * 2, s->q);
   s->mp = cc_buf(e, (size_t)T * 8, s->pos);

@@ -102,8 +102,8 @@ static void ab_free(void *p) {
 }
 static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &p, &a->to,
                                       &a->te, &ev);
   cc_after_call(e);
@@ -157,7 +157,7 @@ typedef struct dset {
   cl_mem mc, mi, ml;
   dsa_paged_cache dc;
   dsa_tensor ti, tl;
-  dsa_mla_index_set set;
+  dsa_sparse_index_set set;
 } dset;
 
 static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int64_t k, int bad) {
@@ -180,7 +180,7 @@ static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int
                             .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   d->ti = cc_t(d->mi, DSA_I32, 2, (int64_t[]){t, k});
   d->tl = cc_t(d->ml, DSA_I32, 1, (int64_t[]){t});
-  d->set = (dsa_mla_index_set){&d->dc, &d->ti, &d->tl};
+  d->set = (dsa_sparse_index_set){&d->dc, &d->ti, &d->tl};
 }
 static void dset_free(dset *d) {
   free(d->img), free(d->idx), free(d->lens);
@@ -229,8 +229,8 @@ static void dec_free(void *p) {
 }
 static dsa_status dec_call(cc_env *e, dec *d, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   dsa_status s =
       d->two ? dsa_sparse_mla_decode_two_stage(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
                                                d->has2 ? &d->s2.set : NULL, &d->ts, &p, &d->to,

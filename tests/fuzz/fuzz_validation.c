@@ -263,24 +263,24 @@ typedef struct sig {
 static const sig sigs[] = {
     /* 0 dsa_mla_gather_paged */
     {4, 1, {I32_, I32_, I32_, BF_}, {1, 1, 2, 3}, {DSA_CACHE_MLA_FP8}},
-    /* 1 dsa_compressed_slot_mapping */ {4, 0, {I32_, I32_, I32_, I64_}, {1, 1, 2, 1}, {0}},
-    /* 2 dsa_swa_indices */ {6, 0, {I64_, I32_, U8_, I32_, I32_, I32_}, {1, 1, 1, 2, 2, 1}, {0}},
-    /* 3 dsa_global_topk_indices */
+    /* 1 dsa_index_compressed_slot_mapping */ {4, 0, {I32_, I32_, I32_, I64_}, {1, 1, 2, 1}, {0}},
+    /* 2 dsa_index_swa */ {6, 0, {I64_, I32_, U8_, I32_, I32_, I32_}, {1, 1, 1, 2, 2, 1}, {0}},
+    /* 3 dsa_index_global_topk */
     {6, 0, {I32_, I32_, I32_, U8_, I32_, I32_}, {2, 1, 2, 1, 2, 1}, {0}},
-    /* 4 dsa_c128_topk_indices */
+    /* 4 dsa_index_c128_topk */
     {6, 0, {I64_, I32_, I32_, U8_, I32_, I32_}, {1, 1, 2, 1, 2, 1}, {0}},
-    /* 5 dsa_combine_topk_swa */
+    /* 5 dsa_index_combine_topk_swa */
     {6, 0, {I32_, I32_, I32_, I32_, I32_, I32_}, {2, 1, 1, 1, 2, 1}, {0}},
-    /* 6 dsa_mixed_sparse_indices */
+    /* 6 dsa_index_mixed_sparse */
     {12, 0, {I32_, I32_, I32_, U8_, I32_, I32_, I32_, I32_, I32_, I32_, I32_, I32_},
      {2, 2, 1, 1, 2, 1, 1, 1, 2, 2, 2, 1}, {0}},
-    /* 7 dsa_mqa_logits */
+    /* 7 dsa_indexer_logits */
     {7, 0, {E4_, E4_, F32_, F32_, I32_, I32_, F32_}, {3, 2, 1, 2, 1, 1, 2}, {0}},
-    /* 8 dsa_mqa_logits_mxfp4 */
+    /* 8 dsa_indexer_logits_mxfp4 */
     {8, 0, {E2_, UE_, E2_, UE_, F32_, I32_, I32_, F32_}, {3, 3, 2, 2, 2, 1, 1, 2}, {0}},
-    /* 9 dsa_paged_mqa_logits */
+    /* 9 dsa_indexer_paged_logits */
     {5, 1, {E4_, F32_, I32_, I32_, F32_}, {4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_FP8}},
-    /* 10 dsa_paged_mqa_logits_mxfp4 */
+    /* 10 dsa_indexer_paged_logits_mxfp4 */
     {6, 1, {E2_, UE_, F32_, I32_, I32_, F32_}, {4, 4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_MXFP4}},
     /* 11 dsa_indexer_q_quant, MXFP4 */
     {7, 0, {I64_, BF_, F32_, F32_, E2_, UE_, F32_}, {1, 3, 2, 2, 3, 3, 2}, {0}},
@@ -319,42 +319,42 @@ static dsa_status sig_call(int i, const dsa_tensor **t, const dsa_paged_cache **
   switch (i) {
     case 0: return dsa_mla_gather_paged(q, c[0], t[0], t[1], t[2], m, t[3], ev);
     case 1: {
-      dsa_compressed_slot_params p = {a, b, {0}};
-      return dsa_compressed_slot_mapping(q, t[0], t[1], t[2], t[3], &p, ev);
+      dsa_index_compressed_slot_mapping_params p = {a, b, {0}};
+      return dsa_index_compressed_slot_mapping(q, t[0], t[1], t[2], t[3], &p, ev);
     }
     case 2: {
-      dsa_swa_indices_params p = {a, b, {0}};
-      return dsa_swa_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_swa_params p = {a, b, {0}};
+      return dsa_index_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 3: {
-      dsa_global_topk_params p = {a, {0}};
-      return dsa_global_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_global_topk_params p = {a, {0}};
+      return dsa_index_global_topk(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 4: {
-      dsa_c128_topk_params p = {a, b, {0}};
-      return dsa_c128_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_c128_topk_params p = {a, b, {0}};
+      return dsa_index_c128_topk(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 5: {
-      dsa_combine_topk_swa_params p = {a, b, k, m, n, {0}};
-      return dsa_combine_topk_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_combine_topk_swa_params p = {a, b, k, m, n, {0}};
+      return dsa_index_combine_topk_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 6: {
-      dsa_mixed_sparse_params p = {a, b, k, d, e, (int32_t)(n & 1), {0}};
-      dsa_mixed_sparse_inputs in = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
-      return dsa_mixed_sparse_indices(q, &in, t[10], t[11], &p, ev);
+      dsa_index_mixed_sparse_params p = {a, b, k, d, e, (int32_t)(n & 1), {0}};
+      dsa_index_mixed_sparse_inputs in = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
+      return dsa_index_mixed_sparse(q, &in, t[10], t[11], &p, ev);
     }
-    case 7: return dsa_mqa_logits(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
+    case 7: return dsa_indexer_logits(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
     case 8:
-      return dsa_mqa_logits_mxfp4(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], NULL, ev);
-    case 9: return dsa_paged_mqa_logits(q, t[0], c[0], t[1], t[2], t[3], t[4], NULL, ev);
+      return dsa_indexer_logits_mxfp4(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], NULL, ev);
+    case 9: return dsa_indexer_paged_logits(q, t[0], c[0], t[1], t[2], t[3], t[4], NULL, ev);
     case 10:
-      return dsa_paged_mqa_logits_mxfp4(q, t[0], t[1], c[0], t[2], t[3], t[4], t[5], NULL, ev);
+      return dsa_indexer_paged_logits_mxfp4(q, t[0], t[1], c[0], t[2], t[3], t[4], t[5], NULL, ev);
     case 11: return dsa_indexer_q_quant(q, t[0], t[1], t[2], t[3], NULL, t[4], t[5], t[6], ev);
     case 12: return dsa_indexer_k_gather(q, c[0], t[0], t[1], t[2], t[3], ev);
     case 13: return dsa_indexer_k_insert(q, t[0], t[1], c[0], (dsa_e2m1_mode)(a & 1), ev);
     case 14: return dsa_sparse_attn_bf16(q, t[0], t[1], t[2], t[3], t[4], NULL, t[5], t[6], ev);
     case 15: {
-      dsa_mla_index_set ms = {c[0], t[1], t[2]}, es = {c[1], t[3], t[4]};
+      dsa_sparse_index_set ms = {c[0], t[1], t[2]}, es = {c[1], t[3], t[4]};
       if (a & 1) t[1] = t[2] = NULL, c[0] = NULL;
       if (a & 2) t[3] = t[4] = NULL, c[1] = NULL;
       return dsa_sparse_mla_decode(q, t[0], (a & 1) ? NULL : &ms, (a & 2) ? NULL : &es, t[5], NULL,
