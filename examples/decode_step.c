@@ -44,8 +44,8 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
    *    into the head weights (softmax and head scales at their defaults). */
   dsa_indexer_q_quant_params qp;
   dsa_indexer_q_quant_params_default(&qp);
-  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights, &qp,
-                               io->iq_fp8, NULL, io->iq_weights, &e_));
+  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights, io->iq_fp8,
+                               NULL, io->iq_weights, &qp, &e_));
 
   /* 2. Logits of every compressed row each token may see (-inf past its
    *    context length). The quantized q, [T, 64, 128], is read as
@@ -59,8 +59,8 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   q4.shape[3] = io->iq_fp8->shape[2], q4.stride[3] = io->iq_fp8->stride[2];
   dsa_indexer_logits_params lp;
   dsa_indexer_logits_params_default(&lp);
-  STAGE(1, dsa_indexer_paged_logits(q, &q4, io->ik_cache, io->iq_weights, io->context_lens,
-                                io->cmp_block_table, io->logits, &lp, &e_));
+  STAGE(1, dsa_indexer_paged_logits(q, &q4, NULL, io->iq_weights, io->context_lens,
+                                io->cmp_block_table, io->ik_cache, io->logits, &lp, &e_));
 
   /* 3. The k best compressed rows per token (deterministic ties). */
   dsa_topk_params tp;
@@ -87,8 +87,8 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
    *    its SWA slot (so the window below includes it). */
   dsa_mla_qnorm_rope_kv_insert_params np;
   dsa_mla_qnorm_rope_kv_insert_params_default(&np);
-  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->q_normed, io->kv, io->positions,
-                                        io->cos_sin, io->kv_slots, io->swa_cache, &np, &e_));
+  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->kv, io->positions, io->cos_sin,
+                                        io->kv_slots, io->swa_cache, io->q_normed, &np, &e_));
 
   /* 7. Attention over the window (SWA cache) then the top-k (C4 cache),
    *    with the sink; lse for the caller's combine. */
@@ -96,8 +96,8 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   const dsa_sparse_index_set chosen = {io->c4_cache, io->c4_slots, io->c4_lens};
   dsa_sparse_params ap;
   dsa_sparse_params_default(&ap);
-  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, &ap, io->out,
-                                 io->lse, &e_));
+  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, io->out, io->lse,
+                                 &ap, &e_));
 
   /* 8. The output for the grouped O projection (wo_a): inverse RoPE of dims
    *    448..511 at each token's position, FP8 e4m3 per 128-value block with

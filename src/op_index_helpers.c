@@ -168,10 +168,11 @@ dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
   if (!p) dsa_index_swa_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
-  DSA_CHECK(check_vec(positions, op, "positions", DSA_I64, -1));
+  DSA_CHECK(dsa__check_positions(positions, op, -1));
   const int64_t t = positions->shape[0];
   DSA_CHECK(check_rows(op, "positions", t));
-  DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  /* token_to_req NULL: token t is request t (pure decode). */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(check_table(block_table, op, "block_table", -1));
   DSA_CHECK(dsa__check_tensor(indices, op, "indices", DSA_I32, 2));
@@ -187,8 +188,9 @@ dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
   if (dsa__pick(q, &dsa__variants_swa_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_tensor(&a, is_valid_token, 1);
   dsa__karg_i32(&a, hv);
   dsa__karg_tensor(&a, block_table, 2);
@@ -219,7 +221,8 @@ dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
   DSA_CHECK(check_table(topk_local, op, "topk_local", -1));
   const int64_t t = topk_local->shape[0], k = topk_local->shape[1];
-  DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  /* token_to_req NULL: token t is request t (pure decode). */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
   DSA_CHECK(check_table(block_table, op, "block_table", -1));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(dsa__check_tensor(out, op, "out", DSA_I32, 2));
@@ -235,6 +238,7 @@ dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
   dsa__karg_tensor(&a, topk_local, 2);
   dsa__karg_i32(&a, kk);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_tensor(&a, block_table, 2);
   dsa__karg_i32(&a, rr);
   dsa__karg_i32(&a, w);
@@ -261,16 +265,13 @@ dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
   if (!p) dsa_index_c128_topk_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
-  DSA_CHECK(check_vec(positions, op, "positions", DSA_I64, -1));
+  DSA_CHECK(dsa__check_positions(positions, op, -1));
   const int64_t t = positions->shape[0];
   DSA_CHECK(check_rows(op, "positions", t));
-  if (block_table) {
-    if (!token_to_req) return BAD("%s: token_to_req is NULL but block_table is given", op);
-    DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
-    DSA_CHECK(check_table(block_table, op, "block_table", -1));
-  } else if (token_to_req) {
-    DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
-  }
+  /* token_to_req NULL: token t is request t (pure decode); unread in the
+   * local form. */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  if (block_table) DSA_CHECK(check_table(block_table, op, "block_table", -1));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(check_table(out, op, "out", t));
   if (lens) DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
@@ -282,8 +283,9 @@ dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
   if (dsa__pick(q, &dsa__variants_c128_topk_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_i32(&a, gf);
   dsa__karg_tensor(&a, block_table, 2);
   dsa__karg_i32(&a, rr);

@@ -32,9 +32,9 @@ DSA_VARIANT_TABLE(dsa__variants_indexer_q_quant, "dsa_indexer_q_quant",
 
 dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
                                const dsa_tensor *index_q, const dsa_tensor *cos_sin,
-                               const dsa_tensor *weights, const dsa_indexer_q_quant_params *p,
-                               const dsa_tensor *out_q, const dsa_tensor *out_scales,
-                               const dsa_tensor *out_weights, const dsa_events *ev) {
+                               const dsa_tensor *weights, const dsa_tensor *out_q,
+                               const dsa_tensor *out_scales, const dsa_tensor *out_weights,
+                               const dsa_indexer_q_quant_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_indexer_q_quant";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));

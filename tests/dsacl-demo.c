@@ -1746,8 +1746,8 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, nb2(q_n, 2), 0, NULL, NULL);
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
-    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
-                                             &out_t, &lse_t, ws_m, 0, evp));
+    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
+                                             &lse_t, &(dsa_tensor){.mem = ws_m, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(ws_size)}, .stride = {1}}, &prm, evp));
     check_faults(s);
     buf_read(out_m, nb2(q_n, 2), two);
     buf_read(lse_m, nb3(T, H, 4), lse);
@@ -1826,8 +1826,8 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, nb2(q_n, 2), 0, NULL, NULL);
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
-    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
-                                             &out_t, &lse_t, ws_m, 0, evp));
+    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
+                                             &lse_t, &(dsa_tensor){.mem = ws_m, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(ws_size)}, .stride = {1}}, &prm, evp));
     check_faults(s);
     for (int64_t i = 0; i < ns; i++) {
       buf_read_at(out_m, nb3(sq[i].b, HD, 2), nb2(HD, 2), two + i * HD);

@@ -138,30 +138,42 @@ static void run_swa(int64_t t, int32_t window, int32_t bs, int bad, int use_vali
     if (bad && rnd(8) == 0) t2r[i] = rnd(2) ? -1 : (int32_t)(r + rnd(3));
     valid[i] = (uint8_t)(rnd(5) != 0);
   }
+  /* The API's rules: positions may be i32, and token_to_req may be omitted
+   * (NULL: token t is request t, pure decode); the reference sees the same
+   * values. */
+  const int pos32 = rnd(3) == 0, no_t2r = rnd(3) == 0;
+  int32_t *p32 = dsa_test_xmalloc((size_t)t * 4 + 4);
+  for (int64_t i = 0; i < t; i++) {
+    if (pos32) pos[i] = (int32_t)pos[i];
+    p32[i] = (int32_t)pos[i];
+    if (no_t2r) t2r[i] = (int32_t)i;
+  }
   int64_t width = window + rnd(3), ors = width + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
           *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
   dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes);
-  guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
+  guarded_buf *pb = pos32 ? dev(p32, (size_t)t * 4) : dev(pos, (size_t)t * 8),
+              *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
               *lb = dev(lens, (size_t)t * 4);
-  dsa_tensor pt = t1(pb, DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
+  dsa_tensor pt = t1(pb, pos32 ? DSA_I32 : DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t2(ob, DSA_I32, t, width, ors),
              lt = t1(lb, DSA_I32, t);
   dsa_index_swa_params p;
   dsa_index_swa_params_default(&p);
   p.window = window, p.block_size = bs;
-  CHECK_OK(dsa_index_swa(q, &pt, &rt, use_valid ? &vt : NULL, &btt, &ot, &lt, &p, NULL));
+  CHECK_OK(dsa_index_swa(q, &pt, no_t2r ? NULL : &rt, use_valid ? &vt : NULL, &btt, &ot, &lt, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_swa_indices(pos, t2r, use_valid ? valid : NULL, (ref_table){bt, r, w, brs},
                                 window, bs, want, width, ors, wlens, t);
   compare(ob, want, ob_bytes, "swa_indices");
   compare(lb, wlens, (size_t)t * 4, "swa_indices lens");
-  CHECK(f == wf, "swa_indices faults 0x%x want 0x%x (t=%lld bad=%d)", f, wf, (long long)t, bad);
+  CHECK(f == wf, "swa_indices faults 0x%x want 0x%x (t=%lld bad=%d pos32=%d no_t2r=%d)", f, wf,
+        (long long)t, bad, pos32, no_t2r);
   pool_check_release("swa_indices");
-  free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
+  free(p32), free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
 }
 
 /* ---- §10.3 ------------------------------------------------------------------------ */
@@ -186,6 +198,10 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
     valid[i] = (uint8_t)(rnd(4) != 0);
   }
   const int in_place = variant == 1, with_lens = variant != 2, with_valid = variant != 3;
+  /* token_to_req omitted (NULL: token t is request t) in a third of the calls. */
+  const int no_t2r = rnd(3) == 0;
+  if (no_t2r)
+    for (int64_t i = 0; i < t; i++) t2r[i] = (int32_t)i;
   int64_t ors = in_place ? krs : k + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
@@ -203,7 +219,7 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
   dsa_index_global_topk_params p;
   dsa_index_global_topk_params_default(&p);
   p.block_size = bs;
-  CHECK_OK(dsa_index_global_topk(q, &kt, &rt, &btt, with_valid ? &vt : NULL, &ot,
+  CHECK_OK(dsa_index_global_topk(q, &kt, no_t2r ? NULL : &rt, &btt, with_valid ? &vt : NULL, &ot,
                                    with_lens ? &lt : NULL, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_global_topk(tk, k, krs, t2r, (ref_table){bt, r, w, brs},
@@ -230,31 +246,42 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
     if (bad && rnd(8) == 0) t2r[i] = (int32_t)(r + 1);
     valid[i] = (uint8_t)(rnd(4) != 0);
   }
+  /* The API's rules: positions may be i32, and token_to_req may be omitted
+   * (NULL: token t is request t, pure decode); the reference sees the same
+   * values. */
+  const int pos32 = rnd(3) == 0, no_t2r = rnd(3) == 0;
+  int32_t *p32 = dsa_test_xmalloc((size_t)t * 4 + 4);
+  for (int64_t i = 0; i < t; i++) {
+    if (pos32) pos[i] = (int32_t)pos[i];
+    p32[i] = (int32_t)pos[i];
+    if (no_t2r) t2r[i] = (int32_t)i;
+  }
   int64_t ors = k + rnd(2);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
           *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
   dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes), memcpy(wlens, lens, (size_t)t * 4);
-  guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
+  guarded_buf *pb = pos32 ? dev(p32, (size_t)t * 4) : dev(pos, (size_t)t * 8),
+              *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
               *lb = dev(lens, (size_t)t * 4);
-  dsa_tensor pt = t1(pb, DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
+  dsa_tensor pt = t1(pb, pos32 ? DSA_I32 : DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t2(ob, DSA_I32, t, k, ors),
              lt = t1(lb, DSA_I32, t);
   dsa_index_c128_topk_params p;
   dsa_index_c128_topk_params_default(&p);
   p.compress_ratio = ratio, p.block_size = bs;
-  CHECK_OK(dsa_index_c128_topk(q, &pt, global ? &rt : NULL, global ? &btt : NULL, &vt, &ot, &lt,
+  CHECK_OK(dsa_index_c128_topk(q, &pt, global && !no_t2r ? &rt : NULL, global ? &btt : NULL, &vt, &ot, &lt,
                                  &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   ref_table rtb = {global ? bt : NULL, r, w, brs};
   unsigned wf = ref_c128_topk(pos, t2r, rtb, valid, ratio, bs, want, k, ors, wlens, t);
   compare(ob, want, ob_bytes, "c128_topk");
   compare(lb, wlens, (size_t)t * 4, "c128_topk lens");
-  CHECK(f == wf, "c128_topk faults 0x%x want 0x%x", f, wf);
+  CHECK(f == wf, "c128_topk faults 0x%x want 0x%x (pos32=%d no_t2r=%d)", f, wf, pos32, no_t2r);
   pool_check_release("c128_topk");
-  free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
+  free(p32), free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
 }
 
 /* ---- §10.4 ------------------------------------------------------------------------ */
@@ -490,7 +517,7 @@ static int brk_c128(bcall *c, int k, const char **w) {
   switch (k) {
     case 0: c->u.c128.compress_ratio = 0, *w = "compress_ratio"; return 1;
     case 1: c->u.c128.block_size = 0, *w = "block_size"; return 1;
-    case 2: c->p[1] = NULL, *w = "token_to_req"; return 1; /* global form needs it */
+    case 2: c->t[1].shape[0] += 1, *w = "token_to_req"; return 1;
     case 3: c->t[4].shape[0] += 1, *w = "out"; return 1;
     default: return 0;
   }
@@ -606,7 +633,7 @@ static void test_bad_args(void) {
 
   /* §10.2 */
   bop op_swa = {"swa_indices", 6, {"positions", "token_to_req", "is_valid_token", "block_table", "indices", "lens"},
-                {0, 0, 1, 0, 0, 0}, call_swa, brk_swa};
+                {0, 1, 1, 0, 0, 0}, call_swa, brk_swa};
   c = base;
   c.t[0] = t1(bp, DSA_I64, t), c.t[1] = t1(br, DSA_I32, t), c.t[2] = t1(bv, DSA_U8, t);
   c.t[3] = t2(bb, DSA_I32, r, w, w), c.t[4] = t2(bo, DSA_I32, t, 8, 8), c.t[5] = t1(bl, DSA_I32, t);
@@ -617,7 +644,7 @@ static void test_bad_args(void) {
 
   /* §10.3 */
   bop op_gt = {"global_topk_indices", 6, {"topk_local", "token_to_req", "block_table", "is_valid_token", "out", "lens"},
-               {0, 0, 0, 1, 0, 1}, call_gt, brk_gt};
+               {0, 1, 0, 1, 0, 1}, call_gt, brk_gt};
   c = base;
   c.t[0] = t2(bk, DSA_I32, t, k, k), c.t[1] = t1(br, DSA_I32, t), c.t[2] = t2(bb, DSA_I32, r, w, w);
   c.t[3] = t1(bv, DSA_U8, t), c.t[4] = t2(bo, DSA_I32, t, k, k), c.t[5] = t1(bl, DSA_I32, t);

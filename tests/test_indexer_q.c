@@ -142,7 +142,7 @@ static void run_case(const qcase *c) {
                     .shape = {T, H, D / 32}, .stride = {os_st, os_sh, 1}};
   dsa_tensor owt = {.mem = owb.mem, .offset = owb.off + ooff * 4, .dtype = DSA_F32, .ndim = 2,
                     .shape = {T, H}, .stride = {ow_st, ow_sh}};
-  CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, c->mxfp4 ? &ost : NULL, &owt,
+  CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, c->mxfp4 ? &ost : NULL, &owt, &prm,
                                NULL));
   uint32_t f = dsa_test_read_faults(q);
 
@@ -227,7 +227,7 @@ static void test_sweep(void) {
       dsa_indexer_q_quant_params prm;
       dsa_indexer_q_quant_params_default(&prm);
       prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
-      CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, mx ? &ost : NULL, &owt, NULL));
+      CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, mx ? &ost : NULL, &owt, &prm, NULL));
       CHECK(dsa_test_read_faults(q) == 0, "sweep: faults");
       uint8_t *woq = dsa_test_xmalloc((size_t)(T * H * qd)), wos[16 * 32 * 4];
       float wow[16 * 32];
@@ -403,15 +403,15 @@ static void qargs_point(void *vx) {
 static dsa_status call_q(void *vx, cl_event *done) {
   qargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_q_quant(x->q, x->ppos, x->pqin, x->pcs, x->pw, x->pprm, x->poq, x->pos_,
-                             x->pow, &x->ev);
+  return dsa_indexer_q_quant(x->q, x->ppos, x->pqin, x->pcs, x->pw, x->poq, x->pos_, x->pow,
+                             x->pprm, &x->ev);
 }
 
 /* The valid call, with p = NULL (defaults). */
 static dsa_status valid_q(void *vx, cl_event *done) {
   qargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_q_quant(x->q, &x->pos, &x->qin, &x->cs, &x->w, NULL, &x->oq, NULL, &x->ow,
+  return dsa_indexer_q_quant(x->q, &x->pos, &x->qin, &x->cs, &x->w, &x->oq, NULL, &x->ow, NULL,
                              &x->ev);
 }
 
@@ -444,7 +444,7 @@ static void test_bad_args(void) {
   dsa_tensor z[7] = {base.pos, base.qin, base.cs, base.w, base.oq, base.os, base.ow};
   z[0].shape[0] = z[1].shape[0] = z[3].shape[0] = z[4].shape[0] = z[6].shape[0] = 0;
   done = NULL;
-  CHECK_OK(dsa_indexer_q_quant(q, &z[0], &z[1], &z[2], &z[3], NULL, &z[4], NULL, &z[6], &ev));
+  CHECK_OK(dsa_indexer_q_quant(q, &z[0], &z[1], &z[2], &z[3], &z[4], NULL, &z[6], NULL, &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "T=0: event");
   if (done) clReleaseEvent(done);
   dsa_test_read_faults(q);
@@ -512,7 +512,7 @@ static int bench(void) {
       for (int it = 0; it < 30; it++) {
         cl_event e = NULL;
         dsa_events ev = {0, NULL, &e};
-        if (dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, NULL, &oqt, mx ? &ost : NULL, &owt, &ev)) {
+        if (dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, mx ? &ost : NULL, &owt, NULL, &ev)) {
           printf("failed: %s\n", dsa_last_error());
           return 1;
         }

@@ -93,8 +93,8 @@ static int two_setup(bench_env *e, const int64_t *p, void **out) {
 static int fused_run(bench_env *e, void *st, cl_event *done) {
   smla_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_sparse_mla_decode(e->q, &s->tquery, &s->main_set, &s->extra_set, &s->tsink, NULL,
-                                &s->tout, NULL, &ev));
+  DSA_TRY(dsa_sparse_mla_decode(e->q, &s->tquery, &s->main_set, &s->extra_set, &s->tsink, &s->tout,
+                                NULL, NULL, &ev));
   return 0;
 }
 
@@ -105,7 +105,7 @@ static int two_run(bench_env *e, void *st, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   if (bench_span_begin(e) != 0) return -1;
   DSA_TRY(dsa_sparse_mla_decode_two_stage(e->q, &s->tquery, &s->main_set, &s->extra_set,
-                                          &s->tsink, NULL, &s->tout, NULL, s->ws, 0, &ev));
+                                          &s->tsink, &s->tout, NULL, &(dsa_tensor){.mem = s->ws, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(s->ws_bytes)}, .stride = {1}}, NULL, &ev));
   return 0;
 }
 

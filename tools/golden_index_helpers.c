@@ -168,7 +168,7 @@ static int run_qnorm_rope_kv_insert(gcase *c) {
   p.eps = (float)eps;
   /* In place, as vLLM runs it. */
   if (golden_op_status(c, "dsa_mla_qnorm_rope_kv_insert",
-                       dsa_mla_qnorm_rope_kv_insert(c->q, &qt, NULL, &kt, &pt, &cst, &st, &pc, &p,
+                       dsa_mla_qnorm_rope_kv_insert(c->q, &qt, &kt, &pt, &cst, &st, &pc, NULL, &p,
                                                     NULL)))
     return -1;
   if (golden_no_faults(c) || golden_compare(c, "cache_out", cm, cout)) return -1;

@@ -34,7 +34,7 @@ static int run_mqa_logits(gcase *c) {
   dsa_indexer_logits_params_default(&p);
   p.clean = 1;
   if (golden_op_status(c, "dsa_indexer_logits",
-                       dsa_indexer_logits(c->q, &qt, &kt, &st, &wt, &bt, &et, &ot, &p, NULL)))
+                       dsa_indexer_logits(c->q, &qt, NULL, &kt, &st, &wt, &bt, &et, &ot, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
                                                                                           : 0;
@@ -75,7 +75,7 @@ static int run_paged_mqa_logits(gcase *c) {
   dsa_indexer_logits_params_default(&p);
   p.clean = 1;
   if (golden_op_status(c, "dsa_indexer_paged_logits",
-                       dsa_indexer_paged_logits(c->q, &qt, &pc, &wt, &lt, &tt, &ot, &p, NULL)))
+                       dsa_indexer_paged_logits(c->q, &qt, NULL, &wt, &lt, &tt, &pc, &ot, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
                                                                                           : 0;

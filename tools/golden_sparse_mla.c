@@ -123,13 +123,13 @@ static int run_sparse_mla_decode(gcase *c) {
     return golden_fail(c, "out_ref shape does not match q");
   if (golden_op_status(c, "dsa_sparse_mla_decode",
                        dsa_sparse_mla_decode(c->q, &qt, &main_set, ei ? &extra_set : NULL,
-                                             sink ? &skt : NULL, &p, &o1t, &l1t, NULL)) ||
+                                             sink ? &skt : NULL, &o1t, &l1t, &p, NULL)) ||
       golden_no_faults(c) || compare_attn(c, "fused", o1, out_ref, l1, lse_ref))
     return -1;
   if (golden_op_status(c, "dsa_sparse_mla_decode_two_stage",
                        dsa_sparse_mla_decode_two_stage(c->q, &qt, &main_set,
                                                        ei ? &extra_set : NULL, sink ? &skt : NULL,
-                                                       &p, &o2t, &l2t, ws, 0, NULL)) ||
+                                                       &o2t, &l2t, &(dsa_tensor){.mem = ws, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(wsz)}, .stride = {1}}, &p, NULL)) ||
       golden_no_faults(c) || compare_attn(c, "two-stage", o2, out_ref, l2, lse_ref))
     return -1;
   return 0;

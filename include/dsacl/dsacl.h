@@ -353,26 +353,35 @@ DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *queue, const dsa_tensor *k,
  * Dequantization is exact: bf16(e4m3 * 2^(scale - 127)); scale byte 0 counts
  * as 0 and 255 as +inf (as vLLM's exp2 does); a NaN result is 0x7FC0. The 64
  * RoPE dims are copied bit for bit. */
-DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *queue, const dsa_paged_cache *cache,
-                                        const dsa_tensor *indices, const dsa_tensor *out,
+DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *queue, const dsa_tensor *indices,
+                                        const dsa_paged_cache *cache, const dsa_tensor *out,
                                         const dsa_events *ev);
+
+typedef struct dsa_mla_gather_paged_params {
+  int64_t offset; /* first row of out written for each request, 0 <= offset <= maxT; default 0 */
+  unsigned char reserved[24];
+} dsa_mla_gather_paged_params;
+
+/* offset = 0, reserved zeroed. */
+DSA_API void dsa_mla_gather_paged_params_default(dsa_mla_gather_paged_params *p);
 
 /* Prefill gather through block tables (§8.2). For request r:
  * g = gather_lens ? gather_lens[r] : seq_lens[r]; start = seq_lens[r] - g;
  * out[r, offset + i] = dequant(block_table[r][(start+i)/bs], (start+i)%bs),
- * i in [0, g). Other rows of out are untouched. seq_lens, gather_lens i32 [R],
+ * i in [0, g), offset = p->offset. Other rows of out are untouched. seq_lens, gather_lens i32 [R],
  * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT;
  * R, maxT < 2^31 and R x maxT <= 2^40.
- * gather_lens may be NULL. Data-dependent violations set fault bits:
+ * gather_lens may be NULL (g = seq_len); p may be NULL (defaults). Data-dependent violations set fault bits:
  *   seq_len < 0, g < 0 or g > seq_len: request skipped, DSA_FAULT_LENGTH_RANGE;
  *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
  *   block index >= W: row skipped, DSA_FAULT_INDEX_RANGE;
  *   block id >= num_blocks: zeros, DSA_FAULT_SLOT_RANGE; block id < 0: zeros. */
-DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *queue, const dsa_paged_cache *cache,
-                                        const dsa_tensor *seq_lens,
+DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *queue, const dsa_tensor *seq_lens,
                                         const dsa_tensor *gather_lens,
-                                        const dsa_tensor *block_table, int64_t offset,
-                                        const dsa_tensor *out, const dsa_events *ev);
+                                        const dsa_tensor *block_table,
+                                        const dsa_paged_cache *cache, const dsa_tensor *out,
+                                        const dsa_mla_gather_paged_params *p,
+                                        const dsa_events *ev);
 
 #ifdef __cplusplus
 }

@@ -57,11 +57,12 @@ DSA_API void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_i
 
 /* p may be NULL (defaults). */
 DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *queue, const dsa_tensor *q_in,
-                                                const dsa_tensor *q_out, const dsa_tensor *kv,
+                                                const dsa_tensor *kv,
                                                 const dsa_tensor *positions,
                                                 const dsa_tensor *cos_sin,
                                                 const dsa_tensor *slot_mapping,
                                                 const dsa_paged_cache *cache,
+                                                const dsa_tensor *q_out,
                                                 const dsa_mla_qnorm_rope_kv_insert_params *p,
                                                 const dsa_events *ev);
 

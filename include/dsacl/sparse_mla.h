@@ -51,12 +51,14 @@ DSA_API void dsa_sparse_params_default(dsa_sparse_params *p);
 DSA_API dsa_status dsa_sparse_attn_bf16(dsa_queue *queue, const dsa_tensor *query,
                                         const dsa_tensor *kv, const dsa_tensor *indices,
                                         const dsa_tensor *lens, const dsa_tensor *attn_sink,
-                                        const dsa_sparse_params *p, const dsa_tensor *out,
-                                        const dsa_tensor *lse, const dsa_events *ev);
+                                        const dsa_tensor *out, const dsa_tensor *lse,
+                                        const dsa_sparse_params *p, const dsa_events *ev);
 
 /* One index set of a sparse MLA decode: global slots into its own paged
  * cache (DSA_CACHE_MLA_FP8, any block size and block stride).
- *   indices i32 [T, K] (strides free), lens i32 [T]. */
+ *   indices i32 [T, K] (strides free);
+ *   lens    i32 [T] or NULL: every row uses all K entries (as in
+ *           dsa_sparse_attn_bf16). */
 typedef struct dsa_sparse_index_set {
   const dsa_paged_cache *cache;
   const dsa_tensor *indices;
@@ -72,9 +74,9 @@ typedef struct dsa_sparse_index_set {
 DSA_API dsa_status dsa_sparse_mla_decode(dsa_queue *queue, const dsa_tensor *query,
                                          const dsa_sparse_index_set *main_set,
                                          const dsa_sparse_index_set *extra_set,
-                                         const dsa_tensor *attn_sink,
-                                         const dsa_sparse_params *p, const dsa_tensor *out,
-                                         const dsa_tensor *lse, const dsa_events *ev);
+                                         const dsa_tensor *attn_sink, const dsa_tensor *out,
+                                         const dsa_tensor *lse, const dsa_sparse_params *p,
+                                         const dsa_events *ev);
 
 /* Bytes of device workspace dsa_sparse_mla_decode_two_stage needs for T
  * tokens and index widths K1 (main) and K2 (extra); 0 on overflow or
@@ -84,15 +86,17 @@ DSA_API size_t dsa_sparse_mla_decode_workspace_size(int64_t T, int64_t K1, int64
 /* Two-stage decode (the XPU strategy, §9.4, without its host loops): one
  * kernel dequant-gathers the used entries of both sets into a bf16 workspace
  * and writes the combined index list and lengths there; then
- * dsa_sparse_attn_bf16's kernel runs over it. workspace: a buffer with at
- * least dsa_sparse_mla_decode_workspace_size(T, K1, K2) bytes from
- * workspace_offset (a multiple of 256); its contents are scratch. Same
- * results as dsa_sparse_mla_decode within the tolerance. */
+ * dsa_sparse_attn_bf16's kernel runs over it. workspace: a u8 tensor
+ * [bytes] (unit stride, any memory kind) with bytes >=
+ * dsa_sparse_mla_decode_workspace_size(T, K1, K2), starting at a multiple of
+ * 256 bytes (offset for a cl_mem, ptr + offset for a pointer kind); its
+ * contents are scratch. Same results as dsa_sparse_mla_decode within the
+ * tolerance. */
 DSA_API dsa_status dsa_sparse_mla_decode_two_stage(
     dsa_queue *queue, const dsa_tensor *query, const dsa_sparse_index_set *main_set,
-    const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
-    const dsa_sparse_params *p, const dsa_tensor *out, const dsa_tensor *lse,
-    cl_mem workspace, size_t workspace_offset, const dsa_events *ev);
+    const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink, const dsa_tensor *out,
+    const dsa_tensor *lse, const dsa_tensor *workspace, const dsa_sparse_params *p,
+    const dsa_events *ev);
 
 #ifdef __cplusplus
 }

@@ -86,8 +86,8 @@ static void qn_free(void *p) {
 }
 static dsa_status qn_call(cc_env *e, qn *s, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_mla_qnorm_rope_kv_insert(e->q, &s->tq, &s->to, &s->tkv, &s->tp, &s->tcs,
-                                               &s->tsl, &s->dc, NULL, &ev);
+  dsa_status st = dsa_mla_qnorm_rope_kv_insert(e->q, &s->tq, &s->tkv, &s->tp, &s->tcs, &s->tsl,
+                                               &s->dc, &s->to, NULL, &ev);
   cc_after_call(e);
   return st;
 }

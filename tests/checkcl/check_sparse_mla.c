@@ -104,8 +104,8 @@ static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   dsa_sparse_params p;
   dsa_sparse_params_default(&p);
-  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &p, &a->to,
-                                      &a->te, &ev);
+  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te,
+                                      &p, &ev);
   cc_after_call(e);
   return s;
 }
@@ -194,6 +194,7 @@ typedef struct dec {
   float *sink;
   dset s1, s2;
   cl_mem mq, ms, mo, me, mw;
+  size_t mwb;
   dsa_tensor tq, ts, to, te;
 } dec;
 
@@ -209,9 +210,10 @@ static dec *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64
   d->ms = cc_buf(e, (size_t)h * 4, d->sink);
   d->mo = cc_buf(e, (size_t)(t * h) * 1024, NULL);
   d->me = cc_buf(e, (size_t)(t * h) * 4, NULL);
-  if (two)
-    d->mw = cc_buf(e, dsa_sparse_mla_decode_workspace_size(t, d->has1 ? k1 : 0, d->has2 ? k2 : 0),
-                   NULL);
+  if (two) {
+    d->mwb = dsa_sparse_mla_decode_workspace_size(t, d->has1 ? k1 : 0, d->has2 ? k2 : 0);
+    d->mw = cc_buf(e, d->mwb, NULL);
+  }
   d->tq = cc_t(d->mq, DSA_BF16, 3, (int64_t[]){t, h, 512});
   d->ts = cc_t(d->ms, DSA_F32, 1, (int64_t[]){h});
   d->to = cc_t(d->mo, DSA_BF16, 3, (int64_t[]){t, h, 512});
@@ -233,10 +235,10 @@ static dsa_status dec_call(cc_env *e, dec *d, cl_event *done) {
   dsa_sparse_params_default(&p);
   dsa_status s =
       d->two ? dsa_sparse_mla_decode_two_stage(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                               d->has2 ? &d->s2.set : NULL, &d->ts, &p, &d->to,
-                                               &d->te, d->mw, 0, &ev)
+                                               d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te,
+                                               &(dsa_tensor){.mem = d->mw, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(d->mwb)}, .stride = {1}}, &p, &ev)
              : dsa_sparse_mla_decode(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                     d->has2 ? &d->s2.set : NULL, &d->ts, &p, &d->to, &d->te, &ev);
+                                     d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te, &p, &ev);
   cc_after_call(e);
   return s;
 }
