@@ -27,8 +27,21 @@
 extern "C" {
 #endif
 
-#define DSACL_VERSION_MAJOR 0
-#define DSACL_VERSION_MINOR 2
+/* Version 1.0 promises, for every 1.x release:
+ *  - source and binary stability of everything declared DSA_API: names,
+ *    arguments, struct layouts, enum values, the documented semantics (and
+ *    byte-exact results where documented as such);
+ *  - symbol versioning: libdsacl.so.1 exports each 1.0 function in the
+ *    version node DSACL_1.0; functions added by a later 1.x get a node of
+ *    their own;
+ *  - growth without breaks: params and options structs end in reserved
+ *    bytes (start from their _default function or zero them); a field added
+ *    there keeps the 1.0 behaviour at zero.
+ * Not promised: which kernel variant runs, performance, the DSACL_*
+ * environment variables, the on-disk binary cache format, the wording of
+ * dsa_last_error(). docs/API.md, "Stability (1.x)", and its conventions. */
+#define DSACL_VERSION_MAJOR 1
+#define DSACL_VERSION_MINOR 0
 #define DSACL_VERSION_PATCH 0
 #define DSACL_VERSION_INT(a, b, c) (((a) << 16) | ((b) << 8) | (c))
 #define DSACL_VERSION \
@@ -75,7 +88,7 @@ DSA_API const char *dsa_last_error(void);
 DSA_API cl_int dsa_last_cl_error(void);
 
 DSA_API unsigned dsa_version(void);           /* DSACL_VERSION of the library */
-DSA_API const char *dsa_version_string(void); /* "0.2.0" */
+DSA_API const char *dsa_version_string(void); /* "1.0.0" */
 
 /* --------------------------------------------------------------------------
  * Context: one OpenCL device and the programs built for it.
