@@ -23,7 +23,7 @@
  *        row[SW + j] = fl32(score[t][j] + ape[p % ratio][j]), j < SW.
  * kv, score: F32 [T, SW] (row stride free, unit inner; they may be the two
  * halves of one [T, 2 * SW] projection output); ape F32 [ratio, SW];
- * positions, slot_mapping I64 [T]. SW must be a multiple of 4. The state
+ * positions I64 or I32 [T], slot_mapping I64 [T]. SW must be a multiple of 4. The state
  * must not overlap the inputs.
  *
  * dsa_compressor_compress_insert: per token t whose position p closes a
@@ -53,9 +53,10 @@
  *   cache_slot_mapping[t] >= cache capacity              DSA_FAULT_SLOT_RANGE
  *   (p / ratio) * ratio >= cos_sin rows                  DSA_FAULT_POSITION_RANGE
  * Tensors: state as above (num_blocks, bs from its shape); block_table I32
- * [R, W] (strides free); token_to_req I32 [T]; positions, slot_mapping,
- * cache_slot_mapping I64 [T]; norm_weight F32 or BF16 [hd] (stride free);
- * cos_sin F32 [P, 64] (row stride free, unit inner); cache of one of the
+ * [R, W] (strides free); token_to_req I32 [T], or NULL: pure decode, token
+ * t is request t; positions I64 or I32 [T]; slot_mapping, cache_slot_mapping
+ * I64 [T]; norm_weight F32 or BF16 [hd] (stride free); cos_sin F32 or BF16
+ * [P, 64] (row stride free, unit inner); cache of one of the
  * three formats (any block size and block stride). The result is the same
  * on every device; it differs from vLLM's GPU kernels by their approximate
  * exp2 / division / rsqrt (docs/COMPRESSOR.md: +-1 code or bf16 ulp in

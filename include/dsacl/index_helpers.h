@@ -15,7 +15,7 @@
  *      DSA_FAULT_INDEX_RANGE     request id outside the block table / the
  *                                request arrays, or a block-table column
  *                                >= its width;
- *      DSA_FAULT_POSITION_RANGE  a position (i64 input) < 0 or >= 2^31 - 1;
+ *      DSA_FAULT_POSITION_RANGE  a position < 0 or >= 2^31 - 1;
  *      DSA_FAULT_LENGTH_RANGE    inconsistent lengths (seq_len < query_len,
  *                                an SWA entry outside the gathered range);
  *      DSA_FAULT_SLOT_RANGE      a slot id that does not fit in i32;
@@ -66,8 +66,9 @@ DSA_API dsa_status dsa_index_compressed_slot_mapping(dsa_queue *queue, const dsa
  *                   (all columns up to indices' shape[1] >= window);
  *   lens[t] = len.
  * A token with is_valid_token[t] == 0 gets len 0 and a row of -1 (vLLM
- * leaves that row stale). positions i64 [T] (the positions used for RoPE;
- * vLLM's prefix_len + t - query_start), token_to_req i32 [T],
+ * leaves that row stale). positions i64 or i32 [T] (the positions used for
+ * RoPE; vLLM's prefix_len + t - query_start), token_to_req i32 [T] or NULL
+ * (pure decode: token t is request t),
  * is_valid_token u8 [T] or NULL, block_table i32 [R, W], indices i32
  * [T, >= window], lens i32 [T]. */
 typedef struct dsa_index_swa_params {
@@ -88,7 +89,8 @@ DSA_API dsa_status dsa_index_swa(dsa_queue *queue, const dsa_tensor *positions,
  * for i = topk_local[t][j] >= 0 (r = token_to_req[t]), -1 for i < 0;
  * lens[t] = number of entries i >= 0 in the whole row (wherever they are),
  * 0 when is_valid_token[t] == 0 (whose row is still mapped, as in vLLM).
- * topk_local i32 [T, K], token_to_req i32 [T], block_table i32 [R, W],
+ * topk_local i32 [T, K], token_to_req i32 [T] or NULL (token t is request
+ * t), block_table i32 [R, W],
  * is_valid_token u8 [T] or NULL, out i32 [T, K] (may be topk_local itself),
  * lens i32 [T] or NULL. */
 typedef struct dsa_index_global_topk_params {
@@ -112,7 +114,8 @@ DSA_API dsa_status dsa_index_global_topk(dsa_queue *queue, const dsa_tensor *top
  *     block_size + i % block_size) for i < n;
  *   local form (block_table NULL, prefill tokens): out[t][i] = i for i < n;
  * -1 for i >= n; lens[t] = n, or 0 when is_valid_token[t] == 0.
- * positions i64 [T], token_to_req i32 [T] (may be NULL in the local form),
+ * positions i64 or i32 [T], token_to_req i32 [T] or NULL (token t is
+ * request t; not read in the local form),
  * block_table i32 [R, W] or NULL, is_valid_token u8 [T] or NULL, out i32
  * [T, K], lens i32 [T] or NULL. A negative position counts as n = 0 and
  * faults. */

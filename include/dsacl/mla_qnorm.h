@@ -32,7 +32,8 @@
  *
  * Tensors: q_in bf16 [T, H, 512] (strides free, unit inner stride), q_out
  * the same shape or NULL (in place; otherwise it must not overlap q_in), kv
- * bf16 [T, 512] (row stride free), positions i64 [T], cos_sin f32 [P, 64]
+ * bf16 [T, 512] (row stride free), positions i64 or i32 [T], cos_sin f32 or
+ * bf16 [P, 64]
  * (row stride free, unit inner), slot_mapping i64 [T], cache
  * DSA_CACHE_MLA_FP8 (any block size and block stride). H >= 0 (0: only the
  * KV insert); T * (H + 1) < 2^31.
@@ -55,7 +56,8 @@ typedef struct dsa_mla_qnorm_rope_kv_insert_params {
 /* eps = 1e-6, reserved zeroed. */
 DSA_API void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_insert_params *p);
 
-/* p may be NULL (defaults). */
+/* Arguments: inputs q_in, kv, positions, cos_sin, slot_mapping; the cache it
+ * inserts into; q_out (NULL: in place); p may be NULL (defaults). */
 DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *queue, const dsa_tensor *q_in,
                                                 const dsa_tensor *kv,
                                                 const dsa_tensor *positions,

@@ -18,6 +18,8 @@
  *   len[t] > K (the index width) or < 0: clamped to [0, K], DSA_FAULT_LENGTH_RANGE;
  *   bf16 attention, index >= S:           not attended, DSA_FAULT_INDEX_RANGE;
  *   decode, slot >= num_blocks*block_size: not attended, DSA_FAULT_SLOT_RANGE.
+ * (One rule, the library's: the bit names what the index indexes, a row of
+ * a tensor (INDEX_RANGE) or a slot of a paged cache (SLOT_RANGE).)
  */
 #ifndef DSACL_SPARSE_MLA_H
 #define DSACL_SPARSE_MLA_H
