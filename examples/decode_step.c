@@ -44,23 +44,17 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
    *    into the head weights (softmax and head scales at their defaults). */
   dsa_indexer_q_quant_params qp;
   dsa_indexer_q_quant_params_default(&qp);
-  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights, io->iq_fp8,
-                               NULL, io->iq_weights, &qp, &e_));
+  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights,
+                               io->iq_fp8, NULL, io->iq_weights, &qp, &e_));
 
   /* 2. Logits of every compressed row each token may see (-inf past its
-   *    context length). The quantized q, [T, 64, 128], is read as
-   *    [B, next_n, 64, 128]: token t = b * next_n + i. */
-  const int64_t next_n = io->context_lens->shape[1];
-  dsa_tensor q4 = *io->iq_fp8;
-  q4.ndim = 4;
-  q4.shape[0] = io->iq_fp8->shape[0] / next_n, q4.stride[0] = io->iq_fp8->stride[0] * next_n;
-  q4.shape[1] = next_n, q4.stride[1] = io->iq_fp8->stride[0];
-  q4.shape[2] = io->iq_fp8->shape[1], q4.stride[2] = io->iq_fp8->stride[1];
-  q4.shape[3] = io->iq_fp8->shape[2], q4.stride[3] = io->iq_fp8->stride[2];
+   *    context length). The quantized q is read as Q quant wrote it,
+   *    [T, 64, 128] with T = B * next_n (next_n from the context lengths'
+   *    shape); its e4m3 tag picks the FP8 path (no query scale). */
   dsa_indexer_logits_params lp;
   dsa_indexer_logits_params_default(&lp);
-  STAGE(1, dsa_indexer_paged_logits(q, &q4, NULL, io->iq_weights, io->context_lens,
-                                io->cmp_block_table, io->ik_cache, io->logits, &lp, &e_));
+  STAGE(1, dsa_indexer_paged_logits(q, io->iq_fp8, NULL, io->iq_weights, io->context_lens,
+                                    io->cmp_block_table, io->ik_cache, io->logits, &lp, &e_));
 
   /* 3. The k best compressed rows per token (deterministic ties). */
   dsa_topk_params tp;
