@@ -102,13 +102,15 @@ __kernel void ih_compressed_slot_mapping(DSA_CTENSOR1(qsl), DSA_CTENSOR1(seq), D
 
 /* Token t's position (i64, or i32 with pos_i32) and request: token_to_req
  * omitted (has_t2r 0) means pure decode, token t is request t. */
-#define IH_POS(t) \
-  (pos_i32 ? (long)LD_I32(pos_mem, pos_off + (t) * pos_s0) : LD_I64(pos_mem, pos_off + (t) * pos_s0))
+#define IH_POS(t)                                      \
+  (pos_i32 ? (long)LD_I32(pos_mem, pos_off + (t)*pos_s0) \
+           : LD_I64(pos_mem, pos_off + (t)*pos_s0))
 #define IH_REQ(t) (has_t2r ? LD_I32(t2r_mem, t2r_off + (t) * t2r_s0) : (int)(t))
 
 /* ---- §10.2 SWA indices and lengths: one group per token ---------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_swa_indices(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r, DSA_CTENSOR1(valid), int has_valid,
+void ih_swa_indices(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r,
+                    DSA_CTENSOR1(valid), int has_valid,
                     DSA_CTENSOR2(bt), int R, int W, int window, int bs, DSA_TENSOR2(idx), int width,
                     DSA_TENSOR1(lens), DSA_FAULTS) {
   const ulong t = get_group_id(0);
@@ -140,7 +142,8 @@ void ih_swa_indices(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t
 
 /* ---- §10.3 top-k local -> global: one group per token ------------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), int has_t2r, DSA_CTENSOR2(bt), int R, int W,
+void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), int has_t2r, DSA_CTENSOR2(bt),
+                    int R, int W,
                     int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out), DSA_TENSOR1(lens),
                     int has_lens, DSA_FAULTS) {
   __local int cnt[IH_LANES];
@@ -169,7 +172,8 @@ void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), int has_t2r, DSA
 
 /* ---- C128 dense form: one group per token ---------------------------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_c128_topk(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r, int global_form, DSA_CTENSOR2(bt), int R,
+void ih_c128_topk(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r, int global_form,
+                  DSA_CTENSOR2(bt), int R,
                   int W, int ratio, int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out),
                   int K, DSA_TENSOR1(lens), int has_lens, DSA_FAULTS) {
   const ulong t = get_group_id(0);

@@ -446,7 +446,8 @@ DSA_INLINE void attn_body(
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET(a);                                                                  \
     dsa_iset sb = SA_ISET(b);                                                                  \
-    attn_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), 1,       \
+    attn_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,   \
+              SA_HAS_LEN(kb, hlb), 1,                                                          \
               SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks, part, \
               sl, pl, al, vm, fin, NBUF);                                                      \
   }
@@ -858,7 +859,8 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
   MT_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
+  tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
+            SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
             q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, nsplit, chunk, ws,
             (__local uint *)kbuf4, (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin,
             vm);
@@ -1169,7 +1171,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_mla_deco
   SM_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  mma_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
+  mma_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
+           SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
            n_heads, SA_OUT_ARGS, SA_LSE_ARGS, (__local uint *)kd4, (__local uint *)kv4, part, pw,
            al, vm, fin);
 }

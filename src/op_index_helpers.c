@@ -110,10 +110,10 @@ static dsa_status launch_rows(dsa_queue *q, dsa_program_id prog, const char *nam
 /* ---- §10.1 ---------------------------------------------------------------------- */
 
 dsa_status dsa_index_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_start_loc,
-                                       const dsa_tensor *seq_lens, const dsa_tensor *block_table,
-                                       const dsa_tensor *slot_mapping,
-                                       const dsa_index_compressed_slot_mapping_params *p,
-                                       const dsa_events *ev) {
+                                             const dsa_tensor *seq_lens, const dsa_tensor *block_table,
+                                             const dsa_tensor *slot_mapping,
+                                             const dsa_index_compressed_slot_mapping_params *p,
+                                             const dsa_events *ev) {
   static const char op[] = "dsa_index_compressed_slot_mapping";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
@@ -156,10 +156,10 @@ dsa_status dsa_index_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *que
 /* ---- §10.2 ---------------------------------------------------------------------- */
 
 dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
-                           const dsa_tensor *token_to_req, const dsa_tensor *is_valid_token,
-                           const dsa_tensor *block_table, const dsa_tensor *indices,
-                           const dsa_tensor *lens, const dsa_index_swa_params *p,
-                           const dsa_events *ev) {
+                         const dsa_tensor *token_to_req, const dsa_tensor *is_valid_token,
+                         const dsa_tensor *block_table, const dsa_tensor *indices,
+                         const dsa_tensor *lens, const dsa_index_swa_params *p,
+                         const dsa_events *ev) {
   static const char op[] = "dsa_index_swa";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
@@ -208,10 +208,10 @@ dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
 /* ---- §10.3 ---------------------------------------------------------------------- */
 
 dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
-                                   const dsa_tensor *token_to_req, const dsa_tensor *block_table,
-                                   const dsa_tensor *is_valid_token, const dsa_tensor *out,
-                                   const dsa_tensor *lens, const dsa_index_global_topk_params *p,
-                                   const dsa_events *ev) {
+                                 const dsa_tensor *token_to_req, const dsa_tensor *block_table,
+                                 const dsa_tensor *is_valid_token, const dsa_tensor *out,
+                                 const dsa_tensor *lens, const dsa_index_global_topk_params *p,
+                                 const dsa_events *ev) {
   static const char op[] = "dsa_index_global_topk";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
@@ -253,10 +253,10 @@ dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
 }
 
 dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
-                                 const dsa_tensor *token_to_req, const dsa_tensor *block_table,
-                                 const dsa_tensor *is_valid_token, const dsa_tensor *out,
-                                 const dsa_tensor *lens, const dsa_index_c128_topk_params *p,
-                                 const dsa_events *ev) {
+                               const dsa_tensor *token_to_req, const dsa_tensor *block_table,
+                               const dsa_tensor *is_valid_token, const dsa_tensor *out,
+                               const dsa_tensor *lens, const dsa_index_c128_topk_params *p,
+                               const dsa_events *ev) {
   static const char op[] = "dsa_index_c128_topk";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
@@ -305,10 +305,10 @@ dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
 /* ---- §10.4 ---------------------------------------------------------------------- */
 
 dsa_status dsa_index_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
-                                const dsa_tensor *query_start_loc, const dsa_tensor *seq_lens,
-                                const dsa_tensor *gather_lens, const dsa_tensor *out,
-                                const dsa_tensor *lens, const dsa_index_combine_topk_swa_params *p,
-                                const dsa_events *ev) {
+                                      const dsa_tensor *query_start_loc, const dsa_tensor *seq_lens,
+                                      const dsa_tensor *gather_lens, const dsa_tensor *out,
+                                      const dsa_tensor *lens, const dsa_index_combine_topk_swa_params *p,
+                                      const dsa_events *ev) {
   static const char op[] = "dsa_index_combine_topk_swa";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
@@ -369,8 +369,8 @@ dsa_status dsa_index_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
 /* ---- §10.5 ---------------------------------------------------------------------- */
 
 dsa_status dsa_index_mixed_sparse(dsa_queue *q, const dsa_index_mixed_sparse_inputs *in,
-                                    const dsa_tensor *out, const dsa_tensor *lens,
-                                    const dsa_index_mixed_sparse_params *p, const dsa_events *ev) {
+                                  const dsa_tensor *out, const dsa_tensor *lens,
+                                  const dsa_index_mixed_sparse_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_index_mixed_sparse";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));

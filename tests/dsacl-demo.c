@@ -143,6 +143,11 @@
 #include "ref_sparse_mla.h"
 #include "ref_topk.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 /* ---- model constants (DeepSeek-V4-Flash, SPEC-reference §1) ------------------ */
 
 enum {
@@ -1747,7 +1752,7 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
     TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
-                                             &lse_t, &(dsa_tensor){.mem = ws_m, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(ws_size)}, .stride = {1}}, &prm, evp));
+                                             &lse_t, WS_BYTES(ws_m, 0, ws_size), &prm, evp));
     check_faults(s);
     buf_read(out_m, nb2(q_n, 2), two);
     buf_read(lse_m, nb3(T, H, 4), lse);
@@ -1827,7 +1832,7 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
     TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
-                                             &lse_t, &(dsa_tensor){.mem = ws_m, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(ws_size)}, .stride = {1}}, &prm, evp));
+                                             &lse_t, WS_BYTES(ws_m, 0, ws_size), &prm, evp));
     check_faults(s);
     for (int64_t i = 0; i < ns; i++) {
       buf_read_at(out_m, nb3(sq[i].b, HD, 2), nb2(HD, 2), two + i * HD);

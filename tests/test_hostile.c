@@ -16,6 +16,11 @@
 
 #include "common.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx, *ctx2;
 static dsa_queue *q;
 static cl_mem foreign; /* a buffer of ctx2's cl_context */
@@ -363,7 +368,8 @@ static void workspace(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cl_event done = (cl_event)(uintptr_t)1;
     dsa_events ev = {0, NULL, &done};
-    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, &ot, NULL, &(dsa_tensor){.mem = cases[i].m, .offset = cases[i].off, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(need)}, .stride = {1}},
+    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, &ot, NULL,
+                                                    WS_BYTES(cases[i].m, cases[i].off, need),
                                                     NULL, &ev);
     CHECK(st == DSA_ERR_INVALID_ARGUMENT && done == (cl_event)(uintptr_t)1, "%s: %s (%s)",
           cases[i].what, dsa_status_name(st), dsa_last_error());
@@ -813,7 +819,9 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
       dsa_sparse_index_set m = {C(0), T(1), T(2)}, e = {C(1), T(3), T(4)};
       if (x->id == X_DECODE)
         return dsa_sparse_mla_decode(qq, T(0), &m, &e, T(5), T(6), T(7), NULL, ev);
-      return dsa_sparse_mla_decode_two_stage(qq, T(0), &m, &e, T(5), T(6), T(7), &(dsa_tensor){.mem = x->ws, .offset = x->ws_off, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(dsa_sparse_mla_decode_workspace_size(1, 2, 2))}, .stride = {1}}, NULL,
+      return dsa_sparse_mla_decode_two_stage(
+          qq, T(0), &m, &e, T(5), T(6), T(7),
+          WS_BYTES(x->ws, x->ws_off, dsa_sparse_mla_decode_workspace_size(1, 2, 2)), NULL,
                                              ev);
     }
     case X_TOPK_PREFILL: {

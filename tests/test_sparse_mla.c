@@ -16,6 +16,11 @@
 #include "ref.h"
 #include "ref_sparse_mla.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx;
 static dsa_queue *q;
 static uint64_t rng = 0x5A95E1234ull;
@@ -341,7 +346,7 @@ static void run_decode(const dec_case *c) {
                                  c->sink ? &st : NULL, &o1t, &e1t, &p, NULL));
   uint32_t f1 = dsa_test_read_faults(q);
   CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &qt, has_a ? &sa : NULL, has_b ? &sb2 : NULL,
-                                           c->sink ? &st : NULL, &o2t, &e2t, &(dsa_tensor){.mem = wb.mem, .offset = wb.off + 256, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(wsz)}, .stride = {1}}, &p,
+                                           c->sink ? &st : NULL, &o2t, &e2t, WS_BYTES(wb.mem, wb.off + 256, wsz), &p,
                                            NULL));
   uint32_t f2 = dsa_test_read_faults(q);
 
@@ -585,7 +590,7 @@ static dsa_status call_two(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
   return dsa_sparse_mla_decode_two_stage(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pout,
-                                         x->plse, &(dsa_tensor){.mem = x->ws, .offset = x->ws_off, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(x->ws_bytes)}, .stride = {1}}, x->pp, x->pev);
+                                         x->plse, WS_BYTES(x->ws, x->ws_off, x->ws_bytes), x->pp, x->pev);
 }
 static int break_decode(void *vx, int c, const char **w1, const char **w2) {
   args *x = vx;

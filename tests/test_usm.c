@@ -26,6 +26,11 @@
 #include "common.h"
 #include "internal.h" /* to hide a memory kind the device has (part 2) */
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx;
 static dsa_queue *q;
 static cl_context clctx;
@@ -302,7 +307,7 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
   cl_mem ws = clCreateBuffer(clctx, CL_MEM_READ_WRITE, wsb, NULL, &e);
   CHECK(e == CL_SUCCESS, "workspace: %d", (int)e);
   CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &query, &main_set, &extra_set, &sink, &sout2, &lse2,
-                                           &(dsa_tensor){.mem = ws, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(wsb)}, .stride = {1}}, NULL, NULL));
+                                           WS_BYTES(ws, 0, wsb), NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor pseq = V(A_PSEQ, DSA_I32, 1, PR), pbt = V(A_PBT, DSA_I32, 2, PR, PW),

@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 #define SM_BS 64
 #define SM_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
 #define SM_TOKEN_BYTES 584
@@ -105,7 +110,7 @@ static int two_run(bench_env *e, void *st, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   if (bench_span_begin(e) != 0) return -1;
   DSA_TRY(dsa_sparse_mla_decode_two_stage(e->q, &s->tquery, &s->main_set, &s->extra_set,
-                                          &s->tsink, &s->tout, NULL, &(dsa_tensor){.mem = s->ws, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(s->ws_bytes)}, .stride = {1}}, NULL, &ev));
+                                          &s->tsink, &s->tout, NULL, WS_BYTES(s->ws, 0, s->ws_bytes), NULL, &ev));
   return 0;
 }
 

@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static void *read_buf(gcase *c, cl_mem m, size_t n) {
   void *h = malloc(n ? n : 1);
   if (!h) return golden_fail(c, "out of memory"), NULL;
@@ -129,7 +134,7 @@ static int run_sparse_mla_decode(gcase *c) {
   if (golden_op_status(c, "dsa_sparse_mla_decode_two_stage",
                        dsa_sparse_mla_decode_two_stage(c->q, &qt, &main_set,
                                                        ei ? &extra_set : NULL, sink ? &skt : NULL,
-                                                       &o2t, &l2t, &(dsa_tensor){.mem = ws, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(wsz)}, .stride = {1}}, &p, NULL)) ||
+                                                       &o2t, &l2t, WS_BYTES(ws, 0, wsz), &p, NULL)) ||
       golden_no_faults(c) || compare_attn(c, "two-stage", o2, out_ref, l2, lse_ref))
     return -1;
   return 0;

@@ -384,7 +384,8 @@ DSA_API void dsa_mla_gather_paged_params_default(dsa_mla_gather_paged_params *p)
  * i in [0, g), offset = p->offset. Other rows of out are untouched. seq_lens, gather_lens i32 [R],
  * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT;
  * R, maxT < 2^31 and R x maxT <= 2^40.
- * gather_lens may be NULL (g = seq_len); p may be NULL (defaults). Data-dependent violations set fault bits:
+ * gather_lens may be NULL (g = seq_len); p may be NULL (defaults).
+ * Data-dependent violations set fault bits:
  *   seq_len < 0, g < 0 or g > seq_len: request skipped, DSA_FAULT_LENGTH_RANGE;
  *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
  *   block index >= W: row skipped, DSA_FAULT_INDEX_RANGE;

@@ -49,13 +49,15 @@ typedef struct dsa_index_compressed_slot_mapping_params {
   int32_t block_size;     /* >= 1; default 64 */
   unsigned char reserved[24];
 } dsa_index_compressed_slot_mapping_params;
-DSA_API void dsa_index_compressed_slot_mapping_params_default(dsa_index_compressed_slot_mapping_params *p);
-DSA_API dsa_status dsa_index_compressed_slot_mapping(dsa_queue *queue, const dsa_tensor *query_start_loc,
-                                               const dsa_tensor *seq_lens,
-                                               const dsa_tensor *block_table,
-                                               const dsa_tensor *slot_mapping,
-                                               const dsa_index_compressed_slot_mapping_params *p,
-                                               const dsa_events *ev);
+DSA_API void dsa_index_compressed_slot_mapping_params_default(
+    dsa_index_compressed_slot_mapping_params *p);
+DSA_API dsa_status dsa_index_compressed_slot_mapping(dsa_queue *queue,
+                                                     const dsa_tensor *query_start_loc,
+                                                     const dsa_tensor *seq_lens,
+                                                     const dsa_tensor *block_table,
+                                                     const dsa_tensor *slot_mapping,
+                                                     const dsa_index_compressed_slot_mapping_params *p,
+                                                     const dsa_events *ev);
 
 /* ---- §10.2 SWA indices and lengths (decode) --------------------------------
  * Per token t with p = positions[t] and r = token_to_req[t]:
@@ -78,11 +80,11 @@ typedef struct dsa_index_swa_params {
 } dsa_index_swa_params;
 DSA_API void dsa_index_swa_params_default(dsa_index_swa_params *p);
 DSA_API dsa_status dsa_index_swa(dsa_queue *queue, const dsa_tensor *positions,
-                                   const dsa_tensor *token_to_req,
-                                   const dsa_tensor *is_valid_token,
-                                   const dsa_tensor *block_table, const dsa_tensor *indices,
-                                   const dsa_tensor *lens, const dsa_index_swa_params *p,
-                                   const dsa_events *ev);
+                                 const dsa_tensor *token_to_req,
+                                 const dsa_tensor *is_valid_token,
+                                 const dsa_tensor *block_table, const dsa_tensor *indices,
+                                 const dsa_tensor *lens, const dsa_index_swa_params *p,
+                                 const dsa_events *ev);
 
 /* ---- §10.3 top-k local -> global slots ---------------------------------------
  * out[t][j] = block_table[r][i / block_size] * block_size + i % block_size
@@ -99,12 +101,12 @@ typedef struct dsa_index_global_topk_params {
 } dsa_index_global_topk_params;
 DSA_API void dsa_index_global_topk_params_default(dsa_index_global_topk_params *p);
 DSA_API dsa_status dsa_index_global_topk(dsa_queue *queue, const dsa_tensor *topk_local,
-                                           const dsa_tensor *token_to_req,
-                                           const dsa_tensor *block_table,
-                                           const dsa_tensor *is_valid_token,
-                                           const dsa_tensor *out, const dsa_tensor *lens,
-                                           const dsa_index_global_topk_params *p,
-                                           const dsa_events *ev);
+                                         const dsa_tensor *token_to_req,
+                                         const dsa_tensor *block_table,
+                                         const dsa_tensor *is_valid_token,
+                                         const dsa_tensor *out, const dsa_tensor *lens,
+                                         const dsa_index_global_topk_params *p,
+                                         const dsa_events *ev);
 
 /* C128 dense form (vLLM _build_c128a_topk_metadata_kernel): every compressed
  * row a token can see. With n = min((positions[t] + 1) / compress_ratio, K)
@@ -126,11 +128,11 @@ typedef struct dsa_index_c128_topk_params {
 } dsa_index_c128_topk_params;
 DSA_API void dsa_index_c128_topk_params_default(dsa_index_c128_topk_params *p);
 DSA_API dsa_status dsa_index_c128_topk(dsa_queue *queue, const dsa_tensor *positions,
-                                         const dsa_tensor *token_to_req,
-                                         const dsa_tensor *block_table,
-                                         const dsa_tensor *is_valid_token,
-                                         const dsa_tensor *out, const dsa_tensor *lens,
-                                         const dsa_index_c128_topk_params *p, const dsa_events *ev);
+                                       const dsa_tensor *token_to_req,
+                                       const dsa_tensor *block_table,
+                                       const dsa_tensor *is_valid_token,
+                                       const dsa_tensor *out, const dsa_tensor *lens,
+                                       const dsa_index_c128_topk_params *p, const dsa_events *ev);
 
 /* ---- §10.4 prefill top-k + SWA combination ------------------------------------
  * Indices into a prefill workspace of M rows per request (compressed rows
@@ -162,12 +164,12 @@ typedef struct dsa_index_combine_topk_swa_params {
 } dsa_index_combine_topk_swa_params;
 DSA_API void dsa_index_combine_topk_swa_params_default(dsa_index_combine_topk_swa_params *p);
 DSA_API dsa_status dsa_index_combine_topk_swa(dsa_queue *queue, const dsa_tensor *topk,
-                                        const dsa_tensor *query_start_loc,
-                                        const dsa_tensor *seq_lens,
-                                        const dsa_tensor *gather_lens, const dsa_tensor *out,
-                                        const dsa_tensor *lens,
-                                        const dsa_index_combine_topk_swa_params *p,
-                                        const dsa_events *ev);
+                                              const dsa_tensor *query_start_loc,
+                                              const dsa_tensor *seq_lens,
+                                              const dsa_tensor *gather_lens, const dsa_tensor *out,
+                                              const dsa_tensor *lens,
+                                              const dsa_index_combine_topk_swa_params *p,
+                                              const dsa_events *ev);
 
 /* ---- §10.5 mixed sparse-index matrix (FlashInfer layout) -------------------
  * out i32 [T, window + P] with P >= max(topk, Kd) (vLLM: rounded up to 4),
@@ -213,9 +215,9 @@ typedef struct dsa_index_mixed_sparse_params {
 } dsa_index_mixed_sparse_params;
 DSA_API void dsa_index_mixed_sparse_params_default(dsa_index_mixed_sparse_params *p);
 DSA_API dsa_status dsa_index_mixed_sparse(dsa_queue *queue, const dsa_index_mixed_sparse_inputs *in,
-                                            const dsa_tensor *out, const dsa_tensor *lens,
-                                            const dsa_index_mixed_sparse_params *p,
-                                            const dsa_events *ev);
+                                          const dsa_tensor *out, const dsa_tensor *lens,
+                                          const dsa_index_mixed_sparse_params *p,
+                                          const dsa_events *ev);
 
 #ifdef __cplusplus
 }

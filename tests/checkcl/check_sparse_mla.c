@@ -11,6 +11,11 @@
 #include "checkcl.h"
 #include "ref_sparse_mla.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static int close_cmp(const uint16_t *got, const double *want, const float *lse,
                      const double *wlse, int64_t rows, const char *what, char *msg, size_t ms) {
   double d2 = 0, r2 = 0;
@@ -236,7 +241,7 @@ static dsa_status dec_call(cc_env *e, dec *d, cl_event *done) {
   dsa_status s =
       d->two ? dsa_sparse_mla_decode_two_stage(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
                                                d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te,
-                                               &(dsa_tensor){.mem = d->mw, .offset = 0, .dtype = DSA_U8, .ndim = 1, .shape = {(int64_t)(d->mwb)}, .stride = {1}}, &p, &ev)
+                                               WS_BYTES(d->mw, 0, d->mwb), &p, &ev)
              : dsa_sparse_mla_decode(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
                                      d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te, &p, &ev);
   cc_after_call(e);
