@@ -40,7 +40,8 @@
 #endif
 
 __kernel void compressor_save_states(DSA_CTENSOR2(kv), DSA_CTENSOR2(sc), DSA_CTENSOR2(ape),
-                                     DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_TENSOR3(st),
+                                     DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
+                                     DSA_TENSOR3(st),
                                      long st_nb, int st_bs, int W4, int ratio, long T,
                                      DSA_FAULTS) {
   const uint j = get_global_id(0);
@@ -52,7 +53,7 @@ __kernel void compressor_save_states(DSA_CTENSOR2(kv), DSA_CTENSOR2(sc), DSA_CTE
     if (j == 0u) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
     return;
   }
-  const long p = *(__global const long *)(pos_mem + pos_off + t * pos_s0);
+  const long p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
   if (p < 0) {
     if (j == 0u) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
     return;
@@ -166,8 +167,10 @@ DSA_INLINE uint cmp_bf16x2(float a, float b) {
  * call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3 MXFP4. */
 DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int st_bs,
                                 DSA_CTENSOR2(bt), long bt_rows, long bt_w, DSA_CTENSOR1(req),
-                                DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_CTENSOR1(w),
-                                int w_bf16, DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(cslots),
+                                int has_req,
+                                DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
+                                DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16,
+                                long n_pos, DSA_CTENSOR1(cslots),
                                 DSA_PAGED(cache), int fmt, int ratio, float eps, DSA_FAULTS,
                                 __local ulong *rowoff, __local float *red, __local uint *keys,
                                 __local int *badrow) {
@@ -181,13 +184,14 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
 
   /* Uniform token checks, in the documented order; lane 0 reports. */
   bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
-  const long p = *(__global const long *)(pos_mem + pos_off + t * pos_s0);
+  const long p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
   uint fbit = 0u;
   if (go && p < 0) go = false, fbit = DSA_FAULT_POSITION_RANGE;
   if (go && (p + 1) % ratio != 0) go = false;
   long r = 0;
   if (go) {
-    r = *(__global const int *)(req_mem + req_off + t * req_s0);
+    /* token_to_req omitted (has_req 0): pure decode, token t is request t. */
+    r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
     if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
   }
   if (lane == 0u) *badrow = 0x7FFFFFFF;
@@ -351,8 +355,10 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
     float cc[2] = {1.0f, 1.0f}, ss[2] = {0.0f, 0.0f};
     if (rope_lane) {
       const int i0 = 2 * (int)lane - (HD - 64) / 2;
-      __global const float *row = (__global const float *)(cs_mem + cs_off + (ulong)pc * cs_s0);
-      cc[0] = row[i0], cc[1] = row[i0 + 1], ss[0] = row[32 + i0], ss[1] = row[33 + i0];
+      __global const uchar *row = cs_mem + cs_off + (ulong)pc * cs_s0;
+      cc[0] = dsa_load_cs(row, cs_bf16, (uint)i0), cc[1] = dsa_load_cs(row, cs_bf16, (uint)i0 + 1u);
+      ss[0] = dsa_load_cs(row, cs_bf16, 32u + (uint)i0);
+      ss[1] = dsa_load_cs(row, cs_bf16, 33u + (uint)i0);
     }
 #pragma unroll
     for (int k = 0; k < 2; k++) {
@@ -427,15 +433,17 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
 #define CMP_KERNEL(NAME, HDV)                                                                 \
   __kernel __attribute__((reqd_work_group_size(HDV / 4, 1, 1))) void NAME(                    \
       DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,    \
-      DSA_CTENSOR1(req), DSA_CTENSOR1(pos), DSA_CTENSOR1(slots), DSA_CTENSOR1(w), int w_bf16, \
-      DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), int fmt,          \
+      DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),   \
+      DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, long n_pos,                \
+      DSA_CTENSOR1(cslots), DSA_PAGED(cache), int fmt,                                        \
       int ratio, float eps, DSA_FAULTS) {                                                     \
     __local ulong rowoff[CMP_MAX_ROWS];                                                       \
     __local float red[HDV / 4];                                                               \
     __local uint keys[HDV / 4];                                                               \
     __local int badrow;                                                                       \
-    cmp_body(HDV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req),           \
-             CMP_T1(pos), CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs), n_pos, CMP_T1(cslots), \
+    cmp_body(HDV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req), has_req,  \
+             CMP_T1(pos), pos_i32, CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16,     \
+             n_pos, CMP_T1(cslots),                                                           \
              CMP_P(cache), fmt, ratio, eps, faults, rowoff, red, keys, &badrow);              \
   }
 

@@ -28,6 +28,25 @@ DSA_INLINE void dsa_fault(__global volatile uint *faults, uint bit) { atomic_or(
 
 DSA_INLINE float dsa_bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
 
+/* ---- positions and cos/sin tables (API rule: every operator takes positions
+ * as i64 or i32 and cos/sin as f32 or bf16; the host passes the two flags) */
+
+/* The position at byte address p: i64, or i32 (sign-extended) when i32. */
+DSA_INLINE long dsa_load_pos(__global const uchar *p, int i32) {
+  return i32 ? (long)*(__global const int *)p : *(__global const long *)p;
+}
+/* Element i of a cos/sin row: f32, or bf16 (exact in f32) when bf16. */
+DSA_INLINE float dsa_load_cs(__global const uchar *row, int bf16, uint i) {
+  return bf16 ? dsa_bf16_to_f32(((__global const ushort *)row)[i])
+              : ((__global const float *)row)[i];
+}
+/* Elements i .. i+7 of a cos/sin row (f32 rows: element-aligned vload8). */
+DSA_INLINE float8 dsa_load_cs8(__global const uchar *row, int bf16, uint i) {
+  if (bf16)
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)row + i)) << 16);
+  return vload8(0, (__global const float *)row + i);
+}
+
 /* Round to nearest even; every NaN becomes 0x7FC0 (the library's canonical
  * NaN, so results compare byte for byte across devices). */
 DSA_INLINE ushort dsa_f32_to_bf16(float f) {

@@ -100,9 +100,17 @@ __kernel void ih_compressed_slot_mapping(DSA_CTENSOR1(qsl), DSA_CTENSOR1(seq), D
   ih_post(faults, fb);
 }
 
+/* Token t's position (i64, or i32 with pos_i32) and request: token_to_req
+ * omitted (has_t2r 0) means pure decode, token t is request t. */
+#define IH_POS(t)                                      \
+  (pos_i32 ? (long)LD_I32(pos_mem, pos_off + (t)*pos_s0) \
+           : LD_I64(pos_mem, pos_off + (t)*pos_s0))
+#define IH_REQ(t) (has_t2r ? LD_I32(t2r_mem, t2r_off + (t) * t2r_s0) : (int)(t))
+
 /* ---- §10.2 SWA indices and lengths: one group per token ---------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_swa_indices(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), DSA_CTENSOR1(valid), int has_valid,
+void ih_swa_indices(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r,
+                    DSA_CTENSOR1(valid), int has_valid,
                     DSA_CTENSOR2(bt), int R, int W, int window, int bs, DSA_TENSOR2(idx), int width,
                     DSA_TENSOR1(lens), DSA_FAULTS) {
   const ulong t = get_group_id(0);
@@ -111,8 +119,8 @@ void ih_swa_indices(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), DSA_CTENSOR1(valid), i
   const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
   int len = 0, start = 0, r = 0;
   if (ok_tok) {
-    const long p = LD_I64(pos_mem, pos_off + t * pos_s0);
-    r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
+    const long p = IH_POS(t);
+    r = IH_REQ(t);
     if (p < 0 || p >= IH_POS_LIMIT) {
       fb |= DSA_FAULT_POSITION_RANGE;
     } else if (r < 0 || r >= R) {
@@ -134,7 +142,8 @@ void ih_swa_indices(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), DSA_CTENSOR1(valid), i
 
 /* ---- §10.3 top-k local -> global: one group per token ------------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), DSA_CTENSOR2(bt), int R, int W,
+void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), int has_t2r, DSA_CTENSOR2(bt),
+                    int R, int W,
                     int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out), DSA_TENSOR1(lens),
                     int has_lens, DSA_FAULTS) {
   __local int cnt[IH_LANES];
@@ -142,7 +151,7 @@ void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), DSA_CTENSOR2(bt)
   const int lane = get_local_id(0);
   uint fb = 0;
   const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
-  const int r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
+  const int r = IH_REQ(t);
   const int r_ok = r >= 0 && r < R;
   if (!r_ok && ok_tok && lane == 0) fb |= DSA_FAULT_INDEX_RANGE;
   const ulong row = bt_off + (ulong)(r_ok ? r : 0) * bt_s0;
@@ -163,21 +172,22 @@ void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), DSA_CTENSOR2(bt)
 
 /* ---- C128 dense form: one group per token ---------------------------------------- */
 __kernel __attribute__((reqd_work_group_size(IH_LANES, 1, 1)))
-void ih_c128_topk(DSA_CTENSOR1(pos), DSA_CTENSOR1(t2r), int global_form, DSA_CTENSOR2(bt), int R,
+void ih_c128_topk(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(t2r), int has_t2r, int global_form,
+                  DSA_CTENSOR2(bt), int R,
                   int W, int ratio, int bs, DSA_CTENSOR1(valid), int has_valid, DSA_TENSOR2(out),
                   int K, DSA_TENSOR1(lens), int has_lens, DSA_FAULTS) {
   const ulong t = get_group_id(0);
   const int lane = get_local_id(0);
   uint fb = 0;
   const int ok_tok = has_valid ? valid_mem[valid_off + t * valid_s0] != 0 : 1;
-  const long p = LD_I64(pos_mem, pos_off + t * pos_s0);
+  const long p = IH_POS(t);
   int n = 0, r = 0;
   if (p < 0 || p >= IH_POS_LIMIT) {
     if (ok_tok) fb |= DSA_FAULT_POSITION_RANGE;
   } else {
     n = min(((int)p + 1) / ratio, K);
     if (global_form) {
-      r = LD_I32(t2r_mem, t2r_off + t * t2r_s0);
+      r = IH_REQ(t);
       if (r < 0 || r >= R) {
         if (ok_tok) fb |= DSA_FAULT_INDEX_RANGE;
         n = 0;

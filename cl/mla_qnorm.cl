@@ -52,7 +52,8 @@ DSA_INLINE uint4 qn_pack(const float *v, int h) {
 
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
 mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSOR2(kv),
-                         DSA_CTENSOR1(pos), DSA_CTENSOR2(cs), long n_pos, DSA_CTENSOR1(slots),
+                         DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR2(cs), int cs_bf16,
+                         long n_pos, DSA_CTENSOR1(slots),
                          long T, float eps, DSA_PAGED(cache), DSA_FAULTS) {
 #if !DSA_HAS_SG32
   __local uint part[ROWS][LANES];
@@ -79,16 +80,16 @@ mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSO
   }
 
   /* Position and, on RoPE lanes, its cos/sin. */
-  const long p = live ? *(__global const long *)(pos_mem + pos_off + t * pos_s0) : 0;
+  const long p = live ? dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32) : 0;
   const bool pos_ok = p >= 0 && p < n_pos;
   if (live && is_kv && !pos_ok && lane == 0) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
   float c[8], s[8];
 #pragma unroll
   for (int i = 0; i < 8; i++) c[i] = 1.0f, s[i] = 0.0f;
   if (live && pos_ok && lane >= NOPE_LANES) {
-    __global const float *row = (__global const float *)(cs_mem + cs_off + (ulong)p * cs_s0);
-    const float8 cv = vload8(0, row + 8u * (lane - NOPE_LANES));
-    const float8 sv = vload8(0, row + 32 + 8u * (lane - NOPE_LANES));
+    __global const uchar *row = cs_mem + cs_off + (ulong)p * cs_s0;
+    const float8 cv = dsa_load_cs8(row, cs_bf16, 8u * (lane - NOPE_LANES));
+    const float8 sv = dsa_load_cs8(row, cs_bf16, 32u + 8u * (lane - NOPE_LANES));
     c[0] = cv.s0, c[1] = cv.s1, c[2] = cv.s2, c[3] = cv.s3;
     c[4] = cv.s4, c[5] = cv.s5, c[6] = cv.s6, c[7] = cv.s7;
     s[0] = sv.s0, s[1] = sv.s1, s[2] = sv.s2, s[3] = sv.s3;

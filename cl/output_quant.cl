@@ -74,7 +74,8 @@ DSA_INLINE uint oq_key(float x) {
 DSA_INLINE uint oq_scale_bits(int e) { return e == 128 ? 0x7F800000u : (uint)(e + 127) << 23; }
 
 __kernel __attribute__((reqd_work_group_size(OQ_LANES, OQ_ROWS, 1))) void
-output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), DSA_CTENSOR2(cs), long n_pos,
+output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR2(cs),
+                          int cs_bf16, long n_pos,
                           DSA_TENSOR3(out), DSA_TENSOR3(sc), int H, int hpg, long T, long Tp,
                           int packed, DSA_FAULTS) {
   __local uint part[OQ_ROWS][OQ_LANES];
@@ -95,7 +96,7 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), DSA_CTENSOR2(cs), 
   for (int j = 0; j < 16; j++) v[j] = 0.0f;
   uint key = 0u;
   if (live) {
-    const long p = *(__global const long *)(pos_mem + pos_off + (ulong)t * pos_s0);
+    const long p = dsa_load_pos(pos_mem + pos_off + (ulong)t * pos_s0, pos_i32);
     const bool pos_ok = p >= 0 && p < n_pos;
     if (!pos_ok && lane == 0u) dsa_fault(faults, DSA_FAULT_POSITION_RANGE);
     __global const uchar *src = o_mem + o_off + (ulong)t * o_s0 + (ulong)h * o_s1 + lane * 32u;
@@ -108,9 +109,9 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), DSA_CTENSOR2(cs), 
       v[2 * j + 1] = dsa_bf16_to_f32((ushort)(w[j] >> 16));
     }
     if (lane >= OQ_NOPE_LANES && pos_ok) {
-      __global const float *crow = (__global const float *)(cs_mem + cs_off + (ulong)p * cs_s0);
-      const float8 cv = vload8(0, crow + 8u * (lane - OQ_NOPE_LANES));
-      const float8 sv = vload8(0, crow + 32 + 8u * (lane - OQ_NOPE_LANES));
+      __global const uchar *crow = cs_mem + cs_off + (ulong)p * cs_s0;
+      const float8 cv = dsa_load_cs8(crow, cs_bf16, 8u * (lane - OQ_NOPE_LANES));
+      const float8 sv = dsa_load_cs8(crow, cs_bf16, 32u + 8u * (lane - OQ_NOPE_LANES));
       const float c[8] = {cv.s0, cv.s1, cv.s2, cv.s3, cv.s4, cv.s5, cv.s6, cv.s7};
       const float s[8] = {sv.s0, sv.s1, sv.s2, sv.s3, sv.s4, sv.s5, sv.s6, sv.s7};
 #pragma unroll

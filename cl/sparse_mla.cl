@@ -58,7 +58,7 @@
  * launcher in this order. A set over a paged MLA cache: the cache, the
  * indices [T, K] with their width, the lengths [T]. */
 #define SA_QUERY DSA_CTENSOR3(q), int n_heads
-#define SA_SET(x) DSA_CPAGED(c##x), DSA_CTENSOR2(i##x), int k##x, DSA_CTENSOR1(l##x)
+#define SA_SET(x) DSA_CPAGED(c##x), DSA_CTENSOR2(i##x), int k##x, DSA_CTENSOR1(l##x), int hl##x
 #define SA_OUTPUT                                                                             \
   DSA_CTENSOR1(sink), int has_sink, float scale, DSA_TENSOR3(out), DSA_TENSOR2(lse),            \
       int has_lse, DSA_FAULTS
@@ -66,6 +66,10 @@
   SA_QUERY, DSA_CTENSOR2(kv), long n_rows, DSA_CTENSOR2(idx), int width, DSA_CTENSOR1(lens),    \
       int has_lens, SA_OUTPUT
 #define SA_FUSED_PARAMS SA_QUERY, SA_SET(a), SA_SET(b), SA_OUTPUT
+/* A set's lengths are read when it has entries and was given lengths (hl):
+ * an omitted lens tensor means every row uses the set's full width, as in
+ * sparse_attn_bf16. */
+#define SA_HAS_LEN(k, hl) ((k) > 0 && (hl))
 /* The set structs of SA_SET(x) and of the bf16 kernel's KV matrix. */
 #define SA_ISET(x)                                                                            \
   dsa_iset_make(i##x##_mem, i##x##_off, i##x##_s0, i##x##_s1, k##x, c##x##_mem, c##x##_off,      \
@@ -494,7 +498,8 @@ DSA_INLINE void attn_body(
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET(a);                                                                  \
     dsa_iset sb = SA_ISET(b);                                                                  \
-    attn_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1,       \
+    attn_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,   \
+              SA_HAS_LEN(kb, hlb), 1,                                                          \
               SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks, part, \
               sl, pl, al, vm, fin, NBUF);                                                      \
   }
@@ -517,8 +522,8 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
   int bad = 0;
-  const int len_a = set_len(la_mem, la_off, la_s0, ka > 0, ka, t, &bad);
-  const int len_b = set_len(lb_mem, lb_off, lb_s0, kb > 0, kb, t, &bad);
+  const int len_a = set_len(la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), ka, t, &bad);
+  const int len_b = set_len(lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), kb, t, &bad);
   const int len = len_a + len_b;
   const ulong row = t * (ulong)ktot + (ulong)j;
   if (j == 0 && lane == 0) {
@@ -907,7 +912,8 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
   MT_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  tile_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1, SA_Q_ARGS,
+  tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
+            SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
             q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, nsplit, chunk, ws,
             (__local uint *)kbuf4, (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin,
             vm);
@@ -1218,7 +1224,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WI, 1, 1))) void sparse_mla_deco
   SM_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  mma_body(&sa, &sb, la_mem, la_off, la_s0, ka > 0, lb_mem, lb_off, lb_s0, kb > 0, 1, SA_Q_ARGS,
+  mma_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
+           SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
            n_heads, SA_OUT_ARGS, SA_LSE_ARGS, (__local uint *)kd4, (__local uint *)kv4, part, pw,
            al, vm, fin);
 }

@@ -96,11 +96,12 @@ DSA_INLINE bool topk_range(ulong r, long n_cols, int mode, __global const uchar 
   } else {
     const ulong bi = r / (ulong)next_n, i = r - bi * (ulong)next_n;
     const long len = *(__global const int *)(a_mem + a_off + bi * a_s0 + (mode == 2 ? i * a_s1 : 0ul));
-    bad = len < 0;
+    bad = len < 0 || len > n_cols; /* the length itself, as the logits check it */
     end = mode == 2 ? len : len - next_n + (long)i + 1;
     if (!bad && end < 0) end = 0; /* 1-D rule: queries before the context see nothing */
   }
-  bad = bad || start < 0 || end > n_cols || start > end;
+  /* start >= end is an empty row, not a fault (the logits' rule too). */
+  bad = bad || start < 0 || end > n_cols;
   *s = clamp(start, 0l, n_cols);
   *e = clamp(end, *s, n_cols);
   return bad;

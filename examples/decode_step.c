@@ -42,25 +42,19 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
                        cl_event *start, cl_event *done) {
   /* 1. Indexer q: RoPE on its last 64 dims, FP8 per head; the q scale folds
    *    into the head weights (softmax and head scales at their defaults). */
-  dsa_indexer_q_params qp;
-  dsa_indexer_q_params_default(&qp);
-  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights, &qp,
-                               io->iq_fp8, NULL, io->iq_weights, &e_));
+  dsa_indexer_q_quant_params qp;
+  dsa_indexer_q_quant_params_default(&qp);
+  STAGE(0, dsa_indexer_q_quant(q, io->positions, io->index_q, io->cos_sin, io->index_weights,
+                               io->iq_fp8, NULL, io->iq_weights, &qp, &e_));
 
   /* 2. Logits of every compressed row each token may see (-inf past its
-   *    context length). The quantized q, [T, 64, 128], is read as
-   *    [B, next_n, 64, 128]: token t = b * next_n + i. */
-  const int64_t next_n = io->context_lens->shape[1];
-  dsa_tensor q4 = *io->iq_fp8;
-  q4.ndim = 4;
-  q4.shape[0] = io->iq_fp8->shape[0] / next_n, q4.stride[0] = io->iq_fp8->stride[0] * next_n;
-  q4.shape[1] = next_n, q4.stride[1] = io->iq_fp8->stride[0];
-  q4.shape[2] = io->iq_fp8->shape[1], q4.stride[2] = io->iq_fp8->stride[1];
-  q4.shape[3] = io->iq_fp8->shape[2], q4.stride[3] = io->iq_fp8->stride[2];
-  dsa_mqa_logits_params lp;
-  dsa_mqa_logits_params_default(&lp);
-  STAGE(1, dsa_paged_mqa_logits(q, &q4, io->ik_cache, io->iq_weights, io->context_lens,
-                                io->cmp_block_table, io->logits, &lp, &e_));
+   *    context length). The quantized q is read as Q quant wrote it,
+   *    [T, 64, 128] with T = B * next_n (next_n from the context lengths'
+   *    shape); its e4m3 tag picks the FP8 path (no query scale). */
+  dsa_indexer_logits_params lp;
+  dsa_indexer_logits_params_default(&lp);
+  STAGE(1, dsa_indexer_paged_logits(q, io->iq_fp8, NULL, io->iq_weights, io->context_lens,
+                                    io->cmp_block_table, io->ik_cache, io->logits, &lp, &e_));
 
   /* 3. The k best compressed rows per token (deterministic ties). */
   dsa_topk_params tp;
@@ -69,35 +63,35 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   STAGE(2, dsa_topk_decode(q, io->logits, io->context_lens, io->topk, &tp, &e_));
 
   /* 4. Row numbers -> slots of the C4 MLA cache (through the block table). */
-  dsa_global_topk_params gp;
-  dsa_global_topk_params_default(&gp);
+  dsa_index_global_topk_params gp;
+  dsa_index_global_topk_params_default(&gp);
   gp.block_size = io->cmp_block_size;
-  STAGE(3, dsa_global_topk_indices(q, io->topk, io->token_to_req, io->cmp_block_table, NULL,
+  STAGE(3, dsa_index_global_topk(q, io->topk, io->token_to_req, io->cmp_block_table, NULL,
                                    io->c4_slots, io->c4_lens, &gp, &e_));
 
   /* 5. The sliding window's slots in the SWA cache. */
-  dsa_swa_indices_params sp;
-  dsa_swa_indices_params_default(&sp);
+  dsa_index_swa_params sp;
+  dsa_index_swa_params_default(&sp);
   sp.window = io->window;
   sp.block_size = io->swa_block_size;
-  STAGE(4, dsa_swa_indices(q, io->positions, io->token_to_req, NULL, io->swa_block_table,
+  STAGE(4, dsa_index_swa(q, io->positions, io->token_to_req, NULL, io->swa_block_table,
                            io->swa_slots, io->swa_lens, &sp, &e_));
 
   /* 6. q RMSNorm + RoPE; the new token's kv RoPE'd, quantized and written to
    *    its SWA slot (so the window below includes it). */
-  dsa_mla_qnorm_params np;
-  dsa_mla_qnorm_params_default(&np);
-  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->q_normed, io->kv, io->positions,
-                                        io->cos_sin, io->kv_slots, io->swa_cache, &np, &e_));
+  dsa_mla_qnorm_rope_kv_insert_params np;
+  dsa_mla_qnorm_rope_kv_insert_params_default(&np);
+  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->kv, io->positions, io->cos_sin,
+                                        io->kv_slots, io->swa_cache, io->q_normed, &np, &e_));
 
   /* 7. Attention over the window (SWA cache) then the top-k (C4 cache),
    *    with the sink; lse for the caller's combine. */
-  const dsa_mla_index_set window = {io->swa_cache, io->swa_slots, io->swa_lens};
-  const dsa_mla_index_set chosen = {io->c4_cache, io->c4_slots, io->c4_lens};
-  dsa_sparse_attn_params ap;
-  dsa_sparse_attn_params_default(&ap);
-  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, &ap, io->out,
-                                 io->lse, &e_));
+  const dsa_sparse_index_set window = {io->swa_cache, io->swa_slots, io->swa_lens};
+  const dsa_sparse_index_set chosen = {io->c4_cache, io->c4_slots, io->c4_lens};
+  dsa_sparse_params ap;
+  dsa_sparse_params_default(&ap);
+  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, io->out, io->lse,
+                                 &ap, &e_));
 
   /* 8. The output for the grouped O projection (wo_a): inverse RoPE of dims
    *    448..511 at each token's position, FP8 e4m3 per 128-value block with

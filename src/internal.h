@@ -285,6 +285,11 @@ typedef struct dsa_kargs {
 
 void dsa__kargs_init(dsa_kargs *a, dsa_queue *q);
 void dsa__karg_tensor(dsa_kargs *a, const dsa_tensor *t, int rank);
+/* Positions (rank 1) / cos_sin (rank 2) followed by their dtype flag, i32
+ * (pos_i32) or bf16 (cs_bf16): the kernels' `DSA_CTENSOR1(pos), int pos_i32`
+ * and `DSA_CTENSOR2(cs), int cs_bf16`. */
+void dsa__karg_positions(dsa_kargs *a, const dsa_tensor *t);
+void dsa__karg_cos_sin(dsa_kargs *a, const dsa_tensor *t);
 void dsa__karg_paged(dsa_kargs *a, const dsa_paged_cache *c);
 void dsa__karg_mem(dsa_kargs *a, cl_mem m); /* NULL: the stand-in */
 void dsa__karg_faults(dsa_kargs *a);
@@ -320,7 +325,7 @@ typedef struct dsa_variant {
 } dsa_variant;
 
 typedef struct dsa_variant_table {
-  const char *op; /* public operator name, e.g. "dsa_paged_mqa_logits" */
+  const char *op; /* public operator name, e.g. "dsa_indexer_paged_logits" */
   const dsa_variant *v;
   int n;
 } dsa_variant_table;
@@ -373,6 +378,10 @@ dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *ar
                              dsa_dtype want, int ndim);
 /* Innermost stride must be 1 (kernels read rows as vectors). */
 dsa_status dsa__check_unit_inner(const dsa_tensor *t, const char *op, const char *arg);
+/* positions: i64 or i32 [n] (n < 0: any length); cos_sin: f32 or bf16, rank
+ * 2, unit inner stride. */
+dsa_status dsa__check_positions(const dsa_tensor *t, const char *op, int64_t n);
+dsa_status dsa__check_cos_sin(const dsa_tensor *t, const char *op);
 dsa_status dsa__check_dim(const dsa_tensor *t, const char *op, const char *arg, int dim,
                           int64_t want);
 dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char *arg,

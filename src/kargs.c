@@ -161,3 +161,13 @@ dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const 
   }
   return dsa__enqueue(q, k, kname, dims, global, local, ev);
 }
+
+void dsa__karg_positions(dsa_kargs *a, const dsa_tensor *t) {
+  dsa__karg_tensor(a, t, 1);
+  dsa__karg_i32(a, t && t->dtype == DSA_I32);
+}
+
+void dsa__karg_cos_sin(dsa_kargs *a, const dsa_tensor *t) {
+  dsa__karg_tensor(a, t, 2);
+  dsa__karg_i32(a, t && t->dtype == DSA_BF16);
+}

@@ -86,8 +86,7 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   DSA_CHECK(dsa__check_dim(ape, op, "ape", 0, p->compress_ratio));
   DSA_CHECK(dsa__check_dim(ape, op, "ape", 1, w));
   DSA_CHECK(dsa__check_unit_inner(ape, op, "ape"));
-  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
-  DSA_CHECK(dsa__check_dim(positions, op, "positions", 0, t));
+  DSA_CHECK(dsa__check_positions(positions, op, t));
   DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
   DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
   DSA_CHECK(check_state(state, op, 2 * w));
@@ -104,7 +103,7 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   dsa__karg_tensor(&a, kv, 2);
   dsa__karg_tensor(&a, score, 2);
   dsa__karg_tensor(&a, ape, 2);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, slot_mapping, 1);
   dsa__karg_tensor(&a, state, 3);
   dsa__karg_i64(&a, state->shape[0]);
@@ -150,11 +149,13 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   const int64_t hd = cache->format == DSA_CACHE_MLA_FP8 ? 512 : 128;
   const int64_t coff = p->compress_ratio == 4 ? 2 : 1;
   DSA_CHECK(check_state(state, op, 2 * coff * hd));
-  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
+  DSA_CHECK(dsa__check_positions(positions, op, -1));
   const int64_t t = positions->shape[0];
   DSA_CHECK(dsa__check_tensor(block_table, op, "block_table", DSA_I32, 2));
-  DSA_CHECK(dsa__check_tensor(token_to_req, op, "token_to_req", DSA_I32, 1));
-  DSA_CHECK(dsa__check_dim(token_to_req, op, "token_to_req", 0, t));
+  if (token_to_req) { /* NULL: pure decode, token t is request t */
+    DSA_CHECK(dsa__check_tensor(token_to_req, op, "token_to_req", DSA_I32, 1));
+    DSA_CHECK(dsa__check_dim(token_to_req, op, "token_to_req", 0, t));
+  }
   DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
   DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
   if (!norm_weight)
@@ -162,9 +163,8 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   const int w_bf16 = norm_weight->dtype == DSA_BF16;
   DSA_CHECK(dsa__check_tensor(norm_weight, op, "norm_weight", w_bf16 ? DSA_BF16 : DSA_F32, 1));
   DSA_CHECK(dsa__check_dim(norm_weight, op, "norm_weight", 0, hd));
-  DSA_CHECK(dsa__check_tensor(cos_sin, op, "cos_sin", DSA_F32, 2));
+  DSA_CHECK(dsa__check_cos_sin(cos_sin, op));
   DSA_CHECK(dsa__check_dim(cos_sin, op, "cos_sin", 1, 64));
-  DSA_CHECK(dsa__check_unit_inner(cos_sin, op, "cos_sin"));
   DSA_CHECK(dsa__check_tensor(cache_slot_mapping, op, "cache_slot_mapping", DSA_I64, 1));
   DSA_CHECK(dsa__check_dim(cache_slot_mapping, op, "cache_slot_mapping", 0, t));
   if (t >= ((int64_t)1 << 31))
@@ -186,11 +186,12 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   dsa__karg_i64(&a, block_table->shape[0]);
   dsa__karg_i64(&a, block_table->shape[1]);
   dsa__karg_tensor(&a, token_to_req, 1);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, slot_mapping, 1);
   dsa__karg_tensor(&a, norm_weight, 1);
   dsa__karg_i32(&a, w_bf16);
-  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_cos_sin(&a, cos_sin);
   dsa__karg_i64(&a, cos_sin->shape[0]);
   dsa__karg_tensor(&a, cache_slot_mapping, 1);
   dsa__karg_paged(&a, cache);

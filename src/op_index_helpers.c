@@ -13,51 +13,51 @@
 const char dsa__defines_index_helpers[] = DSA_KDEF(IH_LANES);
 
 /* One portable kernel each (index arithmetic, no vendor path). */
-DSA_VARIANT_TABLE(dsa__variants_compressed_slot_mapping, "dsa_compressed_slot_mapping",
+DSA_VARIANT_TABLE(dsa__variants_compressed_slot_mapping, "dsa_index_compressed_slot_mapping",
                   {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_swa_indices, "dsa_swa_indices", {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_global_topk_indices, "dsa_global_topk_indices",
+DSA_VARIANT_TABLE(dsa__variants_swa_indices, "dsa_index_swa", {"portable", 0, NULL, NULL});
+DSA_VARIANT_TABLE(dsa__variants_global_topk_indices, "dsa_index_global_topk",
                   {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_c128_topk_indices, "dsa_c128_topk_indices",
+DSA_VARIANT_TABLE(dsa__variants_c128_topk_indices, "dsa_index_c128_topk",
                   {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_combine_topk_swa, "dsa_combine_topk_swa",
+DSA_VARIANT_TABLE(dsa__variants_combine_topk_swa, "dsa_index_combine_topk_swa",
                   {"portable", 0, NULL, NULL});
-DSA_VARIANT_TABLE(dsa__variants_mixed_sparse_indices, "dsa_mixed_sparse_indices",
+DSA_VARIANT_TABLE(dsa__variants_mixed_sparse_indices, "dsa_index_mixed_sparse",
                   {"portable", 0, NULL, NULL});
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-void dsa_compressed_slot_params_default(dsa_compressed_slot_params *p) {
+void dsa_index_compressed_slot_mapping_params_default(dsa_index_compressed_slot_mapping_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->compress_ratio = 4;
   p->block_size = 64;
 }
-void dsa_swa_indices_params_default(dsa_swa_indices_params *p) {
+void dsa_index_swa_params_default(dsa_index_swa_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->window = 128;
   p->block_size = 64;
 }
-void dsa_global_topk_params_default(dsa_global_topk_params *p) {
+void dsa_index_global_topk_params_default(dsa_index_global_topk_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->block_size = 64;
 }
-void dsa_c128_topk_params_default(dsa_c128_topk_params *p) {
+void dsa_index_c128_topk_params_default(dsa_index_c128_topk_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->compress_ratio = 128;
   p->block_size = 2;
 }
-void dsa_combine_topk_swa_params_default(dsa_combine_topk_swa_params *p) {
+void dsa_index_combine_topk_swa_params_default(dsa_index_combine_topk_swa_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->window = 128;
   p->compress_ratio = 4;
   p->topk = 512;
 }
-void dsa_mixed_sparse_params_default(dsa_mixed_sparse_params *p) {
+void dsa_index_mixed_sparse_params_default(dsa_index_mixed_sparse_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->window = 128;
@@ -109,17 +109,17 @@ static dsa_status launch_rows(dsa_queue *q, dsa_program_id prog, const char *nam
 
 /* ---- §10.1 ---------------------------------------------------------------------- */
 
-dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_start_loc,
-                                       const dsa_tensor *seq_lens, const dsa_tensor *block_table,
-                                       const dsa_tensor *slot_mapping,
-                                       const dsa_compressed_slot_params *p,
-                                       const dsa_events *ev) {
-  static const char op[] = "dsa_compressed_slot_mapping";
+dsa_status dsa_index_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_start_loc,
+                                             const dsa_tensor *seq_lens, const dsa_tensor *block_table,
+                                             const dsa_tensor *slot_mapping,
+                                             const dsa_index_compressed_slot_mapping_params *p,
+                                             const dsa_events *ev) {
+  static const char op[] = "dsa_index_compressed_slot_mapping";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_compressed_slot_params dp;
-  if (!p) dsa_compressed_slot_params_default(&dp), p = &dp;
+  dsa_index_compressed_slot_mapping_params dp;
+  if (!p) dsa_index_compressed_slot_mapping_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
   DSA_CHECK(check_table(block_table, op, "block_table", -1));
@@ -155,23 +155,24 @@ dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_sta
 
 /* ---- §10.2 ---------------------------------------------------------------------- */
 
-dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
-                           const dsa_tensor *token_to_req, const dsa_tensor *is_valid_token,
-                           const dsa_tensor *block_table, const dsa_tensor *indices,
-                           const dsa_tensor *lens, const dsa_swa_indices_params *p,
-                           const dsa_events *ev) {
-  static const char op[] = "dsa_swa_indices";
+dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
+                         const dsa_tensor *token_to_req, const dsa_tensor *is_valid_token,
+                         const dsa_tensor *block_table, const dsa_tensor *indices,
+                         const dsa_tensor *lens, const dsa_index_swa_params *p,
+                         const dsa_events *ev) {
+  static const char op[] = "dsa_index_swa";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_swa_indices_params dp;
-  if (!p) dsa_swa_indices_params_default(&dp), p = &dp;
+  dsa_index_swa_params dp;
+  if (!p) dsa_index_swa_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
-  DSA_CHECK(check_vec(positions, op, "positions", DSA_I64, -1));
+  DSA_CHECK(dsa__check_positions(positions, op, -1));
   const int64_t t = positions->shape[0];
   DSA_CHECK(check_rows(op, "positions", t));
-  DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  /* token_to_req NULL: token t is request t (pure decode). */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(check_table(block_table, op, "block_table", -1));
   DSA_CHECK(dsa__check_tensor(indices, op, "indices", DSA_I32, 2));
@@ -187,8 +188,9 @@ dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
   if (dsa__pick(q, &dsa__variants_swa_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_tensor(&a, is_valid_token, 1);
   dsa__karg_i32(&a, hv);
   dsa__karg_tensor(&a, block_table, 2);
@@ -205,21 +207,22 @@ dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
 
 /* ---- §10.3 ---------------------------------------------------------------------- */
 
-dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
-                                   const dsa_tensor *token_to_req, const dsa_tensor *block_table,
-                                   const dsa_tensor *is_valid_token, const dsa_tensor *out,
-                                   const dsa_tensor *lens, const dsa_global_topk_params *p,
-                                   const dsa_events *ev) {
-  static const char op[] = "dsa_global_topk_indices";
+dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
+                                 const dsa_tensor *token_to_req, const dsa_tensor *block_table,
+                                 const dsa_tensor *is_valid_token, const dsa_tensor *out,
+                                 const dsa_tensor *lens, const dsa_index_global_topk_params *p,
+                                 const dsa_events *ev) {
+  static const char op[] = "dsa_index_global_topk";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_global_topk_params dp;
-  if (!p) dsa_global_topk_params_default(&dp), p = &dp;
+  dsa_index_global_topk_params dp;
+  if (!p) dsa_index_global_topk_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
   DSA_CHECK(check_table(topk_local, op, "topk_local", -1));
   const int64_t t = topk_local->shape[0], k = topk_local->shape[1];
-  DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  /* token_to_req NULL: token t is request t (pure decode). */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
   DSA_CHECK(check_table(block_table, op, "block_table", -1));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(dsa__check_tensor(out, op, "out", DSA_I32, 2));
@@ -235,6 +238,7 @@ dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
   dsa__karg_tensor(&a, topk_local, 2);
   dsa__karg_i32(&a, kk);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_tensor(&a, block_table, 2);
   dsa__karg_i32(&a, rr);
   dsa__karg_i32(&a, w);
@@ -248,29 +252,26 @@ dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
   return launch_rows(q, DSA_PROG_INDEX_HELPERS, "ih_global_topk", t, &a, ev);
 }
 
-dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
-                                 const dsa_tensor *token_to_req, const dsa_tensor *block_table,
-                                 const dsa_tensor *is_valid_token, const dsa_tensor *out,
-                                 const dsa_tensor *lens, const dsa_c128_topk_params *p,
-                                 const dsa_events *ev) {
-  static const char op[] = "dsa_c128_topk_indices";
+dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
+                               const dsa_tensor *token_to_req, const dsa_tensor *block_table,
+                               const dsa_tensor *is_valid_token, const dsa_tensor *out,
+                               const dsa_tensor *lens, const dsa_index_c128_topk_params *p,
+                               const dsa_events *ev) {
+  static const char op[] = "dsa_index_c128_topk";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_c128_topk_params dp;
-  if (!p) dsa_c128_topk_params_default(&dp), p = &dp;
+  dsa_index_c128_topk_params dp;
+  if (!p) dsa_index_c128_topk_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
-  DSA_CHECK(check_vec(positions, op, "positions", DSA_I64, -1));
+  DSA_CHECK(dsa__check_positions(positions, op, -1));
   const int64_t t = positions->shape[0];
   DSA_CHECK(check_rows(op, "positions", t));
-  if (block_table) {
-    if (!token_to_req) return BAD("%s: token_to_req is NULL but block_table is given", op);
-    DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
-    DSA_CHECK(check_table(block_table, op, "block_table", -1));
-  } else if (token_to_req) {
-    DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
-  }
+  /* token_to_req NULL: token t is request t (pure decode); unread in the
+   * local form. */
+  if (token_to_req) DSA_CHECK(check_vec(token_to_req, op, "token_to_req", DSA_I32, t));
+  if (block_table) DSA_CHECK(check_table(block_table, op, "block_table", -1));
   if (is_valid_token) DSA_CHECK(check_vec(is_valid_token, op, "is_valid_token", DSA_U8, t));
   DSA_CHECK(check_table(out, op, "out", t));
   if (lens) DSA_CHECK(check_vec(lens, op, "lens", DSA_I32, t));
@@ -282,8 +283,9 @@ dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
   if (dsa__pick(q, &dsa__variants_c128_topk_indices, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
-  dsa__karg_tensor(&a, positions, 1);
+  dsa__karg_positions(&a, positions);
   dsa__karg_tensor(&a, token_to_req, 1);
+  dsa__karg_i32(&a, token_to_req != NULL);
   dsa__karg_i32(&a, gf);
   dsa__karg_tensor(&a, block_table, 2);
   dsa__karg_i32(&a, rr);
@@ -302,17 +304,17 @@ dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
 
 /* ---- §10.4 ---------------------------------------------------------------------- */
 
-dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
-                                const dsa_tensor *query_start_loc, const dsa_tensor *seq_lens,
-                                const dsa_tensor *gather_lens, const dsa_tensor *out,
-                                const dsa_tensor *lens, const dsa_combine_topk_swa_params *p,
-                                const dsa_events *ev) {
-  static const char op[] = "dsa_combine_topk_swa";
+dsa_status dsa_index_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
+                                      const dsa_tensor *query_start_loc, const dsa_tensor *seq_lens,
+                                      const dsa_tensor *gather_lens, const dsa_tensor *out,
+                                      const dsa_tensor *lens, const dsa_index_combine_topk_swa_params *p,
+                                      const dsa_events *ev) {
+  static const char op[] = "dsa_index_combine_topk_swa";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_combine_topk_swa_params dp;
-  if (!p) dsa_combine_topk_swa_params_default(&dp), p = &dp;
+  dsa_index_combine_topk_swa_params dp;
+  if (!p) dsa_index_combine_topk_swa_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
   DSA_CHECK(check_pos_int(op, "topk", p->topk, 0));
@@ -366,16 +368,16 @@ dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
 
 /* ---- §10.5 ---------------------------------------------------------------------- */
 
-dsa_status dsa_mixed_sparse_indices(dsa_queue *q, const dsa_mixed_sparse_inputs *in,
-                                    const dsa_tensor *out, const dsa_tensor *lens,
-                                    const dsa_mixed_sparse_params *p, const dsa_events *ev) {
-  static const char op[] = "dsa_mixed_sparse_indices";
+dsa_status dsa_index_mixed_sparse(dsa_queue *q, const dsa_index_mixed_sparse_inputs *in,
+                                  const dsa_tensor *out, const dsa_tensor *lens,
+                                  const dsa_index_mixed_sparse_params *p, const dsa_events *ev) {
+  static const char op[] = "dsa_index_mixed_sparse";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
   if (!in) return BAD("%s: in is NULL", op);
-  dsa_mixed_sparse_params dp;
-  if (!p) dsa_mixed_sparse_params_default(&dp), p = &dp;
+  dsa_index_mixed_sparse_params dp;
+  if (!p) dsa_index_mixed_sparse_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
   DSA_CHECK(check_pos_int(op, "topk", p->topk, 0));

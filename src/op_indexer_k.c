@@ -1,6 +1,8 @@
 /* Indexer K cache (FP8 132 B/token, MXFP4 68 B/token): quantize + insert and
  * the prefill gather (SPEC-reference §3.2, §3.3, §5.1, §6.5). Kernels:
  * cl/indexer_k.cl. */
+#include <string.h>
+
 #include "internal.h"
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
@@ -25,10 +27,19 @@ static dsa_status check_indexer_cache(const dsa_paged_cache *c, const char *op) 
   return dsa__check_cache(c, op, "cache", c->format);
 }
 
+void dsa_indexer_k_insert_params_default(dsa_indexer_k_insert_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->e2m1 = DSA_E2M1_RNE;
+}
+
 dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_tensor *slot_mapping,
-                                const dsa_paged_cache *cache, dsa_e2m1_mode e2m1,
-                                const dsa_events *ev) {
+                                const dsa_paged_cache *cache,
+                                const dsa_indexer_k_insert_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_indexer_k_insert";
+  dsa_indexer_k_insert_params d;
+  dsa_indexer_k_insert_params_default(&d);
+  const dsa_e2m1_mode e2m1 = p ? p->e2m1 : d.e2m1;
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -39,7 +50,7 @@ dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, k->shape[0]));
   DSA_CHECK(check_indexer_cache(cache, op));
   if (e2m1 != DSA_E2M1_RNE && e2m1 != DSA_E2M1_LEGACY)
-    return BAD("%s: e2m1 = %d is not a dsa_e2m1_mode", op, (int)e2m1);
+    return BAD("%s: p->e2m1 = %d is not a dsa_e2m1_mode", op, (int)e2m1);
 
   const int64_t n = k->shape[0];
   if (n == 0) return dsa__launch_nothing(q, ev);
@@ -61,8 +72,8 @@ dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   return dsa__launch_args(q, kern, "indexer_k_insert", &a, 2, global, local, ev);
 }
 
-dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_paged_cache *cache,
-                                const dsa_tensor *block_table, const dsa_tensor *cu_seqlens,
+dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_tensor *cu_seqlens,
+                                const dsa_tensor *block_table, const dsa_paged_cache *cache,
                                 const dsa_tensor *k_out, const dsa_tensor *k_scale,
                                 const dsa_events *ev) {
   static const char op[] = "dsa_indexer_k_gather";

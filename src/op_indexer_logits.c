@@ -124,7 +124,7 @@ static size_t tl_local_bytes(const tl_geom *g) {
          (size_t)g->kt * 24 + (size_t)(g->rmax / 16) * 8;
 }
 
-void dsa_mqa_logits_params_default(dsa_mqa_logits_params *p) {
+void dsa_indexer_logits_params_default(dsa_indexer_logits_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->clean = 1;
@@ -237,12 +237,12 @@ enum { V_KEYS, V_TILE, V_WIDE, V_NARROW };
       {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_mqa_logits", IL_VARIANTS(refuse_keys_no));
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_mqa_logits_mxfp4",
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS(refuse_keys_no));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_indexer_logits (mxfp4)",
                   IL_VARIANTS(refuse_keys_no));
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_paged_mqa_logits",
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_indexer_paged_logits",
                   IL_VARIANTS(refuse_keys));
-DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_paged_mqa_logits_mxfp4",
+DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_indexer_paged_logits (mxfp4)",
                   IL_VARIANTS(refuse_keys_no));
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
@@ -353,7 +353,7 @@ static dsa_status check_tensor2(const dsa_tensor *t, const char *op, const char 
   return dsa__check_tensor(t, op, arg, a, ndim);
 }
 
-static dsa_status check_params(const dsa_mqa_logits_params *p, const char *op) {
+static dsa_status check_params(const dsa_indexer_logits_params *p, const char *op) {
   if (p && p->clean != 0 && p->clean != 1)
     return BAD("%s: p->clean = %d, must be 0 or 1", op, (int)p->clean);
   return DSA_OK;
@@ -370,7 +370,7 @@ static dsa_status check_logits(const dsa_tensor *t, const char *op, int64_t rows
   return DSA_OK;
 }
 
-static void set_logits(il_job *j, const dsa_tensor *t, const dsa_mqa_logits_params *p) {
+static void set_logits(il_job *j, const dsa_tensor *t, const dsa_indexer_logits_params *p) {
   j->out = t;
   j->out_bf16 = t->dtype == DSA_BF16;
   j->ncols = (cl_int)t->shape[1];
@@ -403,36 +403,56 @@ static dsa_status check_heads(int64_t h, const char *op, const char *arg, int di
   return DSA_OK;
 }
 
+/* The format is the query's dtype tag: e4m3 is FP8 (query_scale NULL),
+ * e2m1x2 is MXFP4 (query_scale ue8m0 required). *fp4 gets which. */
+static dsa_status query_format(const dsa_tensor *query, const dsa_tensor *query_scale,
+                               const char *op, int *fp4) {
+  if (!query) return BAD("%s: query is NULL", op);
+  if (query->dtype != DSA_E4M3 && query->dtype != DSA_E2M1X2)
+    return BAD("%s: query has dtype %s; the format is the query's dtype: e4m3 (FP8) or "
+               "e2m1x2 (MXFP4)",
+               op, dsa_dtype_name(query->dtype));
+  *fp4 = query->dtype == DSA_E2M1X2;
+  if (*fp4 && !query_scale) return BAD("%s: query_scale is NULL but the query is MXFP4", op);
+  if (!*fp4 && query_scale)
+    return BAD("%s: query_scale is given but the query is FP8 (e4m3); it must be NULL", op);
+  return DSA_OK;
+}
+
 /* ---- ragged prefill ------------------------------------------------------------ */
 
-static dsa_status ragged(dsa_queue *q, const char *op, int fp4, const dsa_tensor *query,
-                         const dsa_tensor *query_scale, const dsa_tensor *k,
-                         const dsa_tensor *k_scale, const dsa_tensor *weights,
-                         const dsa_tensor *ks, const dsa_tensor *ke, const dsa_tensor *logits,
-                         const dsa_mqa_logits_params *p, const dsa_events *ev) {
+dsa_status dsa_indexer_logits(dsa_queue *q, const dsa_tensor *query,
+                              const dsa_tensor *query_scale, const dsa_tensor *k,
+                              const dsa_tensor *k_scale, const dsa_tensor *weights,
+                              const dsa_tensor *ks, const dsa_tensor *ke,
+                              const dsa_tensor *logits, const dsa_indexer_logits_params *p,
+                              const dsa_events *ev) {
+  static const char op[] = "dsa_indexer_logits";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
   DSA_CHECK(check_params(p, op));
+  int fp4;
+  DSA_CHECK(query_format(query, query_scale, op, &fp4));
   const dsa_dtype vt = fp4 ? DSA_E2M1X2 : DSA_E4M3;
-  DSA_CHECK(check_tensor2(query, op, "query", vt, DSA_U8, 3));
+  DSA_CHECK(dsa__check_tensor(query, op, "query", vt, 3));
   DSA_CHECK(dsa__check_unit_inner(query, op, "query"));
   const int64_t m = query->shape[0], h = query->shape[1];
   const int64_t d = fp4 ? query->shape[2] * 2 : query->shape[2];
   DSA_CHECK(check_heads(h, op, "query", 1));
   DSA_CHECK(check_head_dim(d, op, "query", 2));
   if (fp4) {
-    DSA_CHECK(check_tensor2(query_scale, op, "query_scale", DSA_UE8M0, DSA_U8, 3));
+    DSA_CHECK(dsa__check_tensor(query_scale, op, "query_scale", DSA_UE8M0, 3));
     DSA_CHECK(dsa__check_dim(query_scale, op, "query_scale", 0, m));
     DSA_CHECK(dsa__check_dim(query_scale, op, "query_scale", 1, h));
     DSA_CHECK(dsa__check_dim(query_scale, op, "query_scale", 2, d / 32));
   }
-  DSA_CHECK(check_tensor2(k, op, "k", vt, DSA_U8, 2));
+  DSA_CHECK(dsa__check_tensor(k, op, "k", vt, 2));
   DSA_CHECK(dsa__check_dim(k, op, "k", 1, fp4 ? d / 2 : d));
   DSA_CHECK(dsa__check_unit_inner(k, op, "k"));
   const int64_t n = k->shape[0];
   if (fp4) {
-    DSA_CHECK(check_tensor2(k_scale, op, "k_scale", DSA_UE8M0, DSA_U8, 2));
+    DSA_CHECK(dsa__check_tensor(k_scale, op, "k_scale", DSA_UE8M0, 2));
     DSA_CHECK(dsa__check_dim(k_scale, op, "k_scale", 0, n));
     DSA_CHECK(dsa__check_dim(k_scale, op, "k_scale", 1, d / 32));
   } else {
@@ -470,47 +490,69 @@ static dsa_status ragged(dsa_queue *q, const char *op, int fp4, const dsa_tensor
   return launch(q, &j, fp4 ? &dsa__variants_mqa_logits_mxfp4 : &dsa__variants_mqa_logits, ev);
 }
 
-dsa_status dsa_mqa_logits(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *k,
-                          const dsa_tensor *k_scale, const dsa_tensor *weights,
-                          const dsa_tensor *ks, const dsa_tensor *ke, const dsa_tensor *logits,
-                          const dsa_mqa_logits_params *p, const dsa_events *ev) {
-  return ragged(q, "dsa_mqa_logits", 0, query, NULL, k, k_scale, weights, ks, ke, logits, p, ev);
-}
-
-dsa_status dsa_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
-                                const dsa_tensor *query_scale, const dsa_tensor *k,
-                                const dsa_tensor *k_scale, const dsa_tensor *weights,
-                                const dsa_tensor *ks, const dsa_tensor *ke,
-                                const dsa_tensor *logits, const dsa_mqa_logits_params *p,
-                                const dsa_events *ev) {
-  return ragged(q, "dsa_mqa_logits_mxfp4", 1, query, query_scale, k, k_scale, weights, ks, ke,
-                logits, p, ev);
-}
-
 /* ---- paged decode ------------------------------------------------------------ */
 
 #define PAGED_D 128
 
-static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor *query,
-                        const dsa_tensor *query_scale, const dsa_paged_cache *cache,
-                        const dsa_tensor *weights, const dsa_tensor *context_lens,
-                        const dsa_tensor *block_tables, const dsa_tensor *logits,
-                        const dsa_mqa_logits_params *p, const dsa_events *ev) {
+/* A rank-3 [T, H, X] tensor (T = B * next_n rows, Q quant's layout) as
+ * the rank-4 view [B, next_n, H, X]. */
+static dsa_tensor split_rows(const dsa_tensor *t, int64_t b, int64_t next_n) {
+  dsa_tensor v = *t;
+  v.ndim = 4;
+  v.shape[0] = b, v.stride[0] = t->stride[0] * next_n;
+  v.shape[1] = next_n, v.stride[1] = t->stride[0];
+  v.shape[2] = t->shape[1], v.stride[2] = t->stride[1];
+  v.shape[3] = t->shape[2], v.stride[3] = t->stride[2];
+  return v;
+}
+
+dsa_status dsa_indexer_paged_logits(dsa_queue *q, const dsa_tensor *query_in,
+                                    const dsa_tensor *query_scale_in, const dsa_tensor *weights,
+                                    const dsa_tensor *context_lens,
+                                    const dsa_tensor *block_tables, const dsa_paged_cache *cache,
+                                    const dsa_tensor *logits, const dsa_indexer_logits_params *p,
+                                    const dsa_events *ev) {
+  static const char op[] = "dsa_indexer_paged_logits";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
   DSA_CHECK(check_params(p, op));
+  int fp4;
+  DSA_CHECK(query_format(query_in, query_scale_in, op, &fp4));
   const dsa_dtype vt = fp4 ? DSA_E2M1X2 : DSA_E4M3;
-  DSA_CHECK(check_tensor2(query, op, "query", vt, DSA_U8, 4));
-  DSA_CHECK(dsa__check_unit_inner(query, op, "query"));
+  /* The query is [B, next_n, H, D] or Q quant's [T, H, D] with T = B *
+   * next_n; next_n then comes from 2-D lengths [B, next_n], else T / B. */
+  const int qrank = query_in->ndim == 3 ? 3 : 4;
+  DSA_CHECK(dsa__check_tensor(query_in, op, "query", vt, qrank));
+  DSA_CHECK(dsa__check_unit_inner(query_in, op, "query"));
+  if (!context_lens) return BAD("%s: context_lens is NULL", op);
+  const int rank = context_lens->ndim == 2 ? 2 : 1;
+  DSA_CHECK(dsa__check_tensor(context_lens, op, "context_lens", DSA_I32, rank));
+  dsa_tensor qv = *query_in, qsv;
+  const dsa_tensor *query = &qv, *query_scale = query_scale_in;
+  if (qrank == 3) {
+    const int64_t tq = query_in->shape[0], nb = context_lens->shape[0];
+    const int64_t nn = rank == 2 ? context_lens->shape[1] : nb > 0 ? tq / nb : 1;
+    if (nn < 1 || tq != nb * nn)
+      return BAD("%s: query has %lld rows, which is not B x next_n for context_lens [%lld%s%lld]",
+                 op, (long long)tq, (long long)nb, rank == 2 ? ", " : "",
+                 rank == 2 ? (long long)context_lens->shape[1] : 0ll);
+    qv = split_rows(query_in, nb, nn);
+    if (fp4) {
+      DSA_CHECK(dsa__check_tensor(query_scale_in, op, "query_scale", DSA_UE8M0, 3));
+      DSA_CHECK(dsa__check_dim(query_scale_in, op, "query_scale", 0, tq));
+      qsv = split_rows(query_scale_in, nb, nn);
+      query_scale = &qsv;
+    }
+  }
   const int64_t b = query->shape[0], next_n = query->shape[1], h = query->shape[2];
   if (next_n < 1 || next_n > 65536)
     return BAD("%s: query shape[1] = next_n = %lld, must be in [1, 65536]", op,
                (long long)next_n);
-  DSA_CHECK(check_heads(h, op, "query", 2));
+  DSA_CHECK(check_heads(h, op, "query", qrank - 2));
   DSA_CHECK(dsa__check_dim(query, op, "query", 3, fp4 ? PAGED_D / 2 : PAGED_D));
   if (fp4) {
-    DSA_CHECK(check_tensor2(query_scale, op, "query_scale", DSA_UE8M0, DSA_U8, 4));
+    DSA_CHECK(dsa__check_tensor(query_scale, op, "query_scale", DSA_UE8M0, 4));
     for (int i = 0; i < 3; i++)
       DSA_CHECK(dsa__check_dim(query_scale, op, "query_scale", i, query->shape[i]));
     DSA_CHECK(dsa__check_dim(query_scale, op, "query_scale", 3, PAGED_D / 32));
@@ -521,9 +563,6 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
   DSA_CHECK(dsa__check_tensor(weights, op, "weights", DSA_F32, 2));
   DSA_CHECK(dsa__check_dim(weights, op, "weights", 0, rows));
   DSA_CHECK(dsa__check_dim(weights, op, "weights", 1, h));
-  if (!context_lens) return BAD("%s: context_lens is NULL", op);
-  const int rank = context_lens->ndim == 2 ? 2 : 1;
-  DSA_CHECK(dsa__check_tensor(context_lens, op, "context_lens", DSA_I32, rank));
   DSA_CHECK(dsa__check_dim(context_lens, op, "context_lens", 0, b));
   if (rank == 2) DSA_CHECK(dsa__check_dim(context_lens, op, "context_lens", 1, next_n));
   DSA_CHECK(dsa__check_tensor(block_tables, op, "block_tables", DSA_I32, 2));
@@ -560,23 +599,4 @@ static dsa_status paged(dsa_queue *q, const char *op, int fp4, const dsa_tensor 
   set_logits(&j, logits, p);
   return launch(q, &j,
                 fp4 ? &dsa__variants_paged_mqa_logits_mxfp4 : &dsa__variants_paged_mqa_logits, ev);
-}
-
-dsa_status dsa_paged_mqa_logits(dsa_queue *q, const dsa_tensor *query,
-                                const dsa_paged_cache *cache, const dsa_tensor *weights,
-                                const dsa_tensor *context_lens, const dsa_tensor *block_tables,
-                                const dsa_tensor *logits, const dsa_mqa_logits_params *p,
-                                const dsa_events *ev) {
-  return paged(q, "dsa_paged_mqa_logits", 0, query, NULL, cache, weights, context_lens,
-               block_tables, logits, p, ev);
-}
-
-dsa_status dsa_paged_mqa_logits_mxfp4(dsa_queue *q, const dsa_tensor *query,
-                                      const dsa_tensor *query_scale,
-                                      const dsa_paged_cache *cache, const dsa_tensor *weights,
-                                      const dsa_tensor *context_lens,
-                                      const dsa_tensor *block_tables, const dsa_tensor *logits,
-                                      const dsa_mqa_logits_params *p, const dsa_events *ev) {
-  return paged(q, "dsa_paged_mqa_logits_mxfp4", 1, query, query_scale, cache, weights,
-               context_lens, block_tables, logits, p, ev);
 }

@@ -7,7 +7,7 @@
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-void dsa_indexer_q_params_default(dsa_indexer_q_params *p) {
+void dsa_indexer_q_quant_params_default(dsa_indexer_q_quant_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->softmax_scale = (float)0.08838834764831845; /* 128^-0.5 */
@@ -32,18 +32,18 @@ DSA_VARIANT_TABLE(dsa__variants_indexer_q_quant, "dsa_indexer_q_quant",
 
 dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
                                const dsa_tensor *index_q, const dsa_tensor *cos_sin,
-                               const dsa_tensor *weights, const dsa_indexer_q_params *p,
-                               const dsa_tensor *out_q, const dsa_tensor *out_scales,
-                               const dsa_tensor *out_weights, const dsa_events *ev) {
+                               const dsa_tensor *weights, const dsa_tensor *out_q,
+                               const dsa_tensor *out_scales, const dsa_tensor *out_weights,
+                               const dsa_indexer_q_quant_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_indexer_q_quant";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_indexer_q_params prm;
+  dsa_indexer_q_quant_params prm;
   if (p)
     prm = *p;
   else
-    dsa_indexer_q_params_default(&prm);
+    dsa_indexer_q_quant_params_default(&prm);
   if (!isfinite(prm.softmax_scale))
     return BAD("%s: p->softmax_scale = %g must be finite", op, (double)prm.softmax_scale);
   if (!isfinite(prm.head_scale))

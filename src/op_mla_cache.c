@@ -1,5 +1,7 @@
 /* MLA KV-cache operators (fp8_ds_mla, 584 B/token): insert, gather by slot,
  * gather through block tables. Kernels: cl/mla_cache.cl. */
+#include <string.h>
+
 #include "internal.h"
 
 #define MLA_DIM 512
@@ -65,8 +67,8 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   return dsa__launch_args(q, kern, "mla_cache_insert", &a, 2, global, local, ev);
 }
 
-dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
-                                const dsa_tensor *indices, const dsa_tensor *out,
+dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_tensor *indices,
+                                const dsa_paged_cache *cache, const dsa_tensor *out,
                                 const dsa_events *ev) {
   static const char op[] = "dsa_mla_gather_slots";
   dsa__clear_error();
@@ -97,11 +99,16 @@ dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
   return dsa__launch_args(q, kern, "mla_gather_slots", &a, 2, global, local, ev);
 }
 
-dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
-                                const dsa_tensor *seq_lens, const dsa_tensor *gather_lens,
-                                const dsa_tensor *block_table, int64_t offset,
-                                const dsa_tensor *out, const dsa_events *ev) {
+void dsa_mla_gather_paged_params_default(dsa_mla_gather_paged_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
+dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_tensor *seq_lens,
+                                const dsa_tensor *gather_lens, const dsa_tensor *block_table,
+                                const dsa_paged_cache *cache, const dsa_tensor *out,
+                                const dsa_mla_gather_paged_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mla_gather_paged";
+  const int64_t offset = p ? p->offset : 0;
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -120,7 +127,7 @@ dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
   DSA_CHECK(dsa__check_unit_inner(out, op, "out"));
   if (offset < 0 || offset > out->shape[1])
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
-                     "%s: offset = %lld must be in [0, out shape[1] = %lld]", op,
+                     "%s: p->offset = %lld must be in [0, out shape[1] = %lld]", op,
                      (long long)offset, (long long)out->shape[1]);
 
   const int64_t max_t = out->shape[1];

@@ -22,25 +22,25 @@ DSA_VARIANT_TABLE(dsa__variants_mla_qnorm, "dsa_mla_qnorm_rope_kv_insert",
                   {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, dsa__refuse_no_sg32, NULL},
                   {"portable", 0, NULL, NULL});
 
-void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p) {
+void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_insert_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->eps = 1e-6f;
 }
 
 dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
-                                        const dsa_tensor *q_out, const dsa_tensor *kv,
-                                        const dsa_tensor *positions, const dsa_tensor *cos_sin,
-                                        const dsa_tensor *slot_mapping,
-                                        const dsa_paged_cache *cache,
-                                        const dsa_mla_qnorm_params *p, const dsa_events *ev) {
+                                        const dsa_tensor *kv, const dsa_tensor *positions,
+                                        const dsa_tensor *cos_sin, const dsa_tensor *slot_mapping,
+                                        const dsa_paged_cache *cache, const dsa_tensor *q_out,
+                                        const dsa_mla_qnorm_rope_kv_insert_params *p,
+                                        const dsa_events *ev) {
   static const char op[] = "dsa_mla_qnorm_rope_kv_insert";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_mla_qnorm_params defp;
+  dsa_mla_qnorm_rope_kv_insert_params defp;
   if (!p) {
-    dsa_mla_qnorm_params_default(&defp);
+    dsa_mla_qnorm_rope_kv_insert_params_default(&defp);
     p = &defp;
   }
   if (!(isfinite(p->eps) && p->eps >= FLT_MIN))
@@ -62,11 +62,9 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   DSA_CHECK(dsa__check_dim(kv, op, "kv", 0, t));
   DSA_CHECK(dsa__check_dim(kv, op, "kv", 1, MLA_DIM));
   DSA_CHECK(dsa__check_unit_inner(kv, op, "kv"));
-  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
-  DSA_CHECK(dsa__check_dim(positions, op, "positions", 0, t));
-  DSA_CHECK(dsa__check_tensor(cos_sin, op, "cos_sin", DSA_F32, 2));
+  DSA_CHECK(dsa__check_positions(positions, op, t));
+  DSA_CHECK(dsa__check_cos_sin(cos_sin, op));
   DSA_CHECK(dsa__check_dim(cos_sin, op, "cos_sin", 1, ROPE_DIM));
-  DSA_CHECK(dsa__check_unit_inner(cos_sin, op, "cos_sin"));
   DSA_CHECK(dsa__check_tensor(slot_mapping, op, "slot_mapping", DSA_I64, 1));
   DSA_CHECK(dsa__check_dim(slot_mapping, op, "slot_mapping", 0, t));
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
@@ -87,8 +85,8 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   dsa__karg_tensor(&a, qo, 3);
   dsa__karg_i32(&a, (cl_int)h);
   dsa__karg_tensor(&a, kv, 2);
-  dsa__karg_tensor(&a, positions, 1);
-  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_positions(&a, positions);
+  dsa__karg_cos_sin(&a, cos_sin);
   dsa__karg_i64(&a, cos_sin->shape[0]);
   dsa__karg_tensor(&a, slot_mapping, 1);
   dsa__karg_i64(&a, t);

@@ -35,7 +35,7 @@ DSA_VARIANT_TABLE(dsa__variants_mtp_norm, "dsa_mtp_input_rmsnorm",
                   {"intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_wg_sg32, NULL},
                   {"portable", 0, refuse_wg, NULL});
 
-void dsa_mtp_norm_params_default(dsa_mtp_norm_params *p) {
+void dsa_mtp_params_default(dsa_mtp_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->eps = 1e-6f;
@@ -66,7 +66,7 @@ static dsa_status check_weight(const dsa_tensor *w, const char *op, const char *
   return dsa__check_unit_inner(w, op, arg);
 }
 
-static dsa_status check_params(const dsa_mtp_norm_params *p, const char *op) {
+static dsa_status check_params(const dsa_mtp_params *p, const char *op) {
   if (!(isfinite(p->eps) && p->eps >= FLT_MIN))
     return BAD("%s: p->eps = %g must be finite and >= FLT_MIN", op, (double)p->eps);
   return DSA_OK;
@@ -113,14 +113,14 @@ dsa_status dsa_mtp_input_rmsnorm(dsa_queue *q, const dsa_tensor *inputs_embeds,
                                  const dsa_tensor *positions, const dsa_tensor *previous_hidden,
                                  const dsa_tensor *enorm_weight, const dsa_tensor *hnorm_weight,
                                  const dsa_tensor *enorm_out, const dsa_tensor *hnorm_out,
-                                 const dsa_mtp_norm_params *p, const dsa_events *ev) {
+                                 const dsa_mtp_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mtp_input_rmsnorm";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_mtp_norm_params defp;
+  dsa_mtp_params defp;
   if (!p) {
-    dsa_mtp_norm_params_default(&defp);
+    dsa_mtp_params_default(&defp);
     p = &defp;
   }
   DSA_CHECK(check_params(p, op));
@@ -147,14 +147,14 @@ dsa_status dsa_mtp_input_rmsnorm(dsa_queue *q, const dsa_tensor *inputs_embeds,
 
 dsa_status dsa_mtp_shared_head_rmsnorm(dsa_queue *q, const dsa_tensor *x,
                                        const dsa_tensor *weight, const dsa_tensor *out,
-                                       const dsa_mtp_norm_params *p, const dsa_events *ev) {
+                                       const dsa_mtp_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mtp_shared_head_rmsnorm";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
-  dsa_mtp_norm_params defp;
+  dsa_mtp_params defp;
   if (!p) {
-    dsa_mtp_norm_params_default(&defp);
+    dsa_mtp_params_default(&defp);
     p = &defp;
   }
   DSA_CHECK(check_params(p, op));

@@ -27,11 +27,9 @@ dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *q, const dsa_tensor *o,
   DSA_CHECK(dsa__check_dim(o, op, "o", 2, OQ_DIM));
   DSA_CHECK(dsa__check_unit_inner(o, op, "o"));
   const int64_t t = o->shape[0], h = o->shape[1];
-  DSA_CHECK(dsa__check_tensor(positions, op, "positions", DSA_I64, 1));
-  DSA_CHECK(dsa__check_dim(positions, op, "positions", 0, t));
-  DSA_CHECK(dsa__check_tensor(cos_sin, op, "cos_sin", DSA_F32, 2));
+  DSA_CHECK(dsa__check_positions(positions, op, t));
+  DSA_CHECK(dsa__check_cos_sin(cos_sin, op));
   DSA_CHECK(dsa__check_dim(cos_sin, op, "cos_sin", 1, OQ_ROPE));
-  DSA_CHECK(dsa__check_unit_inner(cos_sin, op, "cos_sin"));
   DSA_CHECK(dsa__check_tensor(out, op, "out", DSA_E4M3, 3));
   const int64_t g = out->shape[0];
   if (g < 1 || h % g != 0)
@@ -71,8 +69,8 @@ dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *q, const dsa_tensor *o,
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   dsa__karg_tensor(&a, o, 3);
-  dsa__karg_tensor(&a, positions, 1);
-  dsa__karg_tensor(&a, cos_sin, 2);
+  dsa__karg_positions(&a, positions);
+  dsa__karg_cos_sin(&a, cos_sin);
   dsa__karg_i64(&a, cos_sin->shape[0]);
   dsa__karg_tensor(&a, out, 3);
   dsa__karg_tensor(&a, scales, 3);

@@ -110,13 +110,13 @@ DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode", SA_V
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode_two_stage, "dsa_sparse_mla_decode_two_stage",
                   {"gather+bf16", 0, NULL, "then dsa_sparse_attn_bf16's pick"});
 
-void dsa_sparse_attn_params_default(dsa_sparse_attn_params *p) {
+void dsa_sparse_params_default(dsa_sparse_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->softmax_scale = (float)(1.0 / sqrt((double)MLA_DIM));
 }
 
-static dsa_status check_params(const dsa_sparse_attn_params *p, const char *op) {
+static dsa_status check_params(const dsa_sparse_params *p, const char *op) {
   if (!p) return DSA_OK;
   if (!isfinite(p->softmax_scale))
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: p->softmax_scale = %g must be finite", op,
@@ -170,7 +170,7 @@ static dsa_status check_index(const dsa_tensor *idx, const dsa_tensor *lens, int
   return DSA_OK;
 }
 
-static dsa_status check_set(const dsa_mla_index_set *s, int64_t t, const char *op,
+static dsa_status check_set(const dsa_sparse_index_set *s, int64_t t, const char *op,
                             const char *sname) {
   if (!s) return DSA_OK;
   char c[48], i[48], l[48];
@@ -178,7 +178,7 @@ static dsa_status check_set(const dsa_mla_index_set *s, int64_t t, const char *o
   snprintf(i, sizeof i, "%s->indices", sname);
   snprintf(l, sizeof l, "%s->lens", sname);
   DSA_CHECK(dsa__check_cache(s->cache, op, c, DSA_CACHE_MLA_FP8));
-  return check_index(s->indices, s->lens, 0, t, op, i, l);
+  return check_index(s->indices, s->lens, 1, t, op, i, l);
 }
 
 /* The query and output groups of every attention kernel (SA_QUERY,
@@ -187,10 +187,10 @@ static void karg_query(dsa_kargs *a, const dsa_tensor *query) {
   dsa__karg_tensor(a, query, 3);
   dsa__karg_i32(a, (cl_int)query->shape[1]);
 }
-static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_params *p,
                         const dsa_tensor *out, const dsa_tensor *lse) {
-  dsa_sparse_attn_params d;
-  dsa_sparse_attn_params_default(&d);
+  dsa_sparse_params d;
+  dsa_sparse_params_default(&d);
   dsa__karg_tensor(a, sink, 1);
   dsa__karg_i32(a, sink != NULL);
   dsa__karg_f32(a, p ? p->softmax_scale : d.softmax_scale);
@@ -200,12 +200,13 @@ static void karg_output(dsa_kargs *a, const dsa_tensor *sink, const dsa_sparse_a
   dsa__karg_faults(a);
 }
 /* SA_SET: an index set (absent: width 0 and stand-ins). */
-static void karg_set(dsa_kargs *a, const dsa_mla_index_set *s) {
+static void karg_set(dsa_kargs *a, const dsa_sparse_index_set *s) {
   const int empty = !s || s->indices->shape[1] == 0;
   dsa__karg_paged(a, empty ? NULL : s->cache);
   dsa__karg_tensor(a, empty ? NULL : s->indices, 2);
   dsa__karg_i32(a, empty ? 0 : (cl_int)s->indices->shape[1]);
   dsa__karg_tensor(a, empty ? NULL : s->lens, 1);
+  dsa__karg_i32(a, !empty && s->lens != NULL); /* NULL lens: the full width */
 }
 
 static void attn_grid(int64_t t, int64_t h, size_t wg, int hg, size_t global[3],
@@ -241,7 +242,7 @@ static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fuse
  * are). */
 static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
                               const dsa_tensor *idx, const dsa_tensor *lens, int has_lens,
-                              const dsa_tensor *sink, const dsa_sparse_attn_params *p,
+                              const dsa_tensor *sink, const dsa_sparse_params *p,
                               const dsa_tensor *out, const dsa_tensor *lse, const dsa_events *ev) {
   cl_kernel kern;
   const char *kname;
@@ -265,8 +266,8 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
 
 dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
                                 const dsa_tensor *indices, const dsa_tensor *lens,
-                                const dsa_tensor *attn_sink, const dsa_sparse_attn_params *p,
-                                const dsa_tensor *out, const dsa_tensor *lse,
+                                const dsa_tensor *attn_sink, const dsa_tensor *out,
+                                const dsa_tensor *lse, const dsa_sparse_params *p,
                                 const dsa_events *ev) {
   static const char op[] = "dsa_sparse_attn_bf16";
   dsa__clear_error();
@@ -290,9 +291,9 @@ dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa
 }
 
 static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
-                               const dsa_mla_index_set *main_set,
-                               const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-                               const dsa_sparse_attn_params *p, const dsa_tensor *out,
+                               const dsa_sparse_index_set *main_set,
+                               const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
+                               const dsa_sparse_params *p, const dsa_tensor *out,
                                const dsa_tensor *lse, const dsa_events *ev, const char *op) {
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
@@ -303,7 +304,7 @@ static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
   return DSA_OK;
 }
 
-static int64_t set_width(const dsa_mla_index_set *s) { return s ? s->indices->shape[1] : 0; }
+static int64_t set_width(const dsa_sparse_index_set *s) { return s ? s->indices->shape[1] : 0; }
 
 /* Split-K scratch: partial rows [T, S, H, 512] f32, then (m, l) [T, S, H, 2]. */
 static uint64_t split_bytes(int64_t t, int64_t h, int64_t s) {
@@ -344,10 +345,10 @@ static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot,
 }
 
 dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
-                                 const dsa_mla_index_set *main_set,
-                                 const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-                                 const dsa_sparse_attn_params *p, const dsa_tensor *out,
-                                 const dsa_tensor *lse, const dsa_events *ev) {
+                                 const dsa_sparse_index_set *main_set,
+                                 const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
+                                 const dsa_tensor *out, const dsa_tensor *lse,
+                                 const dsa_sparse_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_sparse_mla_decode";
   dsa__clear_error();
   DSA_CHECK(check_decode(q, query, main_set, extra_set, attn_sink, p, out, lse, ev, op));
@@ -417,16 +418,25 @@ static int ws_layout(int64_t t, int64_t k1, int64_t k2, uint64_t *idx_off, uint6
   return 0;
 }
 
+/* A contiguous view of the workspace's bytes from byte off on, in the
+ * workspace's memory (buffer or pointer kind). */
+static dsa_tensor ws_view(const dsa_tensor *ws, uint64_t off, dsa_dtype dt, int ndim,
+                          const int64_t *shape) {
+  dsa_tensor v = dsa_tensor_make(ws->mem, ws->offset + (size_t)off, dt, ndim, shape);
+  v.kind = ws->kind, v.ptr = ws->ptr, v.ptr_bytes = ws->ptr_bytes;
+  return v;
+}
+
 size_t dsa_sparse_mla_decode_workspace_size(int64_t t, int64_t k1, int64_t k2) {
   uint64_t io, lo, total;
   return ws_layout(t, k1, k2, &io, &lo, &total) ? 0 : (size_t)total;
 }
 
 dsa_status dsa_sparse_mla_decode_two_stage(
-    dsa_queue *q, const dsa_tensor *query, const dsa_mla_index_set *main_set,
-    const dsa_mla_index_set *extra_set, const dsa_tensor *attn_sink,
-    const dsa_sparse_attn_params *p, const dsa_tensor *out, const dsa_tensor *lse,
-    cl_mem workspace, size_t workspace_offset, const dsa_events *ev) {
+    dsa_queue *q, const dsa_tensor *query, const dsa_sparse_index_set *main_set,
+    const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink, const dsa_tensor *out,
+    const dsa_tensor *lse, const dsa_tensor *workspace, const dsa_sparse_params *p,
+    const dsa_events *ev) {
   static const char op[] = "dsa_sparse_mla_decode_two_stage";
   dsa__clear_error();
   DSA_CHECK(check_decode(q, query, main_set, extra_set, attn_sink, p, out, lse, ev, op));
@@ -438,29 +448,30 @@ dsa_status dsa_sparse_mla_decode_two_stage(
                      "32-bit row range",
                      op, (long long)t, (long long)k1, (long long)k2);
   if (t == 0) return dsa__launch_nothing(q, ev);
-  if (!workspace) return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: workspace is NULL", op);
-  if (workspace_offset % WS_ALIGN)
+  /* A u8 [bytes] tensor of any memory kind, contiguous, from a WS_ALIGN
+   * boundary (the gather kernel's 1024-byte rows and the three parts below
+   * start aligned; for a pointer kind the address, as for element alignment). */
+  DSA_CHECK(dsa__check_tensor(workspace, op, "workspace", DSA_U8, 1));
+  DSA_CHECK(dsa__check_unit_inner(workspace, op, "workspace"));
+  if ((uint64_t)workspace->shape[0] < need)
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
-                     "%s: workspace_offset %zu is not a multiple of %d", op, workspace_offset,
-                     WS_ALIGN);
-  size_t size; /* valid buffer of the queue's cl_context */
-  DSA_CHECK(dsa__check_mem(workspace, op, "workspace", &size));
-  if (workspace_offset > size || size - workspace_offset < need)
+                     "%s: workspace has %lld bytes, needs %llu "
+                     "(dsa_sparse_mla_decode_workspace_size)",
+                     op, (long long)workspace->shape[0], (unsigned long long)need);
+  const uintptr_t base = workspace->kind == DSA_MEM_BUFFER ? 0 : (uintptr_t)workspace->ptr;
+  if ((base + workspace->offset) % WS_ALIGN)
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
-                     "%s: workspace needs %llu bytes from offset %zu but its buffer holds %zu",
-                     op, (unsigned long long)need, workspace_offset, size);
+                     "%s: workspace address (offset %zu) is not a multiple of %d", op,
+                     workspace->offset, WS_ALIGN);
 
   const int64_t ktot = k1 + k2;
   if (dsa__pick(q, &dsa__variants_sparse_mla_decode_two_stage, NULL) < 0)
     return DSA_ERR_UNSUPPORTED;
   /* The workspace as three tensors: rows [T*Ktot, 512] bf16 (rows of 1024
    * bytes from a WS_ALIGN boundary), indices [T, Ktot] i32, lengths [T] i32. */
-  dsa_tensor ws_rows = dsa_tensor_make(workspace, workspace_offset, DSA_BF16, 2,
-                                       (int64_t[]){t * ktot, MLA_DIM});
-  dsa_tensor ws_idx = dsa_tensor_make(workspace, workspace_offset + idx_off, DSA_I32, 2,
-                                      (int64_t[]){t, ktot});
-  dsa_tensor ws_len = dsa_tensor_make(workspace, workspace_offset + len_off, DSA_I32, 1,
-                                      (int64_t[]){t});
+  dsa_tensor ws_rows = ws_view(workspace, 0, DSA_BF16, 2, (int64_t[]){t * ktot, MLA_DIM});
+  dsa_tensor ws_idx = ws_view(workspace, idx_off, DSA_I32, 2, (int64_t[]){t, ktot});
+  dsa_tensor ws_len = ws_view(workspace, len_off, DSA_I32, 1, (int64_t[]){t});
   /* Nothing to gather: the attention alone writes zeros and -inf. */
   if (ktot == 0)
     return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 0, attn_sink, p, out, lse, ev);

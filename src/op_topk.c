@@ -435,7 +435,11 @@ dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits, const dsa_ten
     if (pn < 0)
       return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: params next_n = %d must be >= 0", op,
                        (int)pn);
-    next_n = pn ? pn : 1;
+    /* next_n comes from the tensors that carry it (as in
+     * dsa_indexer_paged_logits): 1-D lengths [B] with 0 derive it from the
+     * logits' rows, rows / B. */
+    const int64_t nb = lengths->shape[0], nr = logits->shape[0];
+    next_n = pn ? pn : nb > 0 && nr % nb == 0 && nr / nb >= 1 && nr / nb <= INT32_MAX ? nr / nb : 1;
   } else {
     next_n = lengths->shape[1];
     if (pn != 0 && pn != next_n)

@@ -337,3 +337,18 @@ dsa_status dsa__check_cache(const dsa_paged_cache *c, const char *op, const char
                (unsigned long long)end, storage_noun(c->kind), size);
   return DSA_OK;
 }
+
+/* The API's one rule for positions and cos/sin tables (docs/API.md,
+ * Conventions): positions i64 or i32 of rank 1, cos/sin f32 or bf16 of rank 2
+ * with unit inner stride. Kernels get the dtype as a flag (dsa__karg_positions,
+ * dsa__karg_cos_sin) and read both (cl/dsa_common.h). */
+dsa_status dsa__check_positions(const dsa_tensor *t, const char *op, int64_t n) {
+  DSA_CHECK(dsa__check_tensor(t, op, "positions", t && t->dtype == DSA_I32 ? DSA_I32 : DSA_I64, 1));
+  if (n >= 0) DSA_CHECK(dsa__check_dim(t, op, "positions", 0, n));
+  return DSA_OK;
+}
+
+dsa_status dsa__check_cos_sin(const dsa_tensor *t, const char *op) {
+  DSA_CHECK(dsa__check_tensor(t, op, "cos_sin", t && t->dtype == DSA_BF16 ? DSA_BF16 : DSA_F32, 2));
+  return dsa__check_unit_inner(t, op, "cos_sin");
+}

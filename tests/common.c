@@ -259,3 +259,23 @@ void dsa_test_first_diff(const void *g, const void *w, size_t n, const char *wha
   CHECK(bad == 0, "%s [%s]: %zu bytes differ, first at byte %zu: got 0x%02X want 0x%02X", what,
         c, bad, first, bad ? got[first] : 0, bad ? want[first] : 0);
 }
+
+int32_t *dsa_test_narrow_pos(int64_t *pos, size_t n) {
+  int32_t *p = dsa_test_xmalloc((n + 1) * 4);
+  for (size_t i = 0; i < n; i++) p[i] = (int32_t)(uint32_t)(uint64_t)pos[i], pos[i] = p[i];
+  return p;
+}
+
+uint16_t *dsa_test_narrow_cs(float *cs, size_t n) {
+  uint16_t *h = dsa_test_xmalloc((n + 1) * 2);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &cs[i], 4);
+    /* RNE to bf16; NaN kept quiet */
+    h[i] = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                             : (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    u = (uint32_t)h[i] << 16;
+    memcpy(&cs[i], &u, 4);
+  }
+  return h;
+}

@@ -51,6 +51,13 @@ double dsa_test_uniform(uint64_t *state); /* [0, 1) */
 void *dsa_test_xmalloc(size_t n);
 /* n random bytes from the test's RNG. */
 void dsa_test_fill_random(uint64_t *state, void *p, size_t n);
+
+/* The API's alternative dtypes for positions (i32) and cos/sin (bf16):
+ * narrow n values in place (so the i64 / f32 arrays the reference reads hold
+ * what the device sees: i32 wrap-around, bf16 RNE) and return the narrow
+ * copy to upload (malloc'ed, n + 1 elements). */
+int32_t *dsa_test_narrow_pos(int64_t *pos, size_t n);
+uint16_t *dsa_test_narrow_cs(float *cs, size_t n);
 /* Reads (and clears) the queue's fault word, checking the call succeeds. */
 uint32_t dsa_test_read_faults(dsa_queue *q);
 /* CHECKs that two byte images are equal; on failure names the first

@@ -26,7 +26,7 @@
  *   1a  SWA MLA cache: dsa_mla_cache_insert of the past tokens 0 .. L_b - 2
  *   then, per prefill chunk (positions [256k, 256k + 256) of every sequence;
  *   random fp32 projected kv | score rows, random ape and bf16 norm weights):
- *   1b  dsa_compressed_slot_mapping: the C4 / indexer cache slot of each
+ *   1b  dsa_index_compressed_slot_mapping: the C4 / indexer cache slot of each
  *       token that closes a window of 4, -1 for the others
  *   1c  dsa_compressor_save_states, C4 main head (hd 512): fp32 state rows
  *   1d  the same for the C4 indexer head (hd 128)
@@ -34,10 +34,10 @@
  *   1f  dsa_compressor_compress_insert -> indexer K cache (DSA_CACHE_INDEXER_FP8)
  *       (floor(L_b / 4) compressed rows per sequence in all)
  *   2   dsa_indexer_q_quant: indexer Q RoPE + FP8 quant (64 heads x 128)
- *   3   dsa_paged_mqa_logits, 2-D context lengths floor(L_b / 4)
+ *   3   dsa_indexer_paged_logits, 2-D context lengths floor(L_b / 4)
  *   4   dsa_topk_decode, k = topk
- *   5   dsa_global_topk_indices: local compressed rows -> C4 cache slots
- *   6   dsa_swa_indices: the window's SWA slots and lengths
+ *   5   dsa_index_global_topk: local compressed rows -> C4 cache slots
+ *   6   dsa_index_swa: the window's SWA slots and lengths
  *   7   dsa_mla_qnorm_rope_kv_insert: q RMSNorm + RoPE, kv RoPE + insert of
  *       the new token into the SWA cache
  *   8a  dsa_sparse_mla_decode (fused) with attention sink
@@ -142,6 +142,11 @@
 #include "ref_output_quant.h"
 #include "ref_sparse_mla.h"
 #include "ref_topk.h"
+
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
 
 /* ---- model constants (DeepSeek-V4-Flash, SPEC-reference §1) ------------------ */
 
@@ -1134,7 +1139,7 @@ int main(int argc, char **argv) {
    * (dsa_compressor_save_states), then every token whose position closes a
    * window of 4 (p % 4 == 3) softmax-pools the 8 state rows p - 7 .. p,
    * RMSNorms, RoPEs and quantizes them into its compressed row c = p / 4
-   * (dsa_compressor_compress_insert) at the slot dsa_compressed_slot_mapping
+   * (dsa_compressor_compress_insert) at the slot dsa_index_compressed_slot_mapping
    * gives. The prefill covers all L_b tokens of a sequence, the decode token
    * at L_b - 1 included: in vLLM this step's own compressor call saves that
    * token's state and writes its row (when L_b % 4 == 0) before the indexer
@@ -1225,8 +1230,8 @@ int main(int argc, char **argv) {
     float *st_back = smode ? NULL : xmalloc(state_bytes[0]);
     int64_t n_tok = 0, n_win = 0, map_bad = 0;
     unsigned ref_f = 0;
-    dsa_compressed_slot_params smp;
-    dsa_compressed_slot_params_default(&smp);
+    dsa_index_compressed_slot_mapping_params smp;
+    dsa_index_compressed_slot_mapping_params_default(&smp);
     smp.compress_ratio = RATIO, smp.block_size = CMP_BS;
     dsa_compressor_params cp;
     dsa_compressor_params_default(&cp);
@@ -1295,7 +1300,7 @@ int main(int argc, char **argv) {
       dsa_tensor cbt_t = dsa_tensor_make(cmp_bt0_m, 0, DSA_I32, 2, (int64_t[]){B, Wc1});
 
       /* 1b: compressed slot of every token that closes a window (else -1). */
-      TIMED_CHUNK(k, s_map, dsa_compressed_slot_mapping(queue, &qsl_t, &cseq_t, &cbt_t, &cslot_k,
+      TIMED_CHUNK(k, s_map, dsa_index_compressed_slot_mapping(queue, &qsl_t, &cseq_t, &cbt_t, &cslot_k,
                                                         &smp, evp));
       check_faults(s_map);
       ref_table crt = {cmp_bt, B, Wc1, Wc1};
@@ -1508,8 +1513,8 @@ int main(int argc, char **argv) {
   float *iw_dev = smode ? NULL : xmalloc(nb3(T, IDX_HEADS, 4));
   if (!smode) {
     stage *s = st_[0];
-    dsa_indexer_q_params prm;
-    dsa_indexer_q_params_default(&prm);
+    dsa_indexer_q_quant_params prm;
+    dsa_indexer_q_quant_params_default(&prm);
     uint8_t *want_q = xmalloc(iq_n);
     float *want_w = xmalloc(nb3(T, IDX_HEADS, 4));
     ref_indexer_q_args a = {T, IDX_HEADS, IDX_DIM, ROPE_DIM, P, pos, 0, 1,
@@ -1526,8 +1531,8 @@ int main(int argc, char **argv) {
     free(want_q), free(want_w);
   } else {
     stage *s = st_[0];
-    dsa_indexer_q_params prm;
-    dsa_indexer_q_params_default(&prm);
+    dsa_indexer_q_quant_params prm;
+    dsa_indexer_q_quant_params_default(&prm);
     uint8_t *want_q = xmalloc(nb2(ns, QR));
     float *want_w = xmalloc(nb3(ns, IDX_HEADS, 4));
     unsigned f = 0;
@@ -1676,8 +1681,8 @@ int main(int argc, char **argv) {
   uint16_t *q_dev = smode ? NULL : xmalloc(nb2(q_n, 2));
   if (!smode) {
     stage *s = st_[5];
-    dsa_mla_qnorm_params prm;
-    dsa_mla_qnorm_params_default(&prm);
+    dsa_mla_qnorm_rope_kv_insert_params prm;
+    dsa_mla_qnorm_rope_kv_insert_params_default(&prm);
     uint16_t *want = xmalloc(nb2(q_n, 2));
     unsigned f = ref_mla_qnorm_rope_kv_insert(&swa_ref, qin, H * MLA_DIM, MLA_DIM, want,
                                               H * MLA_DIM, MLA_DIM, H, kv_new, MLA_DIM, pos,
@@ -1692,8 +1697,8 @@ int main(int argc, char **argv) {
     /* The new token into its sequence's SWA blocks as 1a's reference left
      * them; the device's blocks of that sequence are read again. */
     stage *s = st_[5];
-    dsa_mla_qnorm_params prm;
-    dsa_mla_qnorm_params_default(&prm);
+    dsa_mla_qnorm_rope_kv_insert_params prm;
+    dsa_mla_qnorm_rope_kv_insert_params_default(&prm);
     uint16_t *want = xmalloc(nb3(ns, HD, 2));
     unsigned f = 0;
     for (int64_t i = 0; i < ns; i++) {
@@ -1717,10 +1722,10 @@ int main(int argc, char **argv) {
   /* 8a: sparse MLA decode with the attention sink (fused); 8b: two-stage */
   if (!smode) {
     dsa_tensor qt = qo_t;
-    dsa_mla_index_set main_set = {&swa_cache, &si_t, &sl_t};
-    dsa_mla_index_set extra_set = {&c4_cache, &gi_t, &gl_t};
-    dsa_sparse_attn_params prm;
-    dsa_sparse_attn_params_default(&prm);
+    dsa_sparse_index_set main_set = {&swa_cache, &si_t, &sl_t};
+    dsa_sparse_index_set extra_set = {&c4_cache, &gi_t, &gl_t};
+    dsa_sparse_params prm;
+    dsa_sparse_params_default(&prm);
 
     /* The fp64 reference over the device's (already checked) inputs. */
     double *want = xmalloc(nb2(q_n, sizeof *want)), *want_lse = xmalloc(nb3(T, H, 8));
@@ -1746,8 +1751,8 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, nb2(q_n, 2), 0, NULL, NULL);
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
-    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
-                                             &out_t, &lse_t, ws_m, 0, evp));
+    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
+                                             &lse_t, WS_BYTES(ws_m, 0, ws_size), &prm, evp));
     check_faults(s);
     buf_read(out_m, nb2(q_n, 2), two);
     buf_read(lse_m, nb3(T, H, 4), lse);
@@ -1781,10 +1786,10 @@ int main(int argc, char **argv) {
      * sequence's blocks of both caches as caches of their own (the slots
      * renumbered into them; a slot in no block of the sequence fails). */
     dsa_tensor qt = qo_t;
-    dsa_mla_index_set main_set = {&swa_cache, &si_t, &sl_t};
-    dsa_mla_index_set extra_set = {&c4_cache, &gi_t, &gl_t};
-    dsa_sparse_attn_params prm;
-    dsa_sparse_attn_params_default(&prm);
+    dsa_sparse_index_set main_set = {&swa_cache, &si_t, &sl_t};
+    dsa_sparse_index_set extra_set = {&c4_cache, &gi_t, &gl_t};
+    dsa_sparse_params prm;
+    dsa_sparse_params_default(&prm);
     double *want = xmalloc(nb3(ns, HD, sizeof *want)), *want_lse = xmalloc(nb3(ns, H, 8));
     uint16_t *fused = xmalloc(nb3(ns, HD, 2)), *two = xmalloc(nb3(ns, HD, 2));
     float *lse = xmalloc(nb3(ns, H, 4));
@@ -1826,8 +1831,8 @@ int main(int argc, char **argv) {
     clEnqueueFillBuffer(clq, out_m, &junk, 1, 0, nb2(q_n, 2), 0, NULL, NULL);
     clEnqueueFillBuffer(clq, lse_m, &junk, 1, 0, nb3(T, H, 4), 0, NULL, NULL);
     clFinish(clq);
-    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &prm,
-                                             &out_t, &lse_t, ws_m, 0, evp));
+    TIMED(s, dsa_sparse_mla_decode_two_stage(queue, &qt, &main_set, &extra_set, &sink_t, &out_t,
+                                             &lse_t, WS_BYTES(ws_m, 0, ws_size), &prm, evp));
     check_faults(s);
     for (int64_t i = 0; i < ns; i++) {
       buf_read_at(out_m, nb3(sq[i].b, HD, 2), nb2(HD, 2), two + i * HD);

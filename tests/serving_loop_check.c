@@ -105,8 +105,8 @@ static void on_step(void *user, const serving_step *s) {
   uint8_t *iq = xmalloc(iq_n), *want_q = xmalloc(iq_n);
   float *iw = xmalloc((size_t)(T * SERVE_IDX_HEADS) * 4);
   float *want_w = xmalloc((size_t)(T * SERVE_IDX_HEADS) * 4);
-  dsa_indexer_q_params qp;
-  dsa_indexer_q_params_default(&qp);
+  dsa_indexer_q_quant_params qp;
+  dsa_indexer_q_quant_params_default(&qp);
   ref_indexer_q_args qa = {T, SERVE_IDX_HEADS, SERVE_IDX_DIM, SERVE_ROPE_DIM, s->cos_rows,
                            s->positions, 0, 1, s->index_q, SERVE_IDX_HEADS * SERVE_IDX_DIM,
                            SERVE_IDX_DIM, s->cos_sin, 0, SERVE_ROPE_DIM, s->index_w, 1,
@@ -171,8 +171,8 @@ static void on_step(void *user, const serving_step *s) {
 
   /* 6. q RMSNorm + RoPE; the new tokens' kv into the SWA image */
   uint16_t *qn = xmalloc(q_n * 2), *want_qn = xmalloc(q_n * 2);
-  dsa_mla_qnorm_params np;
-  dsa_mla_qnorm_params_default(&np);
+  dsa_mla_qnorm_rope_kv_insert_params np;
+  dsa_mla_qnorm_rope_kv_insert_params_default(&np);
   ref_mla_cache swa_rc = {c->img[0], c->nb[0], SERVE_SWA_BS, SERVE_MLA_STRIDE};
   ref_mla_qnorm_rope_kv_insert(&swa_rc, s->q, H * SERVE_MLA_DIM, SERVE_MLA_DIM, want_qn,
                                H * SERVE_MLA_DIM, SERVE_MLA_DIM, H, s->kv, SERVE_MLA_DIM,
@@ -187,8 +187,8 @@ static void on_step(void *user, const serving_step *s) {
   double *want = xmalloc(q_n * sizeof(double)), *want_lse = xmalloc((size_t)(T * H) * 8);
   ref_mla_cache c4_rc = {c->img[1], c->nb[1], SERVE_CMP_BS, SERVE_MLA_STRIDE};
   ref_mla_set rm = {&swa_rc, si, W, W, 1, sl}, rx = {&c4_rc, gi, K, K, 1, gl};
-  dsa_sparse_attn_params ap;
-  dsa_sparse_attn_params_default(&ap);
+  dsa_sparse_params ap;
+  dsa_sparse_params_default(&ap);
   ref_sparse_mla_decode(qn, T, H, H * SERVE_MLA_DIM, SERVE_MLA_DIM, &rm, &rx, s->sink,
                         ap.softmax_scale, want, want_lse);
   read_t(c, s->out, out);

@@ -101,7 +101,7 @@ int main(void) {
     CHECK(!memcmp(got + d, img + d, 576) && !memcmp(got + s, img + s, 8),
           "layout A: slot %lld bytes differ", (long long)slots[i]);
   }
-  CHECK_OK(dsa_mla_gather_slots(q, &ca, &ti, &to, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &ti, &ca, &to, NULL));
   uint16_t *out = dsa_test_xmalloc((size_t)N * 1024), *want = dsa_test_xmalloc(1024);
   down(mo, 0, out, (size_t)N * 1024);
   for (int i = 0; i < N; i++) {
@@ -137,7 +137,7 @@ int main(void) {
     down(big, s, dev + 576, 8);
     CHECK(!memcmp(dev, tok, 584), "layout B: slot %d bytes differ", BS + j);
   }
-  CHECK_OK(dsa_mla_gather_slots(q, &cb, &ti, &to, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &ti, &cb, &to, NULL));
   down(mo, 0, out, (size_t)N * 1024);
   for (int i = 0; i < N; i++) {
     const int w = (N / BS - 1) * BS + i % BS;
@@ -164,10 +164,10 @@ int main(void) {
     dsa_tensor tq = dsa_tensor_make(mq, 0, DSA_BF16, 3, (int64_t[]){T, H, 512});
     dsa_tensor tx = dsa_tensor_make(mx, 0, DSA_I32, 2, (int64_t[]){T, K});
     dsa_tensor tout = dsa_tensor_make(mout, 0, DSA_BF16, 3, (int64_t[]){T, H, 512});
-    dsa_mla_index_set set = {&ca, &tx, &tl};
-    dsa_sparse_attn_params p;
-    dsa_sparse_attn_params_default(&p);
-    CHECK_OK(dsa_sparse_mla_decode(q, &tq, &set, NULL, NULL, &p, &tout, NULL, NULL));
+    dsa_sparse_index_set set = {&ca, &tx, &tl};
+    dsa_sparse_params p;
+    dsa_sparse_params_default(&p);
+    CHECK_OK(dsa_sparse_mla_decode(q, &tq, &set, NULL, NULL, &tout, NULL, &p, NULL));
     uint16_t *o = dsa_test_xmalloc((size_t)T * H * 1024);
     down(mout, 0, o, (size_t)T * H * 1024);
     double *ro = dsa_test_xmalloc((size_t)T * H * 512 * 8), *rl = dsa_test_xmalloc(T * H * 8);
@@ -198,7 +198,7 @@ int main(void) {
     dsa_paged_cache ic = {.mem = big, .offset = (size_t)base + ((size_t)32 << 20),
                           .num_blocks = INB, .block_size = IBS, .block_stride = ipage,
                           .format = DSA_CACHE_INDEXER_FP8};
-    CHECK_OK(dsa_indexer_k_insert(q, &tik, &tis, &ic, DSA_E2M1_RNE, NULL));
+    CHECK_OK(dsa_indexer_k_insert(q, &tik, &tis, &ic, NULL, NULL));
     uint8_t *iimg = dsa_test_xmalloc((size_t)(INB * ipage)),
             *idev = dsa_test_xmalloc((size_t)(INB * ipage));
     ref_idx_cache rci = {iimg, INB, IBS, ipage, 0};
@@ -218,7 +218,7 @@ int main(void) {
     dsa_tensor tcl = dsa_tensor_make(mcl, 0, DSA_I32, 1, (int64_t[]){1});
     dsa_tensor tbt = dsa_tensor_make(mbt, 0, DSA_I32, 2, (int64_t[]){1, INB});
     dsa_tensor tlg = dsa_tensor_make(mlg, 0, DSA_F32, 2, (int64_t[]){1, MML});
-    CHECK_OK(dsa_paged_mqa_logits(q, &tqv, &ic, &tw, &tcl, &tbt, &tlg, NULL, NULL));
+    CHECK_OK(dsa_indexer_paged_logits(q, &tqv, NULL, &tw, &tcl, &tbt, &ic, &tlg, NULL, NULL));
     float lg[MML];
     double rl[MML];
     down(mlg, 0, lg, sizeof lg);

@@ -109,11 +109,15 @@ static void run_save(const scase *c) {
   dsa_test_fill_random(&rng, img, (size_t)stn * 4);
   float *want = dsa_test_xmalloc((size_t)stn * 4);
   memcpy(want, img, (size_t)stn * 4);
+  /* The API's other positions dtype: i32 (the reference reads the same values). */
+  const int pos32 = rnd(3) == 0;
+  int32_t *pos_n = pos32 ? dsa_test_narrow_pos(pos, (size_t)t) : NULL;
 
   guarded_buf kb = gbuf_create(ctx, q, (size_t)(t * kvrs + w + 1) * 4, kv);
   guarded_buf sb = sc_own ? gbuf_create(ctx, q, (size_t)(t * kvrs + 1) * 4, sc_own) : kb;
   guarded_buf ab = gbuf_create(ctx, q, (size_t)(c->ratio * w) * 4, ape);
-  guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
+  guarded_buf pb = pos32 ? gbuf_create(ctx, q, (size_t)(t + 1) * 4, pos_n)
+                         : gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
   guarded_buf lb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, slots);
   guarded_buf stb = gbuf_create(ctx, q, (size_t)stn * 4, img);
   dsa_tensor kvt = {.mem = kb.mem, .offset = kb.off, .dtype = DSA_F32, .ndim = 2, .shape = {t, w},
@@ -121,7 +125,7 @@ static void run_save(const scase *c) {
   dsa_tensor sct = {.mem = sb.mem, .offset = sb.off + (sc_own ? 0 : (size_t)w * 4),
                     .dtype = DSA_F32, .ndim = 2, .shape = {t, w}, .stride = {kvrs, 1}};
   dsa_tensor at = dsa_tensor_make(ab.mem, ab.off, DSA_F32, 2, (int64_t[]){c->ratio, w});
-  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
+  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, pos32 ? DSA_I32 : DSA_I64, 1, (int64_t[]){t});
   dsa_tensor lt = dsa_tensor_make(lb.mem, lb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_tensor stt = {.mem = stb.mem, .offset = stb.off, .dtype = DSA_F32, .ndim = 3,
                     .shape = {c->nb, c->bs, width}, .stride = {s0, s1, 1}};
@@ -142,6 +146,7 @@ static void run_save(const scase *c) {
   CHECK(f == wf, "save faults 0x%x want 0x%x (%s)", f, wf, cs);
   CHECK(gbuf_guards_ok(q, &stb), "state guard band overwritten (%s)", cs);
   free(kv), free(sc_own), free(ape), free(pos), free(slots), free(perm), free(img), free(want);
+  free(pos_n);
   free(got);
   gbuf_release(&kb), gbuf_release(&ab), gbuf_release(&pb), gbuf_release(&lb), gbuf_release(&stb);
   if (sc_own) gbuf_release(&sb);
@@ -230,6 +235,13 @@ static void run_compress(const ccase *c) {
       if (b == 2) csl[i] = cap + rnd(4);
     }
   }
+  /* The API's other dtypes and omissions: i32 positions, bf16 cos/sin,
+   * token_to_req NULL (token t is request t); the reference reads the same. */
+  const int pos32 = rnd(3) == 0, cs16 = rnd(3) == 0, no_req = rnd(4) == 0;
+  int32_t *pos_n = pos32 ? dsa_test_narrow_pos(pos, (size_t)t) : NULL;
+  uint16_t *cs_n = cs16 ? dsa_test_narrow_cs(cs, (size_t)(npos * 64)) : NULL;
+  if (no_req)
+    for (int64_t i = 0; i < t; i++) req[i] = (int32_t)i;
   float *wt = dsa_test_xmalloc((size_t)hd * 4);
   uint16_t *wb = dsa_test_xmalloc((size_t)hd * 2);
   for (int d = 0; d < hd; d++) {
@@ -247,31 +259,34 @@ static void run_compress(const ccase *c) {
   guarded_buf stb = gbuf_create(ctx, q, (size_t)stn * 4, st);
   guarded_buf btb = gbuf_create(ctx, q, (size_t)(R * W + 1) * 4, bt);
   guarded_buf rb = gbuf_create(ctx, q, (size_t)(t + 1) * 4, req);
-  guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
+  guarded_buf pb = pos32 ? gbuf_create(ctx, q, (size_t)(t + 1) * 4, pos_n)
+                         : gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
   guarded_buf slb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, sl);
   guarded_buf cslb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, csl);
   guarded_buf wgb = gbuf_create(ctx, q, (size_t)hd * (c->wbf16 ? 2 : 4),
                                 c->wbf16 ? (void *)wb : (void *)wt);
-  guarded_buf csb = gbuf_create(ctx, q, (size_t)(npos * 64 + 1) * 4, cs);
+  guarded_buf csb = cs16 ? gbuf_create(ctx, q, (size_t)(npos * 64 + 1) * 2, cs_n)
+                         : gbuf_create(ctx, q, (size_t)(npos * 64 + 1) * 4, cs);
   guarded_buf cb = gbuf_create(ctx, q, cn, img);
   dsa_tensor stt = {.mem = stb.mem, .offset = stb.off, .dtype = DSA_F32, .ndim = 3,
                     .shape = {nb, bs, width}, .stride = {s0, s1, 1}};
   dsa_tensor btt = dsa_tensor_make(btb.mem, btb.off, DSA_I32, 2, (int64_t[]){R, W});
   dsa_tensor rt = dsa_tensor_make(rb.mem, rb.off, DSA_I32, 1, (int64_t[]){t});
-  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
+  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, pos32 ? DSA_I32 : DSA_I64, 1, (int64_t[]){t});
   dsa_tensor slt = dsa_tensor_make(slb.mem, slb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_tensor cslt = dsa_tensor_make(cslb.mem, cslb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_tensor wgt = dsa_tensor_make(wgb.mem, wgb.off, c->wbf16 ? DSA_BF16 : DSA_F32, 1,
                                    (int64_t[]){hd});
-  dsa_tensor cst = dsa_tensor_make(csb.mem, csb.off, DSA_F32, 2, (int64_t[]){npos, 64});
+  dsa_tensor cst = dsa_tensor_make(csb.mem, csb.off, cs16 ? DSA_BF16 : DSA_F32, 2,
+                                   (int64_t[]){npos, 64});
   dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = c_nb, .block_size = c->c_bs,
                         .block_stride = bstride, .format = (dsa_cache_format)c->fmt};
   dsa_compressor_params prm;
   dsa_compressor_params_default(&prm);
   prm.compress_ratio = c->ratio;
   if (rnd(3) == 0) prm.eps = 1e-3f;
-  CHECK_OK(dsa_compressor_compress_insert(q, &stt, &btt, &rt, &pt, &slt, &wgt, &cst, &cslt, &pc,
-                                          &prm, NULL));
+  CHECK_OK(dsa_compressor_compress_insert(q, &stt, &btt, no_req ? NULL : &rt, &pt, &slt, &wgt,
+                                          &cst, &cslt, &pc, &prm, NULL));
   uint32_t f = dsa_test_read_faults(q);
   ref_state rs = {st, nb, c->st_bs, s0, s1};
   ref_compress_args ra = {&rs, bt, R, W, W, 1, req, pos, sl, csl, t, wt, cs, 64, npos, prm.eps,
@@ -279,9 +294,11 @@ static void run_compress(const ccase *c) {
   unsigned wf = ref_compressor_compress_insert(&ra);
   gbuf_read(q, &cb, got);
   char cx[160];
-  snprintf(cx, sizeof cx, "fmt=%d ratio=%d T=%lld R=%lld bs=%d cbs=%d bad=%d fam=%d bf16w=%d",
+  snprintf(cx, sizeof cx,
+           "fmt=%d ratio=%d T=%lld R=%lld bs=%d cbs=%d bad=%d fam=%d bf16w=%d pos32=%d cs16=%d "
+           "no_req=%d",
            c->fmt, c->ratio, (long long)t, (long long)R, c->st_bs, c->c_bs, c->bad, c->family,
-           c->wbf16);
+           c->wbf16, pos32, cs16, no_req);
   cmp_bytes(got, want, cn, "cache", cx);
   CHECK(f == wf, "compress faults 0x%x want 0x%x (%s)", f, wf, cx);
   CHECK(gbuf_guards_ok(q, &cb), "cache guard band overwritten (%s)", cx);
@@ -290,6 +307,7 @@ static void run_compress(const ccase *c) {
   CHECK(!memcmp(stg, st, (size_t)stn * 4), "state modified by compress (%s)", cx);
 
   free(st), free(bt), free(perm), free(cs), free(req), free(pos), free(sl), free(csl);
+  free(pos_n), free(cs_n);
   free(cperm), free(wt), free(wb), free(img), free(want), free(got), free(stg);
   gbuf_release(&stb), gbuf_release(&btb), gbuf_release(&rb), gbuf_release(&pb);
   gbuf_release(&slb), gbuf_release(&cslb), gbuf_release(&wgb), gbuf_release(&csb);
@@ -427,7 +445,7 @@ static int save_breaker(void *vx, int c, const char **w, const char **w2) {
     case 6: x->psc = NULL, *w = "score"; return 1;
     case 7: x->ape.shape[0] = 3, *w = "ape"; return 1;
     case 8: x->ape.dtype = DSA_BF16, *w = "ape"; return 1;
-    case 9: x->pos.dtype = DSA_I32, *w = "positions"; return 1;
+    case 9: x->pos.dtype = DSA_F32, *w = "positions"; return 1;
     case 10: x->sl.shape[0] += 1, *w = "slot_mapping"; return 1;
     case 11: x->st.shape[2] -= 4, *w = "state"; return 1;
     case 12: x->st.stride[1] = 8, *w = "state"; return 1;

@@ -16,6 +16,11 @@
 
 #include "common.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx, *ctx2;
 static dsa_queue *q;
 static cl_mem foreign; /* a buffer of ctx2's cl_context */
@@ -90,13 +95,13 @@ static const char *const op_names[NOPS] = {"dsa_mla_gather_slots", "dsa_mla_cach
 static dsa_status call(op_id op, const call_args *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   switch (op) {
-    case OP_GATHER: return dsa_mla_gather_slots(q, &a->cache, &a->gidx, &a->gout, &ev);
+    case OP_GATHER: return dsa_mla_gather_slots(q, &a->gidx, &a->cache, &a->gout, &ev);
     case OP_INSERT: return dsa_mla_cache_insert(q, &a->k, &a->slots, &a->cache, &ev);
     case OP_ATTN:
-      return dsa_sparse_attn_bf16(q, &a->query, &a->kv, &a->aidx, NULL, NULL, NULL, &a->out,
+      return dsa_sparse_attn_bf16(q, &a->query, &a->kv, &a->aidx, NULL, NULL, &a->out, NULL,
                                   NULL, &ev);
     case OP_IKINSERT:
-      return dsa_indexer_k_insert(q, &a->ik, &a->slots, &a->icache, DSA_E2M1_RNE, &ev);
+      return dsa_indexer_k_insert(q, &a->ik, &a->slots, &a->icache, NULL, &ev);
     default: return DSA_ERR_INTERNAL;
   }
 }
@@ -276,13 +281,13 @@ static void sweep(const call_args *base) {
     }
   /* NULL handles. */
   dsa_events ev = {0, NULL, NULL};
-  CHECK(dsa_mla_gather_slots(NULL, &base->cache, &base->gidx, &base->gout, &ev) ==
+  CHECK(dsa_mla_gather_slots(NULL, &base->gidx, &base->cache, &base->gout, &ev) ==
             DSA_ERR_INVALID_ARGUMENT, "NULL queue");
-  CHECK(dsa_mla_gather_slots(q, NULL, &base->gidx, &base->gout, &ev) == DSA_ERR_INVALID_ARGUMENT,
+  CHECK(dsa_mla_gather_slots(q, &base->gidx, NULL, &base->gout, &ev) == DSA_ERR_INVALID_ARGUMENT,
         "NULL cache");
   CHECK(dsa_mla_cache_insert(q, NULL, &base->slots, &base->cache, &ev) ==
             DSA_ERR_INVALID_ARGUMENT, "NULL k");
-  CHECK(dsa_sparse_attn_bf16(q, &base->query, NULL, &base->aidx, NULL, NULL, NULL, &base->out,
+  CHECK(dsa_sparse_attn_bf16(q, &base->query, NULL, &base->aidx, NULL, NULL, &base->out, NULL,
                              NULL, &ev) == DSA_ERR_INVALID_ARGUMENT, "NULL kv");
   CHECK(unchanged(), "NULL handles: memory changed");
   printf("%d hostile cases\n", n);
@@ -328,7 +333,7 @@ static void absurd_shapes(void) {
                    .stride = {0}};
   dsa_paged_cache pc = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
                         .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
-  s = dsa_mla_qnorm_rope_kv_insert(q, &qi, NULL, &kv, &pos, &cs, &sl, &pc, NULL, NULL);
+  s = dsa_mla_qnorm_rope_kv_insert(q, &qi, &kv, &pos, &cs, &sl, &pc, NULL, NULL, NULL);
   CHECK(s == DSA_ERR_INVALID_ARGUMENT, "q-norm T x (H+1) overflow: %s (%s)", dsa_status_name(s),
         dsa_last_error());
   /* dsa_tensor_make: contiguous strides past 2^63 are refused, not wrapped. */
@@ -348,7 +353,7 @@ static void workspace(void) {
   dsa_tensor ot = dsa_tensor_make(out_b.mem, out_b.off, DSA_BF16, 3, (int64_t[]){1, 2, 512});
   dsa_paged_cache pc = {.mem = cache_b.mem, .offset = cache_b.off, .num_blocks = NB,
                         .block_size = 1, .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_index_set set = {&pc, &it, &lt};
+  dsa_sparse_index_set set = {&pc, &it, &lt};
   size_t need = dsa_sparse_mla_decode_workspace_size(1, 2, 0);
   cl_int e;
   cl_mem ws = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, need + 256, NULL, &e);
@@ -363,8 +368,9 @@ static void workspace(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cl_event done = (cl_event)(uintptr_t)1;
     dsa_events ev = {0, NULL, &done};
-    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, NULL, &ot, NULL,
-                                                    cases[i].m, cases[i].off, &ev);
+    dsa_status st = dsa_sparse_mla_decode_two_stage(q, &qt, &set, NULL, NULL, &ot, NULL,
+                                                    WS_BYTES(cases[i].m, cases[i].off, need),
+                                                    NULL, &ev);
     CHECK(st == DSA_ERR_INVALID_ARGUMENT && done == (cl_event)(uintptr_t)1, "%s: %s (%s)",
           cases[i].what, dsa_status_name(st), dsa_last_error());
   }
@@ -485,10 +491,10 @@ static opcase xcases[NX];
 
 static void build_cases(void) {
   static const char *const names[NX] = {
-      "dsa_mla_gather_paged",   "dsa_compressed_slot_mapping", "dsa_swa_indices",
-      "dsa_global_topk_indices", "dsa_c128_topk_indices",      "dsa_combine_topk_swa",
-      "dsa_mixed_sparse_indices", "dsa_mqa_logits",             "dsa_mqa_logits_mxfp4",
-      "dsa_paged_mqa_logits",   "dsa_paged_mqa_logits_mxfp4",  "dsa_indexer_q_quant",
+      "dsa_mla_gather_paged",   "dsa_index_compressed_slot_mapping", "dsa_index_swa",
+      "dsa_index_global_topk", "dsa_index_c128_topk",      "dsa_index_combine_topk_swa",
+      "dsa_index_mixed_sparse", "dsa_indexer_logits",             "dsa_indexer_logits",
+      "dsa_indexer_paged_logits",   "dsa_indexer_paged_logits",  "dsa_indexer_q_quant",
       "dsa_indexer_q_quant",    "dsa_indexer_k_gather",        "dsa_indexer_k_gather",
       "dsa_indexer_k_insert",   "dsa_mla_qnorm_rope_kv_insert", "dsa_sparse_attn_bf16",
       "dsa_sparse_mla_decode",  "dsa_sparse_mla_decode_two_stage", "dsa_topk_prefill",
@@ -519,7 +525,7 @@ static void build_cases(void) {
         break;
       case X_SWA:
         ADD(x, "positions", I64, 0, 2);
-        ADD(x, "token_to_req", I32, 0, 2);
+        ADD(x, "token_to_req", I32, 1, 2);
         ADD(x, "is_valid_token", U8, 1, 2);
         ADD(x, "block_table", I32, 0, 2, 2);
         ADD(x, "indices", I32, 0, 2, 4);
@@ -527,15 +533,15 @@ static void build_cases(void) {
         break;
       case X_GLOBAL_TOPK:
         ADD(x, "topk_local", I32, 0, 2, 4);
-        ADD(x, "token_to_req", I32, 0, 2);
+        ADD(x, "token_to_req", I32, 1, 2);
         ADD(x, "block_table", I32, 0, 2, 2);
         ADD(x, "is_valid_token", U8, 1, 2);
         ADD(x, "out", I32, 0, 2, 4);
         ADD(x, "lens", I32, 1, 2);
         break;
-      case X_C128: /* token_to_req is required while block_table is given */
+      case X_C128: /* token_to_req NULL: token t is request t */
         ADD(x, "positions", I64, 0, 2);
-        ADD(x, "token_to_req", I32, 0, 2);
+        ADD(x, "token_to_req", I32, 1, 2);
         ADD(x, "block_table", I32, 1, 2, 2);
         ADD(x, "is_valid_token", U8, 1, 2);
         ADD(x, "out", I32, 0, 2, 4);
@@ -657,9 +663,9 @@ static void build_cases(void) {
         addc(x, DSA_CACHE_MLA_FP8, 2, 2);
         ADD(x, "query", BF, 0, 1, 2, 512);
         ADD(x, "main_set->indices", I32, 0, 1, 2);
-        ADD(x, "main_set->lens", I32, 0, 1);
+        ADD(x, "main_set->lens", I32, 1, 1);
         ADD(x, "extra_set->indices", I32, 0, 1, 2);
-        ADD(x, "extra_set->lens", I32, 0, 1);
+        ADD(x, "extra_set->lens", I32, 1, 1);
         ADD(x, "attn_sink", F32, 1, 2);
         ADD(x, "out", BF, 0, 1, 2, 512);
         ADD(x, "lse", F32, 1, 1, 2);
@@ -726,7 +732,7 @@ static void build_cases(void) {
         addc(x, DSA_CACHE_INDEXER_FP8, 2, 4);
         ADD(x, "state", F32, 0, 2, 4, 512);
         ADD(x, "block_table", I32, 0, 2, 2);
-        ADD(x, "token_to_req", I32, 0, 2);
+        ADD(x, "token_to_req", I32, 1, 2);
         ADD(x, "positions", I64, 0, 2);
         ADD(x, "slot_mapping", I64, 0, 2);
         ADD(x, "norm_weight", F32, 0, 128);
@@ -743,58 +749,58 @@ static void build_cases(void) {
 
 static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
   switch (x->id) {
-    case X_GATHER_PAGED: return dsa_mla_gather_paged(qq, C(0), T(0), T(1), T(2), 1, T(3), ev);
+    case X_GATHER_PAGED: return dsa_mla_gather_paged(qq, T(0), T(1), T(2), C(0), T(3), &(dsa_mla_gather_paged_params){.offset = 1}, ev);
     case X_SLOT_MAPPING: {
-      dsa_compressed_slot_params p;
-      dsa_compressed_slot_params_default(&p);
+      dsa_index_compressed_slot_mapping_params p;
+      dsa_index_compressed_slot_mapping_params_default(&p);
       p.block_size = 4;
-      return dsa_compressed_slot_mapping(qq, T(0), T(1), T(2), T(3), &p, ev);
+      return dsa_index_compressed_slot_mapping(qq, T(0), T(1), T(2), T(3), &p, ev);
     }
     case X_SWA: {
-      dsa_swa_indices_params p;
-      dsa_swa_indices_params_default(&p);
+      dsa_index_swa_params p;
+      dsa_index_swa_params_default(&p);
       p.window = 4, p.block_size = 4;
-      return dsa_swa_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_GLOBAL_TOPK: {
-      dsa_global_topk_params p;
-      dsa_global_topk_params_default(&p);
+      dsa_index_global_topk_params p;
+      dsa_index_global_topk_params_default(&p);
       p.block_size = 4;
-      return dsa_global_topk_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_global_topk(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_C128: {
-      dsa_c128_topk_params p;
-      dsa_c128_topk_params_default(&p);
+      dsa_index_c128_topk_params p;
+      dsa_index_c128_topk_params_default(&p);
       p.compress_ratio = 4;
-      return dsa_c128_topk_indices(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_c128_topk(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_COMBINE: {
-      dsa_combine_topk_swa_params p;
-      dsa_combine_topk_swa_params_default(&p);
+      dsa_index_combine_topk_swa_params p;
+      dsa_index_combine_topk_swa_params_default(&p);
       p.window = 4, p.topk = 4, p.M = 16, p.N = 8;
-      return dsa_combine_topk_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
+      return dsa_index_combine_topk_swa(qq, T(0), T(1), T(2), T(3), T(4), T(5), &p, ev);
     }
     case X_MIXED: {
-      dsa_mixed_sparse_params p;
-      dsa_mixed_sparse_params_default(&p);
+      dsa_index_mixed_sparse_params p;
+      dsa_index_mixed_sparse_params_default(&p);
       p.window = 4, p.topk = 4, p.swa_block_size = 4, p.compressed_block_size = 4;
-      dsa_mixed_sparse_inputs in = {T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8), T(9)};
-      return dsa_mixed_sparse_indices(qq, &in, T(10), T(11), &p, ev);
+      dsa_index_mixed_sparse_inputs in = {T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), T(8), T(9)};
+      return dsa_index_mixed_sparse(qq, &in, T(10), T(11), &p, ev);
     }
-    case X_MQA: return dsa_mqa_logits(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
+    case X_MQA: return dsa_indexer_logits(qq, T(0), NULL, T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
     case X_MQA4:
-      return dsa_mqa_logits_mxfp4(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), NULL, ev);
+      return dsa_indexer_logits(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), NULL, ev);
     case X_PAGED:
-      return dsa_paged_mqa_logits(qq, T(0), C(0), T(1), T(2), T(3), T(4), NULL, ev);
+      return dsa_indexer_paged_logits(qq, T(0), NULL, T(1), T(2), T(3), C(0), T(4), NULL, ev);
     case X_PAGED4:
-      return dsa_paged_mqa_logits_mxfp4(qq, T(0), T(1), C(0), T(2), T(3), T(4), T(5), NULL, ev);
-    case X_Q8: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), NULL, T(4), NULL, T(5), ev);
-    case X_Q4: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), NULL, T(4), T(6), T(5), ev);
+      return dsa_indexer_paged_logits(qq, T(0), T(1), T(2), T(3), T(4), C(0), T(5), NULL, ev);
+    case X_Q8: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), T(4), NULL, T(5), NULL, ev);
+    case X_Q4: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), T(4), T(6), T(5), NULL, ev);
     case X_KGATHER8:
-    case X_KGATHER4: return dsa_indexer_k_gather(qq, C(0), T(0), T(1), T(2), T(3), ev);
+    case X_KGATHER4: return dsa_indexer_k_gather(qq, T(1), T(0), C(0), T(2), T(3), ev);
     case X_KINSERT4:
-    case X_KINSERT8: return dsa_indexer_k_insert(qq, T(0), T(1), C(0), DSA_E2M1_RNE, ev);
-    case X_GATHER_SLOTS: return dsa_mla_gather_slots(qq, C(0), T(0), T(1), ev);
+    case X_KINSERT8: return dsa_indexer_k_insert(qq, T(0), T(1), C(0), NULL, ev);
+    case X_GATHER_SLOTS: return dsa_mla_gather_slots(qq, T(0), C(0), T(1), ev);
     case X_INSERT: return dsa_mla_cache_insert(qq, T(0), T(1), C(0), ev);
     case X_MTP_IN:
       return dsa_mtp_input_rmsnorm(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
@@ -805,16 +811,18 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
       return dsa_compressor_compress_insert(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7),
                                             C(0), NULL, ev);
     case X_QNORM:
-      return dsa_mla_qnorm_rope_kv_insert(qq, T(0), T(1), T(2), T(3), T(4), T(5), C(0), NULL, ev);
+      return dsa_mla_qnorm_rope_kv_insert(qq, T(0), T(2), T(3), T(4), T(5), C(0), T(1), NULL, ev);
     case X_ATTN:
-      return dsa_sparse_attn_bf16(qq, T(0), T(1), T(2), T(3), T(4), NULL, T(5), T(6), ev);
+      return dsa_sparse_attn_bf16(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
     case X_DECODE:
     case X_DECODE2: {
-      dsa_mla_index_set m = {C(0), T(1), T(2)}, e = {C(1), T(3), T(4)};
+      dsa_sparse_index_set m = {C(0), T(1), T(2)}, e = {C(1), T(3), T(4)};
       if (x->id == X_DECODE)
-        return dsa_sparse_mla_decode(qq, T(0), &m, &e, T(5), NULL, T(6), T(7), ev);
-      return dsa_sparse_mla_decode_two_stage(qq, T(0), &m, &e, T(5), NULL, T(6), T(7), x->ws,
-                                             x->ws_off, ev);
+        return dsa_sparse_mla_decode(qq, T(0), &m, &e, T(5), T(6), T(7), NULL, ev);
+      return dsa_sparse_mla_decode_two_stage(
+          qq, T(0), &m, &e, T(5), T(6), T(7),
+          WS_BYTES(x->ws, x->ws_off, dsa_sparse_mla_decode_workspace_size(1, 2, 2)), NULL,
+                                             ev);
     }
     case X_TOPK_PREFILL: {
       dsa_topk_params p;
@@ -1194,11 +1202,11 @@ static void every_operator(void) {
       x_refused(&x, q, what);
     }
   }
-  /* dsa_mixed_sparse_indices's input struct itself. */
+  /* dsa_index_mixed_sparse's input struct itself. */
   {
-    dsa_mixed_sparse_params p;
-    dsa_mixed_sparse_params_default(&p);
-    dsa_status s = dsa_mixed_sparse_indices(q, NULL, &xcases[X_MIXED].t[10],
+    dsa_index_mixed_sparse_params p;
+    dsa_index_mixed_sparse_params_default(&p);
+    dsa_status s = dsa_index_mixed_sparse(q, NULL, &xcases[X_MIXED].t[10],
                                             &xcases[X_MIXED].t[11], &p, NULL);
     CHECK(s == DSA_ERR_INVALID_ARGUMENT, "mixed: NULL inputs: %s", dsa_status_name(s));
     xcases_run++;
@@ -1276,9 +1284,9 @@ static void paged_wide_table(void) {
   dsa_tensor l1 = dsa_tensor_make(o1.mem, o1.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_tensor l2 = dsa_tensor_make(o2.mem, o2.off, DSA_F32, 2, (int64_t[]){1, (int64_t)ncols});
   dsa_test_read_faults(q);
-  CHECK_OK(dsa_paged_mqa_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &bt1, &l1, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits(q, &qt, &qs, &wt, &cl, &bt1, &pc, &l1, NULL, NULL));
   CHECK(dsa_test_read_faults(q) == 0, "paged_wide_table: [1, 1] table: faults");
-  CHECK_OK(dsa_paged_mqa_logits_mxfp4(q, &qt, &qs, &pc, &wt, &cl, &btw, &l2, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits(q, &qt, &qs, &wt, &cl, &btw, &pc, &l2, NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   CHECK(f == 0, "paged_wide_table: [1, 2^40] table: faults 0x%x", (unsigned)f);
   float a[8], b[8];

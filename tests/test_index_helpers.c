@@ -92,10 +92,10 @@ static void run_slot_mapping(int64_t r, int32_t ratio, int32_t bs, int bad) {
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, (size_t)t * 8);
   dsa_tensor qt = t1(qb, DSA_I32, r + 1), st = t1(sb, DSA_I32, r),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t1(ob, DSA_I64, t);
-  dsa_compressed_slot_params p;
-  dsa_compressed_slot_params_default(&p);
+  dsa_index_compressed_slot_mapping_params p;
+  dsa_index_compressed_slot_mapping_params_default(&p);
   p.compress_ratio = ratio, p.block_size = bs;
-  CHECK_OK(dsa_compressed_slot_mapping(q, &qt, &st, &btt, &ot, &p, NULL));
+  CHECK_OK(dsa_index_compressed_slot_mapping(q, &qt, &st, &btt, &ot, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_compressed_slot_mapping(qsl, seq, (ref_table){bt, r, w, brs}, ratio, bs, want, t);
   compare(ob, want, (size_t)t * 8, "compressed_slot_mapping");
@@ -112,7 +112,7 @@ static void test_slot_mapping_example(void) {
   guarded_buf *qb = dev(qsl, 8), *sb = dev(seq, 4), *bb = dev(bt, 8), *ob = dev(NULL, sizeof out);
   dsa_tensor qt = t1(qb, DSA_I32, 2), st = t1(sb, DSA_I32, 1), btt = t2(bb, DSA_I32, 1, 2, 2),
              ot = t1(ob, DSA_I64, 40);
-  CHECK_OK(dsa_compressed_slot_mapping(q, &qt, &st, &btt, &ot, NULL, NULL));
+  CHECK_OK(dsa_index_compressed_slot_mapping(q, &qt, &st, &btt, &ot, NULL, NULL));
   gbuf_read(q, ob, out);
   int ok = 1, k = 0;
   static const int64_t want[10] = {380, 381, 382, 383, 448, 449, 450, 451, 452, 453};
@@ -138,30 +138,42 @@ static void run_swa(int64_t t, int32_t window, int32_t bs, int bad, int use_vali
     if (bad && rnd(8) == 0) t2r[i] = rnd(2) ? -1 : (int32_t)(r + rnd(3));
     valid[i] = (uint8_t)(rnd(5) != 0);
   }
+  /* The API's rules: positions may be i32, and token_to_req may be omitted
+   * (NULL: token t is request t, pure decode); the reference sees the same
+   * values. */
+  const int pos32 = rnd(3) == 0, no_t2r = rnd(3) == 0;
+  int32_t *p32 = dsa_test_xmalloc((size_t)t * 4 + 4);
+  for (int64_t i = 0; i < t; i++) {
+    if (pos32) pos[i] = (int32_t)pos[i];
+    p32[i] = (int32_t)pos[i];
+    if (no_t2r) t2r[i] = (int32_t)i;
+  }
   int64_t width = window + rnd(3), ors = width + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
           *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
   dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes);
-  guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
+  guarded_buf *pb = pos32 ? dev(p32, (size_t)t * 4) : dev(pos, (size_t)t * 8),
+              *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
               *lb = dev(lens, (size_t)t * 4);
-  dsa_tensor pt = t1(pb, DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
+  dsa_tensor pt = t1(pb, pos32 ? DSA_I32 : DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t2(ob, DSA_I32, t, width, ors),
              lt = t1(lb, DSA_I32, t);
-  dsa_swa_indices_params p;
-  dsa_swa_indices_params_default(&p);
+  dsa_index_swa_params p;
+  dsa_index_swa_params_default(&p);
   p.window = window, p.block_size = bs;
-  CHECK_OK(dsa_swa_indices(q, &pt, &rt, use_valid ? &vt : NULL, &btt, &ot, &lt, &p, NULL));
+  CHECK_OK(dsa_index_swa(q, &pt, no_t2r ? NULL : &rt, use_valid ? &vt : NULL, &btt, &ot, &lt, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_swa_indices(pos, t2r, use_valid ? valid : NULL, (ref_table){bt, r, w, brs},
                                 window, bs, want, width, ors, wlens, t);
   compare(ob, want, ob_bytes, "swa_indices");
   compare(lb, wlens, (size_t)t * 4, "swa_indices lens");
-  CHECK(f == wf, "swa_indices faults 0x%x want 0x%x (t=%lld bad=%d)", f, wf, (long long)t, bad);
+  CHECK(f == wf, "swa_indices faults 0x%x want 0x%x (t=%lld bad=%d pos32=%d no_t2r=%d)", f, wf,
+        (long long)t, bad, pos32, no_t2r);
   pool_check_release("swa_indices");
-  free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
+  free(p32), free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
 }
 
 /* ---- §10.3 ------------------------------------------------------------------------ */
@@ -186,6 +198,10 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
     valid[i] = (uint8_t)(rnd(4) != 0);
   }
   const int in_place = variant == 1, with_lens = variant != 2, with_valid = variant != 3;
+  /* token_to_req omitted (NULL: token t is request t) in a third of the calls. */
+  const int no_t2r = rnd(3) == 0;
+  if (no_t2r)
+    for (int64_t i = 0; i < t; i++) t2r[i] = (int32_t)i;
   int64_t ors = in_place ? krs : k + rnd(3);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
@@ -200,10 +216,10 @@ static void run_global_topk(int64_t t, int64_t k, int32_t bs, int bad, int varia
   dsa_tensor kt = t2(kb, DSA_I32, t, k, krs), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t2(ob, DSA_I32, t, k, ors),
              lt = t1(lb, DSA_I32, t);
-  dsa_global_topk_params p;
-  dsa_global_topk_params_default(&p);
+  dsa_index_global_topk_params p;
+  dsa_index_global_topk_params_default(&p);
   p.block_size = bs;
-  CHECK_OK(dsa_global_topk_indices(q, &kt, &rt, &btt, with_valid ? &vt : NULL, &ot,
+  CHECK_OK(dsa_index_global_topk(q, &kt, no_t2r ? NULL : &rt, &btt, with_valid ? &vt : NULL, &ot,
                                    with_lens ? &lt : NULL, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_global_topk(tk, k, krs, t2r, (ref_table){bt, r, w, brs},
@@ -230,31 +246,42 @@ static void run_c128(int64_t t, int64_t k, int32_t ratio, int32_t bs, int global
     if (bad && rnd(8) == 0) t2r[i] = (int32_t)(r + 1);
     valid[i] = (uint8_t)(rnd(4) != 0);
   }
+  /* The API's rules: positions may be i32, and token_to_req may be omitted
+   * (NULL: token t is request t, pure decode); the reference sees the same
+   * values. */
+  const int pos32 = rnd(3) == 0, no_t2r = rnd(3) == 0;
+  int32_t *p32 = dsa_test_xmalloc((size_t)t * 4 + 4);
+  for (int64_t i = 0; i < t; i++) {
+    if (pos32) pos[i] = (int32_t)pos[i];
+    p32[i] = (int32_t)pos[i];
+    if (no_t2r) t2r[i] = (int32_t)i;
+  }
   int64_t ors = k + rnd(2);
   size_t ob_bytes = (size_t)(t * ors) * 4 + 4;
   int32_t *out = dsa_test_xmalloc(ob_bytes), *want = dsa_test_xmalloc(ob_bytes), *lens = dsa_test_xmalloc((size_t)t * 4 + 4),
           *wlens = dsa_test_xmalloc((size_t)t * 4 + 4);
   dsa_test_fill_random(&rng, out, ob_bytes), dsa_test_fill_random(&rng, lens, (size_t)t * 4);
   memcpy(want, out, ob_bytes), memcpy(wlens, lens, (size_t)t * 4);
-  guarded_buf *pb = dev(pos, (size_t)t * 8), *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
+  guarded_buf *pb = pos32 ? dev(p32, (size_t)t * 4) : dev(pos, (size_t)t * 8),
+              *rb = dev(t2r, (size_t)t * 4), *vb = dev(valid, (size_t)t),
               *bb = dev(bt, (size_t)(r * brs + 1) * 4), *ob = dev(out, ob_bytes),
               *lb = dev(lens, (size_t)t * 4);
-  dsa_tensor pt = t1(pb, DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
+  dsa_tensor pt = t1(pb, pos32 ? DSA_I32 : DSA_I64, t), rt = t1(rb, DSA_I32, t), vt = t1(vb, DSA_U8, t),
              btt = t2(bb, DSA_I32, r, w, brs), ot = t2(ob, DSA_I32, t, k, ors),
              lt = t1(lb, DSA_I32, t);
-  dsa_c128_topk_params p;
-  dsa_c128_topk_params_default(&p);
+  dsa_index_c128_topk_params p;
+  dsa_index_c128_topk_params_default(&p);
   p.compress_ratio = ratio, p.block_size = bs;
-  CHECK_OK(dsa_c128_topk_indices(q, &pt, global ? &rt : NULL, global ? &btt : NULL, &vt, &ot, &lt,
+  CHECK_OK(dsa_index_c128_topk(q, &pt, global && !no_t2r ? &rt : NULL, global ? &btt : NULL, &vt, &ot, &lt,
                                  &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   ref_table rtb = {global ? bt : NULL, r, w, brs};
   unsigned wf = ref_c128_topk(pos, t2r, rtb, valid, ratio, bs, want, k, ors, wlens, t);
   compare(ob, want, ob_bytes, "c128_topk");
   compare(lb, wlens, (size_t)t * 4, "c128_topk lens");
-  CHECK(f == wf, "c128_topk faults 0x%x want 0x%x", f, wf);
+  CHECK(f == wf, "c128_topk faults 0x%x want 0x%x (pos32=%d no_t2r=%d)", f, wf, pos32, no_t2r);
   pool_check_release("c128_topk");
-  free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
+  free(p32), free(bt), free(pos), free(t2r), free(valid), free(out), free(want), free(lens), free(wlens);
 }
 
 /* ---- §10.4 ------------------------------------------------------------------------ */
@@ -289,10 +316,10 @@ static void run_combine(int64_t r, int32_t window, int32_t ratio, int32_t topk, 
   dsa_tensor kt = t2(kb, DSA_I32, t, topk, kw), qt = t1(qb, DSA_I32, r + 1),
              st = t1(sb, DSA_I32, r), gt = t1(gb, DSA_I32, r), ot = t2(ob, DSA_I32, t, width, ors),
              lt = t1(lb, DSA_I32, t);
-  dsa_combine_topk_swa_params p;
-  dsa_combine_topk_swa_params_default(&p);
+  dsa_index_combine_topk_swa_params p;
+  dsa_index_combine_topk_swa_params_default(&p);
   p.window = window, p.compress_ratio = ratio, p.topk = topk, p.M = m, p.N = n;
-  CHECK_OK(dsa_combine_topk_swa(q, topk || rnd(2) ? &kt : NULL, &qt, &st, &gt, &ot, &lt, &p, NULL));
+  CHECK_OK(dsa_index_combine_topk_swa(q, topk || rnd(2) ? &kt : NULL, &qt, &st, &gt, &ot, &lt, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned wf = ref_combine_topk_swa(tk, kw, qsl, seq, gl, r, window, ratio, topk, m, n, want,
                                      width, ors, wlens, t);
@@ -359,14 +386,14 @@ static void run_mixed(int64_t rd, int64_t rp, int32_t window, int32_t topk, int6
              a_seq = t1(b_seq, DSA_I32, r), a_t2r = t1(b_t2r, DSA_I32, t),
              a_sbt = t2(b_sbt, DSA_I32, r, ws, ws), a_cbt = t2(b_cbt, DSA_I32, r, wc, wc + 1),
              ot = t2(ob, DSA_I32, t, width, ors), lt = t1(lb, DSA_I32, t);
-  dsa_mixed_sparse_inputs in = {&a_dswa,  kd ? &a_dci : NULL, with_lens ? &a_dl : NULL,
+  dsa_index_mixed_sparse_inputs in = {&a_dswa,  kd ? &a_dci : NULL, with_lens ? &a_dl : NULL,
                                 &a_dv,    &a_pti,  &a_qsl, &a_seq, &a_t2r, &a_sbt,
                                 sep_cbt ? &a_cbt : NULL};
-  dsa_mixed_sparse_params p;
-  dsa_mixed_sparse_params_default(&p);
+  dsa_index_mixed_sparse_params p;
+  dsa_index_mixed_sparse_params_default(&p);
   p.window = window, p.compress_ratio = ratio, p.topk = topk, p.swa_block_size = sbs;
   p.compressed_block_size = cbs, p.decode_compressed_local = local;
-  CHECK_OK(dsa_mixed_sparse_indices(q, &in, &ot, &lt, &p, NULL));
+  CHECK_OK(dsa_index_mixed_sparse(q, &in, &ot, &lt, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   ref_mixed rm = {dswa, window, kd ? dci : NULL, kd, dk, with_lens ? dl : NULL, dv, pti, kp, kp,
                   qsl, seq, r, t2r, (ref_table){sbt, r, ws, ws},
@@ -421,12 +448,12 @@ typedef struct bcall {
   const dsa_tensor *p[MAXT];
   dsa_events ev;
   union {
-    dsa_compressed_slot_params slot;
-    dsa_swa_indices_params swa;
-    dsa_global_topk_params gt;
-    dsa_c128_topk_params c128;
-    dsa_combine_topk_swa_params comb;
-    dsa_mixed_sparse_params mix;
+    dsa_index_compressed_slot_mapping_params slot;
+    dsa_index_swa_params swa;
+    dsa_index_global_topk_params gt;
+    dsa_index_c128_topk_params c128;
+    dsa_index_combine_topk_swa_params comb;
+    dsa_index_mixed_sparse_params mix;
   } u;
   const void *pp;
   const struct bop *op; /* the operator under test */
@@ -443,7 +470,7 @@ typedef struct bop {
 } bop;
 
 static dsa_status call_slot(bcall *c) {
-  return dsa_compressed_slot_mapping(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->pp, &c->ev);
+  return dsa_index_compressed_slot_mapping(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->pp, &c->ev);
 }
 static int brk_slot(bcall *c, int k, const char **w) {
   switch (k) {
@@ -455,7 +482,7 @@ static int brk_slot(bcall *c, int k, const char **w) {
   }
 }
 static dsa_status call_swa(bcall *c) {
-  return dsa_swa_indices(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
+  return dsa_index_swa(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
                          &c->ev);
 }
 static int brk_swa(bcall *c, int k, const char **w) {
@@ -470,7 +497,7 @@ static int brk_swa(bcall *c, int k, const char **w) {
   }
 }
 static dsa_status call_gt(bcall *c) {
-  return dsa_global_topk_indices(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5],
+  return dsa_index_global_topk(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5],
                                  c->pp, &c->ev);
 }
 static int brk_gt(bcall *c, int k, const char **w) {
@@ -483,20 +510,20 @@ static int brk_gt(bcall *c, int k, const char **w) {
   }
 }
 static dsa_status call_c128(bcall *c) {
-  return dsa_c128_topk_indices(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
+  return dsa_index_c128_topk(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
                                &c->ev);
 }
 static int brk_c128(bcall *c, int k, const char **w) {
   switch (k) {
     case 0: c->u.c128.compress_ratio = 0, *w = "compress_ratio"; return 1;
     case 1: c->u.c128.block_size = 0, *w = "block_size"; return 1;
-    case 2: c->p[1] = NULL, *w = "token_to_req"; return 1; /* global form needs it */
+    case 2: c->t[1].shape[0] += 1, *w = "token_to_req"; return 1;
     case 3: c->t[4].shape[0] += 1, *w = "out"; return 1;
     default: return 0;
   }
 }
 static dsa_status call_comb(bcall *c) {
-  return dsa_combine_topk_swa(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
+  return dsa_index_combine_topk_swa(c->q, c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->pp,
                               &c->ev);
 }
 static int brk_comb(bcall *c, int k, const char **w) {
@@ -515,9 +542,9 @@ static int brk_comb(bcall *c, int k, const char **w) {
   }
 }
 static dsa_status call_mix(bcall *c) {
-  dsa_mixed_sparse_inputs in = {c->p[0], c->p[1], c->p[2], c->p[3], c->p[4],
+  dsa_index_mixed_sparse_inputs in = {c->p[0], c->p[1], c->p[2], c->p[3], c->p[4],
                                 c->p[5], c->p[6], c->p[7], c->p[8], c->p[9]};
-  return dsa_mixed_sparse_indices(c->q, &in, c->p[10], c->p[11], c->pp, &c->ev);
+  return dsa_index_mixed_sparse(c->q, &in, c->p[10], c->p[11], c->pp, &c->ev);
 }
 static int brk_mix(bcall *c, int k, const char **w) {
   switch (k) {
@@ -600,29 +627,29 @@ static void test_bad_args(void) {
   c.t[0] = t1(bq, DSA_I32, 3), c.t[1] = t1(bs_, DSA_I32, 2), c.t[2] = t2(bb, DSA_I32, r, w, w);
   c.t[3] = t1(bo, DSA_I64, t);
   for (int i = 0; i < 4; i++) c.p[i] = &c.t[i];
-  dsa_compressed_slot_params_default(&c.u.slot);
+  dsa_index_compressed_slot_mapping_params_default(&c.u.slot);
   c.u.slot.compress_ratio = 2, c.u.slot.block_size = 4;
   run_bad(&op_slot, &c, (guarded_buf *const[]){bo}, 1);
 
   /* §10.2 */
   bop op_swa = {"swa_indices", 6, {"positions", "token_to_req", "is_valid_token", "block_table", "indices", "lens"},
-                {0, 0, 1, 0, 0, 0}, call_swa, brk_swa};
+                {0, 1, 1, 0, 0, 0}, call_swa, brk_swa};
   c = base;
   c.t[0] = t1(bp, DSA_I64, t), c.t[1] = t1(br, DSA_I32, t), c.t[2] = t1(bv, DSA_U8, t);
   c.t[3] = t2(bb, DSA_I32, r, w, w), c.t[4] = t2(bo, DSA_I32, t, 8, 8), c.t[5] = t1(bl, DSA_I32, t);
   for (int i = 0; i < 6; i++) c.p[i] = &c.t[i];
-  dsa_swa_indices_params_default(&c.u.swa);
+  dsa_index_swa_params_default(&c.u.swa);
   c.u.swa.window = 8, c.u.swa.block_size = 8;
   run_bad(&op_swa, &c, (guarded_buf *const[]){bo, bl}, 2);
 
   /* §10.3 */
   bop op_gt = {"global_topk_indices", 6, {"topk_local", "token_to_req", "block_table", "is_valid_token", "out", "lens"},
-               {0, 0, 0, 1, 0, 1}, call_gt, brk_gt};
+               {0, 1, 0, 1, 0, 1}, call_gt, brk_gt};
   c = base;
   c.t[0] = t2(bk, DSA_I32, t, k, k), c.t[1] = t1(br, DSA_I32, t), c.t[2] = t2(bb, DSA_I32, r, w, w);
   c.t[3] = t1(bv, DSA_U8, t), c.t[4] = t2(bo, DSA_I32, t, k, k), c.t[5] = t1(bl, DSA_I32, t);
   for (int i = 0; i < 6; i++) c.p[i] = &c.t[i];
-  dsa_global_topk_params_default(&c.u.gt);
+  dsa_index_global_topk_params_default(&c.u.gt);
   c.u.gt.block_size = 2;
   run_bad(&op_gt, &c, (guarded_buf *const[]){bo, bl}, 2);
 
@@ -633,7 +660,7 @@ static void test_bad_args(void) {
   c.t[0] = t1(bp, DSA_I64, t), c.t[1] = t1(br, DSA_I32, t), c.t[2] = t2(bb, DSA_I32, r, w, w);
   c.t[3] = t1(bv, DSA_U8, t), c.t[4] = t2(bo, DSA_I32, t, k, k), c.t[5] = t1(bl, DSA_I32, t);
   for (int i = 0; i < 6; i++) c.p[i] = &c.t[i];
-  dsa_c128_topk_params_default(&c.u.c128);
+  dsa_index_c128_topk_params_default(&c.u.c128);
   c.u.c128.compress_ratio = 2;
   run_bad(&op_c128, &c, (guarded_buf *const[]){bo, bl}, 2);
 
@@ -644,7 +671,7 @@ static void test_bad_args(void) {
   c.t[0] = t2(bk, DSA_I32, t, k, k), c.t[1] = t1(bq, DSA_I32, 3), c.t[2] = t1(bs_, DSA_I32, 2);
   c.t[3] = t1(bs_, DSA_I32, 2), c.t[4] = t2(bo, DSA_I32, t, 128, 128), c.t[5] = t1(bl, DSA_I32, t);
   for (int i = 0; i < 6; i++) c.p[i] = &c.t[i];
-  dsa_combine_topk_swa_params_default(&c.u.comb);
+  dsa_index_combine_topk_swa_params_default(&c.u.comb);
   c.u.comb.window = 16, c.u.comb.topk = 16, c.u.comb.M = 100, c.u.comb.N = 20;
   run_bad(&op_comb, &c, (guarded_buf *const[]){bo, bl}, 2);
 
@@ -665,7 +692,7 @@ static void test_bad_args(void) {
   c.t[8] = t2(mb, DSA_I32, 3, 4, 4), c.t[9] = t2(mb, DSA_I32, 3, 4, 4);
   c.t[10] = t2(bo, DSA_I32, 6, 24, 24), c.t[11] = t1(bl, DSA_I32, 6);
   for (int i = 0; i < 12; i++) c.p[i] = i == 2 ? NULL : &c.t[i];
-  dsa_mixed_sparse_params_default(&c.u.mix);
+  dsa_index_mixed_sparse_params_default(&c.u.mix);
   c.u.mix.window = 16, c.u.mix.topk = 8, c.u.mix.swa_block_size = 16;
   c.u.mix.compressed_block_size = 4, c.u.mix.decode_compressed_local = 1;
   run_bad(&op_mix, &c, (guarded_buf *const[]){bo, bl}, 2);
@@ -680,19 +707,19 @@ static void test_empty_and_events(void) {
   cl_event d[6] = {0};
   dsa_events ev[6];
   for (int i = 0; i < 6; i++) ev[i] = (dsa_events){i ? 1 : 0, i ? &d[i - 1] : NULL, &d[i]};
-  CHECK_OK(dsa_compressed_slot_mapping(q, &q1, &e1, &tb, &e64, NULL, &ev[0]));
-  CHECK_OK(dsa_swa_indices(q, &e64, &e1, NULL, &tb, &ew, &e1, NULL, &ev[1]));
-  CHECK_OK(dsa_global_topk_indices(q, &e2, &e1, &tb, NULL, &e2, &e1, NULL, &ev[2]));
-  CHECK_OK(dsa_c128_topk_indices(q, &e64, NULL, NULL, NULL, &e2, NULL, NULL, &ev[3]));
-  dsa_combine_topk_swa_params cp;
-  dsa_combine_topk_swa_params_default(&cp);
+  CHECK_OK(dsa_index_compressed_slot_mapping(q, &q1, &e1, &tb, &e64, NULL, &ev[0]));
+  CHECK_OK(dsa_index_swa(q, &e64, &e1, NULL, &tb, &ew, &e1, NULL, &ev[1]));
+  CHECK_OK(dsa_index_global_topk(q, &e2, &e1, &tb, NULL, &e2, &e1, NULL, &ev[2]));
+  CHECK_OK(dsa_index_c128_topk(q, &e64, NULL, NULL, NULL, &e2, NULL, NULL, &ev[3]));
+  dsa_index_combine_topk_swa_params cp;
+  dsa_index_combine_topk_swa_params_default(&cp);
   cp.topk = 0;
   dsa_tensor ew2 = t2(b, DSA_I32, 0, 128, 128);
-  CHECK_OK(dsa_combine_topk_swa(q, NULL, &q1, &e1, &e1, &ew2, &e1, &cp, &ev[4]));
+  CHECK_OK(dsa_index_combine_topk_swa(q, NULL, &q1, &e1, &e1, &ew2, &e1, &cp, &ev[4]));
   dsa_tensor ds = t2(b, DSA_I32, 0, 128, 128), pt = t2(b, DSA_I32, 0, 512, 512),
              mo = t2(b, DSA_I32, 0, 640, 640);
-  dsa_mixed_sparse_inputs in = {&ds, NULL, NULL, NULL, &pt, &q1, &e1, &e1, &tb, NULL};
-  CHECK_OK(dsa_mixed_sparse_indices(q, &in, &mo, &e1, NULL, &ev[5]));
+  dsa_index_mixed_sparse_inputs in = {&ds, NULL, NULL, NULL, &pt, &q1, &e1, &e1, &tb, NULL};
+  CHECK_OK(dsa_index_mixed_sparse(q, &in, &mo, &e1, NULL, &ev[5]));
   for (int i = 0; i < 6; i++) {
     CHECK(d[i] != NULL, "empty call %d returned no event", i);
     if (!d[i]) continue;

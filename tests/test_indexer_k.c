@@ -104,7 +104,7 @@ static void run_insert(int mx, int mode, int64_t n, int64_t nb, int32_t bs, int 
   dsa_tensor kt = {.mem = kb.mem, .offset = kb.off + koff * 2, .dtype = DSA_BF16, .ndim = 2,
                    .shape = {n, 128}, .stride = {kst, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){n});
-  CHECK_OK(dsa_indexer_k_insert(q, &kt, &st, &c.dc, mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, NULL));
+  CHECK_OK(dsa_indexer_k_insert(q, &kt, &st, &c.dc, &(dsa_indexer_k_insert_params){.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE}, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_insert(&c.ref, k + koff, kst, slots, n, mode);
   uint8_t *got = dsa_test_xmalloc(c.size);
@@ -170,7 +170,7 @@ static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int
                                      .ndim = 2, .shape = {total, 4}, .stride = {ks_rs, 1}}
                       : (dsa_tensor){.mem = ksb.mem, .offset = ksb.off, .dtype = DSA_F32,
                                      .ndim = 1, .shape = {total}, .stride = {ks_rs}};
-  CHECK_OK(dsa_indexer_k_gather(q, &c.dc, &btt, &cut, &kot, &kst, NULL));
+  CHECK_OK(dsa_indexer_k_gather(q, &cut, &btt, &c.dc, &kot, &kst, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_gather(&c.ref, bt, R, W, bts0, bts1, cu, cus, total, ko, ko_rs, ks,
                                          ks_rs * (mx ? 1 : 4));
@@ -295,12 +295,12 @@ static int break_gather(void *vx, int c, const char **w, const char **w2) {
 static dsa_status call_insert(void *vx, cl_event *done) {
   kargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_k_insert(x->q, x->pa, x->pb, x->pcache, (dsa_e2m1_mode)x->mode, &x->ev);
+  return dsa_indexer_k_insert(x->q, x->pa, x->pb, x->pcache, &(dsa_indexer_k_insert_params){.e2m1 = (dsa_e2m1_mode)x->mode}, &x->ev);
 }
 static dsa_status call_gather(void *vx, cl_event *done) {
   kargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_k_gather(x->q, x->pcache, x->pa, x->pb, x->pc, x->pd, &x->ev);
+  return dsa_indexer_k_gather(x->q, x->pb, x->pa, x->pcache, x->pc, x->pd, &x->ev);
 }
 
 static void kargs_point(void *vx) {
@@ -349,13 +349,13 @@ static void test_bad_args(void) {
   dsa_events ev = {0, NULL, &done};
   dsa_tensor k0 = dsa_tensor_make(kb.mem, kb.off, DSA_BF16, 2, (int64_t[]){0, 128});
   dsa_tensor s0 = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){0});
-  CHECK_OK(dsa_indexer_k_insert(q, &k0, &s0, &c.dc, DSA_E2M1_RNE, &ev));
+  CHECK_OK(dsa_indexer_k_insert(q, &k0, &s0, &c.dc, NULL, &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "insert N=0: event");
   if (done) clReleaseEvent(done);
   done = NULL;
   dsa_tensor c1 = dsa_tensor_make(cb.mem, cb.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor b0 = dsa_tensor_make(bb.mem, bb.off, DSA_I32, 2, (int64_t[]){0, 3});
-  CHECK_OK(dsa_indexer_k_gather(q, &c.dc, &b0, &c1, &x.c, &x.d, &ev));
+  CHECK_OK(dsa_indexer_k_gather(q, &c1, &b0, &c.dc, &x.c, &x.d, &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "gather R=0: event");
   if (done) clReleaseEvent(done);
   gbuf_release(&kb), gbuf_release(&sb), gbuf_release(&bb), gbuf_release(&cb);

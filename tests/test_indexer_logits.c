@@ -1,4 +1,4 @@
-/* Indexer MQA logits (dsa_mqa_logits, dsa_paged_mqa_logits and their MXFP4
+/* Indexer MQA logits (dsa_indexer_logits, dsa_indexer_paged_logits and their MXFP4
  * forms) against the fp64 reference in tests/ref on randomized shapes and
  * strides, edge cases (empty / full / inverted ranges, zero context, NaN
  * codes, zero heads, negative weights, saturated values), data-dependent
@@ -289,14 +289,14 @@ static void run_ragged(const rag_case *tc) {
   dev_t_ dks0 = dev(ks, DSA_I32, 1, (int64_t[]){m}, tc->padded, 0);
   dev_t_ dke = dev(ke, DSA_I32, 1, (int64_t[]){m}, tc->padded, 0);
   out_buf o = out_make(m, n, tc->bf16, tc->padded);
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params_default(&p);
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params_default(&p);
   p.clean = tc->clean;
   if (fp4)
-    CHECK_OK(dsa_mqa_logits_mxfp4(q, &dq.t, &dqs.t, &dk.t, &dks.t, &dw.t, &dks0.t, &dke.t, &o.t,
+    CHECK_OK(dsa_indexer_logits(q, &dq.t, &dqs.t, &dk.t, &dks.t, &dw.t, &dks0.t, &dke.t, &o.t,
                                   &p, NULL));
   else
-    CHECK_OK(dsa_mqa_logits(q, &dq.t, &dk.t, &dks.t, &dw.t, &dks0.t, &dke.t, &o.t, &p, NULL));
+    CHECK_OK(dsa_indexer_logits(q, &dq.t, NULL, &dk.t, &dks.t, &dw.t, &dks0.t, &dke.t, &o.t, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   double *ref = dsa_test_xmalloc((size_t)(m * n) * sizeof *ref);
   unsigned want_f = ref_mqa_logits(fp4, m, h, d, n, qv, qs, kv, fp4 ? (const void *)kss : ksc, w,
@@ -431,14 +431,28 @@ static void run_paged(const paged_case *tc) {
                         .block_size = bs, .block_stride = stride,
                         .format = fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
   out_buf o = out_make(rows, mml, tc->bf16, tc->padded);
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params_default(&p);
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params_default(&p);
   p.clean = tc->clean;
+  /* Half the calls where the memory allows pass Q quant's [T, H, D] layout
+   * (T = B * next_n; next_n then comes from the lengths or T / B). */
+  dsa_tensor q3 = dq.t, qs3 = dqs.t;
+  const int rank3 = dq.t.stride[0] == nn * dq.t.stride[1] &&
+                    dqs.t.stride[0] == nn * dqs.t.stride[1] && rnd(2);
+  if (rank3) {
+    dsa_tensor *v[2] = {&q3, &qs3};
+    for (int k = 0; k < 2; k++) {
+      const dsa_tensor src = *v[k];
+      v[k]->ndim = 3;
+      v[k]->shape[0] = rows, v[k]->stride[0] = src.stride[1];
+      for (int d = 1; d < 3; d++) v[k]->shape[d] = src.shape[d + 1], v[k]->stride[d] = src.stride[d + 1];
+      v[k]->shape[3] = 0, v[k]->stride[3] = 0;
+    }
+  }
   if (fp4)
-    CHECK_OK(dsa_paged_mqa_logits_mxfp4(q, &dq.t, &dqs.t, &pc, &dw.t, &dcl.t, &dbt.t, &o.t, &p,
-                                        NULL));
+    CHECK_OK(dsa_indexer_paged_logits(q, &q3, &qs3, &dw.t, &dcl.t, &dbt.t, &pc, &o.t, &p, NULL));
   else
-    CHECK_OK(dsa_paged_mqa_logits(q, &dq.t, &pc, &dw.t, &dcl.t, &dbt.t, &o.t, &p, NULL));
+    CHECK_OK(dsa_indexer_paged_logits(q, &q3, NULL, &dw.t, &dcl.t, &dbt.t, &pc, &o.t, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   double *ref = dsa_test_xmalloc((size_t)(rows * mml + 1) * sizeof *ref);
   ref_il_cache rc = {img + coff, tc->nb, bs, stride};
@@ -509,8 +523,8 @@ typedef struct args {
   dsa_tensor *pt[8];
   dsa_paged_cache cache;
   dsa_paged_cache *pcache;
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params *pp;
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params *pp;
   dsa_events ev;
   dsa_events *pev;
   int fp4;
@@ -528,20 +542,20 @@ static dsa_status call_ragged(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
   if (x->fp4)
-    return dsa_mqa_logits_mxfp4(x->q, x->pt[0], x->pt[1], x->pt[2], x->pt[3], x->pt[4], x->pt[5],
+    return dsa_indexer_logits(x->q, x->pt[0], x->pt[1], x->pt[2], x->pt[3], x->pt[4], x->pt[5],
                                 x->pt[6], x->pt[7], x->pp, x->pev);
-  return dsa_mqa_logits(x->q, x->pt[0], x->pt[2], x->pt[3], x->pt[4], x->pt[5], x->pt[6],
-                        x->pt[7], x->pp, x->pev);
+  return dsa_indexer_logits(x->q, x->pt[0], NULL, x->pt[2], x->pt[3], x->pt[4], x->pt[5],
+                        x->pt[6], x->pt[7], x->pp, x->pev);
 }
 
 static dsa_status call_paged(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
   if (x->fp4)
-    return dsa_paged_mqa_logits_mxfp4(x->q, x->pt[0], x->pt[1], x->pcache, x->pt[2], x->pt[3],
-                                      x->pt[4], x->pt[7], x->pp, x->pev);
-  return dsa_paged_mqa_logits(x->q, x->pt[0], x->pcache, x->pt[2], x->pt[3], x->pt[4], x->pt[7],
-                              x->pp, x->pev);
+    return dsa_indexer_paged_logits(x->q, x->pt[0], x->pt[1], x->pt[2], x->pt[3], x->pt[4],
+                                      x->pcache, x->pt[7], x->pp, x->pev);
+  return dsa_indexer_paged_logits(x->q, x->pt[0], NULL, x->pt[2], x->pt[3], x->pt[4], x->pcache,
+                              x->pt[7], x->pp, x->pev);
 }
 
 /* Shared cases: queue, events, params, query, logits. */
@@ -671,7 +685,7 @@ static void test_bad_args(void) {
     x.fp4 = fp4;
     x.t[0] = t0.t, x.t[1] = t1.t, x.t[2] = t2.t, x.t[3] = t3.t, x.t[4] = t4.t, x.t[5] = t5.t,
     x.t[6] = t6.t, x.t[7] = o.t;
-    dsa_mqa_logits_params_default(&x.p);
+    dsa_indexer_logits_params_default(&x.p);
     x.pcache = NULL;
     run_bad(fp4 ? "mqa_logits_mxfp4" : "mqa_logits", &x, call_ragged, break_ragged, &o.gb);
     dev_free(&t0), dev_free(&t1), dev_free(&t2), dev_free(&t3), dev_free(&t4), dev_free(&t5),
@@ -705,7 +719,7 @@ static void test_bad_args(void) {
                                 .block_size = bs, .block_stride = stride,
                                 .format = fp4 ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
     x.pcache = &x.cache;
-    dsa_mqa_logits_params_default(&x.p);
+    dsa_indexer_logits_params_default(&x.p);
     run_bad(fp4 ? "paged_mqa_logits_mxfp4" : "paged_mqa_logits", &x, call_paged, break_paged,
             &po.gb);
     dev_free(&p0), dev_free(&p1), dev_free(&p2), dev_free(&p3), dev_free(&p4);
@@ -727,7 +741,7 @@ static void test_empty_and_events(void) {
   dsa_tensor w0 = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 8});
   dsa_tensor r0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor o0 = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 5});
-  CHECK_OK(dsa_mqa_logits(q, &q0, &k0, &s0, &w0, &r0, &r0, &o0, NULL, &ev));
+  CHECK_OK(dsa_indexer_logits(q, &q0, NULL, &k0, &s0, &w0, &r0, &r0, &o0, NULL, &ev));
   dsa_test_expect_complete(done, "mqa_logits M=0");
 
   /* B = 0 paged, with a zero-block cache. */
@@ -738,7 +752,7 @@ static void test_empty_and_events(void) {
   dsa_tensor pb = dsa_tensor_make(any.mem, any.off, DSA_I32, 2, (int64_t[]){0, 4});
   dsa_tensor po = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){0, 256});
   done = NULL;
-  CHECK_OK(dsa_paged_mqa_logits(q, &pq, &pc, &pw, &r0, &pb, &po, NULL, &ev));
+  CHECK_OK(dsa_indexer_paged_logits(q, &pq, NULL, &pw, &r0, &pb, &pc, &po, NULL, &ev));
   dsa_test_expect_complete(done, "paged_mqa_logits B=0");
 
   /* A real call with a wait list and an event back; a zero-block cache with
@@ -758,9 +772,9 @@ static void test_empty_and_events(void) {
   cl_event first = NULL, second = NULL;
   dsa_events ev1 = {0, NULL, &first};
   pc.block_size = 4, pc.block_stride = 4 * 132;
-  CHECK_OK(dsa_paged_mqa_logits(q, &qt, &pc, &wt, &ct, &btt, &o.t, NULL, &ev1));
+  CHECK_OK(dsa_indexer_paged_logits(q, &qt, NULL, &wt, &ct, &btt, &pc, &o.t, NULL, &ev1));
   dsa_events ev2 = {1, &first, &second};
-  CHECK_OK(dsa_paged_mqa_logits(q, &qt, &pc, &wt, &ct, &btt, &o.t, NULL, &ev2));
+  CHECK_OK(dsa_indexer_paged_logits(q, &qt, NULL, &wt, &ct, &btt, &pc, &o.t, NULL, &ev2));
   dsa_test_expect_complete(second, "paged with a wait list");
   if (first) clReleaseEvent(first);
   double ref[2 * 70];

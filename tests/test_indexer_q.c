@@ -115,8 +115,8 @@ static void run_case(const qcase *c) {
   float *ow = dsa_test_xmalloc(own * 4);
   dsa_test_fill_random(&rng, oq, oqn), dsa_test_fill_random(&rng, os, osn), dsa_test_fill_random(&rng, ow, own * 4);
 
-  dsa_indexer_q_params prm;
-  dsa_indexer_q_params_default(&prm);
+  dsa_indexer_q_quant_params prm;
+  dsa_indexer_q_quant_params_default(&prm);
   prm.softmax_scale = (float)(1.0 / sqrt((double)D));
   prm.head_scale = (float)(1.0 / sqrt((double)H));
   prm.e2m1 = c->mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
@@ -142,7 +142,7 @@ static void run_case(const qcase *c) {
                     .shape = {T, H, D / 32}, .stride = {os_st, os_sh, 1}};
   dsa_tensor owt = {.mem = owb.mem, .offset = owb.off + ooff * 4, .dtype = DSA_F32, .ndim = 2,
                     .shape = {T, H}, .stride = {ow_st, ow_sh}};
-  CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, c->mxfp4 ? &ost : NULL, &owt,
+  CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, c->mxfp4 ? &ost : NULL, &owt, &prm,
                                NULL));
   uint32_t f = dsa_test_read_faults(q);
 
@@ -224,10 +224,10 @@ static void test_sweep(void) {
       dsa_tensor oqt = dsa_tensor_make(oqb.mem, oqb.off, mx ? DSA_E2M1X2 : DSA_E4M3, 3, (int64_t[]){T, H, qd});
       dsa_tensor ost = dsa_tensor_make(osb.mem, osb.off, DSA_UE8M0, 3, (int64_t[]){T, H, 4});
       dsa_tensor owt = dsa_tensor_make(owb.mem, owb.off, DSA_F32, 2, (int64_t[]){T, H});
-      dsa_indexer_q_params prm;
-      dsa_indexer_q_params_default(&prm);
+      dsa_indexer_q_quant_params prm;
+      dsa_indexer_q_quant_params_default(&prm);
       prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
-      CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &prm, &oqt, mx ? &ost : NULL, &owt, NULL));
+      CHECK_OK(dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, mx ? &ost : NULL, &owt, &prm, NULL));
       CHECK(dsa_test_read_faults(q) == 0, "sweep: faults");
       uint8_t *woq = dsa_test_xmalloc((size_t)(T * H * qd)), wos[16 * 32 * 4];
       float wow[16 * 32];
@@ -345,8 +345,8 @@ typedef struct qargs {
   dsa_queue *q;
   dsa_tensor pos, qin, cs, w, oq, os, ow;
   const dsa_tensor *ppos, *pqin, *pcs, *pw, *poq, *pos_, *pow;
-  dsa_indexer_q_params prm;
-  const dsa_indexer_q_params *pprm;
+  dsa_indexer_q_quant_params prm;
+  const dsa_indexer_q_quant_params *pprm;
   dsa_events ev;
 } qargs;
 
@@ -403,15 +403,15 @@ static void qargs_point(void *vx) {
 static dsa_status call_q(void *vx, cl_event *done) {
   qargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_q_quant(x->q, x->ppos, x->pqin, x->pcs, x->pw, x->pprm, x->poq, x->pos_,
-                             x->pow, &x->ev);
+  return dsa_indexer_q_quant(x->q, x->ppos, x->pqin, x->pcs, x->pw, x->poq, x->pos_, x->pow,
+                             x->pprm, &x->ev);
 }
 
 /* The valid call, with p = NULL (defaults). */
 static dsa_status valid_q(void *vx, cl_event *done) {
   qargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_q_quant(x->q, &x->pos, &x->qin, &x->cs, &x->w, NULL, &x->oq, NULL, &x->ow,
+  return dsa_indexer_q_quant(x->q, &x->pos, &x->qin, &x->cs, &x->w, &x->oq, NULL, &x->ow, NULL,
                              &x->ev);
 }
 
@@ -431,7 +431,7 @@ static void test_bad_args(void) {
   base.oq = dsa_tensor_make(oqb.mem, oqb.off, DSA_E4M3, 3, (int64_t[]){T, H, D});
   base.os = dsa_tensor_make(osb.mem, osb.off, DSA_UE8M0, 3, (int64_t[]){T, H, 4});
   base.ow = dsa_tensor_make(owb.mem, owb.off, DSA_F32, 2, (int64_t[]){T, H});
-  dsa_indexer_q_params_default(&base.prm);
+  dsa_indexer_q_quant_params_default(&base.prm);
   /* The unbroken call works (p = NULL means defaults) and returns an event. */
   dsa_bad_args spec = {.op = "indexer_q_quant", .base = &base, .size = sizeof base,
                        .reset = qargs_point, .brk = break_q, .call = call_q, .valid = valid_q,
@@ -444,7 +444,7 @@ static void test_bad_args(void) {
   dsa_tensor z[7] = {base.pos, base.qin, base.cs, base.w, base.oq, base.os, base.ow};
   z[0].shape[0] = z[1].shape[0] = z[3].shape[0] = z[4].shape[0] = z[6].shape[0] = 0;
   done = NULL;
-  CHECK_OK(dsa_indexer_q_quant(q, &z[0], &z[1], &z[2], &z[3], NULL, &z[4], NULL, &z[6], &ev));
+  CHECK_OK(dsa_indexer_q_quant(q, &z[0], &z[1], &z[2], &z[3], &z[4], NULL, &z[6], NULL, &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "T=0: event");
   if (done) clReleaseEvent(done);
   dsa_test_read_faults(q);
@@ -512,7 +512,7 @@ static int bench(void) {
       for (int it = 0; it < 30; it++) {
         cl_event e = NULL;
         dsa_events ev = {0, NULL, &e};
-        if (dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, NULL, &oqt, mx ? &ost : NULL, &owt, &ev)) {
+        if (dsa_indexer_q_quant(q, &pt, &qt, &ct, &wt, &oqt, mx ? &ost : NULL, &owt, NULL, &ev)) {
           printf("failed: %s\n", dsa_last_error());
           return 1;
         }

@@ -264,7 +264,7 @@ static void run_gather_slots(int64_t s, int64_t nb, int32_t bs, int stride_kind,
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){s});
   dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + ooff * 2, .dtype = DSA_BF16, .ndim = 2,
                    .shape = {s, 512}, .stride = {ostride, 1}};
-  CHECK_OK(dsa_mla_gather_slots(q, &c.dc, &it, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &c.dc, &ot, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_slots(&c.ref, idx, s, want + ooff, ostride);
   gbuf_read(q, &ob, got);
@@ -343,7 +343,7 @@ static void run_gather_paged(const paged_case *tc) {
                     .stride = {bts, 1}};
   dsa_tensor ot = {.mem = ob.mem, .offset = ob.off, .dtype = DSA_BF16, .ndim = 3,
                    .shape = {r, max_t, 512}, .stride = {s0, s1, 1}};
-  CHECK_OK(dsa_mla_gather_paged(q, &c.dc, &st, tc->null_gl ? NULL : &gt, &btt, offset, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_paged(q, &st, tc->null_gl ? NULL : &gt, &btt, &c.dc, &ot, &(dsa_mla_gather_paged_params){.offset = offset}, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_paged(&c.ref, seq, tc->null_gl ? NULL : gl, bt, r, w, bts,
                                          offset, want, max_t, s0, s1);
@@ -464,7 +464,7 @@ static int break_insert(void *vx, int c, const char **w1, const char **w2) {
 static dsa_status call_slots(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_mla_gather_slots(x->q, x->pcache, x->pa, x->pb, x->pev);
+  return dsa_mla_gather_slots(x->q, x->pa, x->pcache, x->pb, x->pev);
 }
 
 static int break_slots(void *vx, int c, const char **w1, const char **w2) {
@@ -495,7 +495,7 @@ static int break_slots(void *vx, int c, const char **w1, const char **w2) {
 static dsa_status call_paged(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_mla_gather_paged(x->q, x->pcache, x->pa, x->pb, x->pc, x->offset, x->pd, x->pev);
+  return dsa_mla_gather_paged(x->q, x->pa, x->pb, x->pc, x->pcache, x->pd, &(dsa_mla_gather_paged_params){.offset = x->offset}, x->pev);
 }
 
 static int break_paged(void *vx, int c, const char **w1, const char **w2) {
@@ -590,14 +590,14 @@ static void test_empty_and_events(void) {
   dsa_tensor i0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor o0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   done = NULL;
-  CHECK_OK(dsa_mla_gather_slots(q, &c.dc, &i0, &o0, &ev));
+  CHECK_OK(dsa_mla_gather_slots(q, &i0, &c.dc, &o0, &ev));
   dsa_test_expect_complete(done, "gather_slots S=0");
 
   dsa_tensor r0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor b0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 2, (int64_t[]){0, 4});
   dsa_tensor p0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 3, (int64_t[]){0, 8, 512});
   done = NULL;
-  CHECK_OK(dsa_mla_gather_paged(q, &c.dc, &r0, NULL, &b0, 0, &p0, &ev));
+  CHECK_OK(dsa_mla_gather_paged(q, &r0, NULL, &b0, &c.dc, &p0, NULL, &ev));
   dsa_test_expect_complete(done, "gather_paged R=0");
 
   /* A real call that waits on the previous one's event and returns its own. */
@@ -667,7 +667,7 @@ static void test_64bit_addressing(void) {
   guarded_buf ib = gbuf_create(ctx, q, 4, &idx), ob = gbuf_create(ctx, q, sizeof back, NULL);
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){1, 512});
-  CHECK_OK(dsa_mla_gather_slots(q, &dc, &it, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL));
   gbuf_read(q, &ob, back);
   uint8_t img[REF_MLA_TOKEN_BYTES * 4];
   ref_mla_cache one = {img, 1, 4, 4 * 584};
@@ -702,7 +702,7 @@ static void test_dequant_exhaustive(void) {
                         .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){n});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){n, 512});
-  CHECK_OK(dsa_mla_gather_slots(q, &dc, &it, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL));
   uint16_t *got = dsa_test_xmalloc((size_t)n * 1024), *want = dsa_test_xmalloc((size_t)n * 1024);
   gbuf_read(q, &ob, got);
   ref_mla_gather_slots(&rc, idx, n, want, 512);

@@ -82,6 +82,11 @@ static void run_case(const qcase *tc) {
     r = rnd(10);
     slots[i] = r == 0 ? -1 : (r == 1 && tc->bad) ? cap + rnd(4) : used < cap ? perm[used++] : -1;
   }
+  /* The API's other dtypes: i32 positions, bf16 cos/sin (the reference reads
+   * the narrowed values). */
+  const int pos32 = rnd(3) == 0, cs16 = rnd(3) == 0;
+  int32_t *pos_n = pos32 ? dsa_test_narrow_pos(pos, (size_t)t) : NULL;
+  uint16_t *cs_n = cs16 ? dsa_test_narrow_cs(cs, (size_t)(tc->npos * csrs)) : NULL;
 
   uint8_t *img = dsa_test_xmalloc((size_t)(tc->nb * bstride + 1));
   dsa_test_fill_random(&rng, img, (size_t)(tc->nb * bstride + 1));
@@ -89,8 +94,10 @@ static void run_case(const qcase *tc) {
   ref_mla_cache rc = {img, tc->nb, tc->bs, bstride};
   guarded_buf qib = gbuf_create(ctx, q, qn * 2, qin), qob = gbuf_create(ctx, q, qn * 2, qout0);
   guarded_buf kb = gbuf_create(ctx, q, (size_t)(t * kvrs + 1) * 2, kv);
-  guarded_buf csb = gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 4, cs);
-  guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos),
+  guarded_buf csb = cs16 ? gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 2, cs_n)
+                         : gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 4, cs);
+  guarded_buf pb = pos32 ? gbuf_create(ctx, q, (size_t)(t + 1) * 4, pos_n)
+                         : gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos),
               sb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, slots);
 
   dsa_tensor qit = {.mem = qib.mem, .offset = qib.off, .dtype = DSA_BF16, .ndim = 3,
@@ -99,17 +106,17 @@ static void run_case(const qcase *tc) {
                     .shape = {t, h, 512}, .stride = {qts, qhs, 1}};
   dsa_tensor kvt = {.mem = kb.mem, .offset = kb.off, .dtype = DSA_BF16, .ndim = 2,
                     .shape = {t, 512}, .stride = {kvrs, 1}};
-  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = DSA_F32, .ndim = 2,
-                    .shape = {tc->npos, 64}, .stride = {csrs, 1}};
-  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
+  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = cs16 ? DSA_BF16 : DSA_F32,
+                    .ndim = 2, .shape = {tc->npos, 64}, .stride = {csrs, 1}};
+  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, pos32 ? DSA_I32 : DSA_I64, 1, (int64_t[]){t});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){t});
   dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = tc->nb,
                         .block_size = tc->bs, .block_stride = bstride, .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_qnorm_params prm;
-  dsa_mla_qnorm_params_default(&prm);
+  dsa_mla_qnorm_rope_kv_insert_params prm;
+  dsa_mla_qnorm_rope_kv_insert_params_default(&prm);
   if (rnd(3) == 0) prm.eps = 1e-3f;
-  CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &qit, tc->in_place ? NULL : &qot, &kvt, &pt, &cst, &st,
-                                        &pc, &prm, NULL));
+  CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &qit, &kvt, &pt, &cst, &st, &pc,
+                                        tc->in_place ? NULL : &qot, &prm, NULL));
   uint32_t f = dsa_test_read_faults(q);
 
   memcpy(qref, tc->in_place ? qin : qout0, qn * 2);
@@ -140,6 +147,7 @@ static void run_case(const qcase *tc) {
         "guard band overwritten (T=%lld H=%lld)", (long long)t, (long long)h);
 
   free(qin), free(qref), free(qout0), free(kv), free(cs), free(pos), free(slots), free(perm);
+  free(pos_n), free(cs_n);
   free(img), free(qgot), free(cgot);
   gbuf_release(&cb), gbuf_release(&qib), gbuf_release(&qob), gbuf_release(&kb);
   gbuf_release(&csb), gbuf_release(&pb), gbuf_release(&sb);
@@ -186,7 +194,7 @@ typedef struct bargs {
   const dsa_tensor *pqi, *pqo, *pkv, *ppos, *pcs, *psl;
   dsa_paged_cache cache;
   const dsa_paged_cache *pcache;
-  dsa_mla_qnorm_params prm;
+  dsa_mla_qnorm_rope_kv_insert_params prm;
   dsa_events ev;
 } bargs;
 
@@ -206,10 +214,10 @@ static int breaker(void *vx, int c, const char **w, const char **w2) {
     case 9: x->pkv = NULL, *w = "kv"; return 1;
     case 10: x->kv.shape[0] -= 1, *w = "kv"; return 1;
     case 11: x->kv.shape[1] = 576, *w = "kv"; return 1;
-    case 12: x->pos.dtype = DSA_I32, *w = "positions"; return 1;
+    case 12: x->pos.dtype = DSA_F32, *w = "positions"; return 1;
     case 13: x->pos.shape[0] -= 1, *w = "positions"; return 1;
     case 14: x->cs.shape[1] = 32, *w = "cos_sin"; return 1;
-    case 15: x->cs.dtype = DSA_BF16, *w = "cos_sin"; return 1;
+    case 15: x->cs.dtype = DSA_I32, *w = "cos_sin"; return 1;
     case 16: x->psl = NULL, *w = "slot_mapping"; return 1;
     case 17: x->sl.shape[0] += 1, *w = "slot_mapping"; return 1;
     case 18: x->cache.format = DSA_CACHE_INDEXER_FP8, *w = "cache"; return 1;
@@ -233,16 +241,16 @@ static void bargs_point(void *vx) {
 static dsa_status call_bad(void *vx, cl_event *done) {
   bargs *x = vx;
   x->ev.done = done;
-  return dsa_mla_qnorm_rope_kv_insert(x->q, x->pqi, x->pqo, x->pkv, x->ppos, x->pcs, x->psl,
-                                      x->pcache, &x->prm, &x->ev);
+  return dsa_mla_qnorm_rope_kv_insert(x->q, x->pqi, x->pkv, x->ppos, x->pcs, x->psl, x->pcache,
+                                      x->pqo, &x->prm, &x->ev);
 }
 
 /* The valid call, with params and events NULL. */
 static dsa_status call_valid(void *vx, cl_event *done) {
   bargs *x = vx;
   (void)done;
-  return dsa_mla_qnorm_rope_kv_insert(x->q, &x->qi, &x->qo, &x->kv, &x->pos, &x->cs, &x->sl,
-                                      &x->cache, NULL, NULL);
+  return dsa_mla_qnorm_rope_kv_insert(x->q, &x->qi, &x->kv, &x->pos, &x->cs, &x->sl, &x->cache,
+                                      &x->qo, NULL, NULL);
 }
 
 static void test_bad_args(void) {
@@ -268,7 +276,7 @@ static void test_bad_args(void) {
   base.cache = (dsa_paged_cache){.mem = cb.mem, .offset = cb.off, .num_blocks = 2,
                                  .block_size = 64, .block_stride = 64 * 584,
                                  .format = DSA_CACHE_MLA_FP8};
-  dsa_mla_qnorm_params_default(&base.prm);
+  dsa_mla_qnorm_rope_kv_insert_params_default(&base.prm);
   /* Each rejected call writes neither q_out nor the cache; the unbroken call
    * (params and events NULL) writes both. */
   dsa_bad_args spec = {.op = "mla_qnorm_rope_kv_insert", .base = &base, .size = sizeof base,
@@ -291,7 +299,7 @@ static void test_empty_and_events(void) {
   dsa_tensor c0 = dsa_tensor_make(any.mem, any.off, DSA_F32, 2, (int64_t[]){4, 64});
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &q0, NULL, &k0, &i0, &c0, &i0, &pc, NULL, &ev));
+  CHECK_OK(dsa_mla_qnorm_rope_kv_insert(q, &q0, &k0, &i0, &c0, &i0, &pc, NULL, NULL, &ev));
   CHECK(done != NULL, "T=0: no event");
   if (done) {
     CHECK(clWaitForEvents(1, &done) == CL_SUCCESS, "T=0: wait failed");

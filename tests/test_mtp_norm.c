@@ -117,8 +117,8 @@ static void run_input_case(const ncase *tc) {
                                     (int64_t[]){t});
   dsa_tensor wet = dsa_tensor_make(web.mem, web.off, tc->w32e ? DSA_F32 : DSA_BF16, 1, &h);
   dsa_tensor wht = dsa_tensor_make(whb.mem, whb.off, tc->w32h ? DSA_F32 : DSA_BF16, 1, &h);
-  dsa_mtp_norm_params prm;
-  dsa_mtp_norm_params_default(&prm);
+  dsa_mtp_params prm;
+  dsa_mtp_params_default(&prm);
   if (rnd(3) == 0) prm.eps = rnd(2) ? 1e-3f : 1e-30f;
   CHECK_OK(dsa_mtp_input_rmsnorm(q, &et, &post, &pt, &wet, &wht, &eot, &hot, &prm, NULL));
   CHECK(dsa_test_read_faults(q) == 0, "faults set (T=%lld)", (long long)t);
@@ -226,7 +226,7 @@ typedef struct bargs {
   dsa_queue *q;
   dsa_tensor e, pos, p, we, wh, eo, ho;
   const dsa_tensor *pe, *ppos, *pp, *pwe, *pwh, *peo, *pho;
-  dsa_mtp_norm_params prm;
+  dsa_mtp_params prm;
   dsa_events ev;
 } bargs;
 
@@ -295,7 +295,7 @@ typedef struct hargs {
   dsa_queue *q;
   dsa_tensor x, w, o;
   const dsa_tensor *px, *pw, *po;
-  dsa_mtp_norm_params prm;
+  dsa_mtp_params prm;
   dsa_events ev;
 } hargs;
 
@@ -349,7 +349,7 @@ static void test_bad_args(void) {
   base.pos = dsa_tensor_make(posb.mem, posb.off, DSA_I64, 1, (int64_t[]){t});
   base.we = dsa_tensor_make(wb.mem, wb.off, DSA_F32, 1, (int64_t[]){h});
   base.wh = dsa_tensor_make(wb.mem, wb.off, DSA_F32, 1, (int64_t[]){h});
-  dsa_mtp_norm_params_default(&base.prm);
+  dsa_mtp_params_default(&base.prm);
   dsa_bad_args spec = {.op = "mtp_input_rmsnorm", .base = &base, .size = sizeof base,
                        .reset = bargs_point, .brk = breaker, .call = call_bad, .valid = call_valid,
                        .outs = (const guarded_buf *const[]){&eob, &hob}, .nouts = 2,
@@ -362,7 +362,7 @@ static void test_bad_args(void) {
   hb.x = dsa_tensor_make(eb.mem, eb.off, DSA_BF16, 2, (int64_t[]){t, h});
   hb.o = dsa_tensor_make(eob.mem, eob.off, DSA_BF16, 2, (int64_t[]){t, h});
   hb.w = dsa_tensor_make(wb.mem, wb.off, DSA_F32, 1, (int64_t[]){h});
-  dsa_mtp_norm_params_default(&hb.prm);
+  dsa_mtp_params_default(&hb.prm);
   /* eob holds the first operator's output: the pattern the head call must change. */
   uint16_t pat[4 * 64];
   for (int i = 0; i < 4 * 64; i++) pat[i] = 0x1234;

@@ -126,6 +126,11 @@ static void run_case(const ocase *tc) {
     pos[i] = r == 0 ? 0 : r == 1 ? tc->npos - 1 : rnd(tc->npos);
     if (tc->bad && rnd(5) == 0) pos[i] = rnd(2) ? tc->npos + rnd(3) : -1 - rnd(5);
   }
+  /* The API's other dtypes: i32 positions, bf16 cos/sin (the reference reads
+   * the narrowed values). */
+  const int pos32 = rnd(3) == 0, cs16 = rnd(3) == 0;
+  int32_t *pos_n = pos32 ? dsa_test_narrow_pos(pos, (size_t)t) : NULL;
+  uint16_t *cs_n = cs16 ? dsa_test_narrow_cs(cs, (size_t)(tc->npos * csrs)) : NULL;
 
   uint8_t *out0 = dsa_test_xmalloc((size_t)out_n + 1), *outw = dsa_test_xmalloc((size_t)out_n + 1);
   dsa_test_fill_random(&rng, out0, (size_t)out_n + 1);
@@ -135,14 +140,16 @@ static void run_case(const ocase *tc) {
   memcpy(scw, sc0, (size_t)(sc_n + 1) * 4);
 
   guarded_buf ob = gbuf_create(ctx, q, on * 2, o);
-  guarded_buf csb = gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 4, cs);
-  guarded_buf pb = gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
+  guarded_buf csb = cs16 ? gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 2, cs_n)
+                         : gbuf_create(ctx, q, (size_t)(tc->npos * csrs + 1) * 4, cs);
+  guarded_buf pb = pos32 ? gbuf_create(ctx, q, (size_t)(t + 1) * 4, pos_n)
+                         : gbuf_create(ctx, q, (size_t)(t + 1) * 8, pos);
   guarded_buf outb = gbuf_create(ctx, q, (size_t)out_n + 1, out0);
   guarded_buf scb = gbuf_create(ctx, q, (size_t)(sc_n + 1) * 4, sc0);
   dsa_tensor ot = {.mem = ob.mem, .offset = ob.off, .dtype = DSA_BF16, .ndim = 3,
                    .shape = {t, h, 512}, .stride = {ots, ohs, 1}};
-  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, DSA_I64, 1, (int64_t[]){t});
-  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = DSA_F32, .ndim = 2,
+  dsa_tensor pt = dsa_tensor_make(pb.mem, pb.off, pos32 ? DSA_I32 : DSA_I64, 1, (int64_t[]){t});
+  dsa_tensor cst = {.mem = csb.mem, .offset = csb.off, .dtype = cs16 ? DSA_BF16 : DSA_F32, .ndim = 2,
                     .shape = {tc->npos, 64}, .stride = {csrs, 1}};
   dsa_tensor outt = {.mem = outb.mem, .offset = outb.off, .dtype = DSA_E4M3, .ndim = 3,
                      .shape = {g, t, dd}, .stride = {out_gs, out_ts, 1}};
@@ -162,9 +169,10 @@ static void run_case(const ocase *tc) {
   gbuf_read(q, &outb, outg);
   gbuf_read(q, &scb, scg);
   dsa_test_first_diff(outg, outw, (size_t)out_n + 1, "out",
-                      "T=%lld H=%lld G=%lld packed=%d edge=%d boundary=%d nonfinite=%d olay=%d",
+                      "T=%lld H=%lld G=%lld packed=%d edge=%d boundary=%d nonfinite=%d olay=%d "
+                      "pos32=%d cs16=%d",
                       (long long)t, (long long)h, (long long)g, tc->packed, tc->edge,
-                      tc->boundary, tc->nonfinite, olay);
+                      tc->boundary, tc->nonfinite, olay, pos32, cs16);
   dsa_test_first_diff(scg, scw, (size_t)(sc_n + 1) * 4, "scales",
                       "T=%lld Tp=%lld H=%lld G=%lld packed=%d slay=%d", (long long)t,
                       (long long)tp, (long long)h, (long long)g, tc->packed, slay);
@@ -174,6 +182,7 @@ static void run_case(const ocase *tc) {
         "guard band overwritten (T=%lld H=%lld)", (long long)t, (long long)h);
 
   free(o), free(cs), free(pos), free(out0), free(outw), free(sc0), free(scw), free(outg), free(scg);
+  free(pos_n), free(cs_n);
   gbuf_release(&ob), gbuf_release(&csb), gbuf_release(&pb), gbuf_release(&outb);
   gbuf_release(&scb);
 }
@@ -252,10 +261,10 @@ static int breaker(void *vx, int c, const char **w, const char **w2) {
     case 6: x->o.shape[0] += 1000, x->pos.shape[0] += 1000, x->out.shape[1] += 1000,
             x->sc.shape[2] += 1000, *w = "o"; return 1; /* past the buffer */
     case 7: x->ppos = NULL, *w = "positions"; return 1;
-    case 8: x->pos.dtype = DSA_I32, *w = "positions"; return 1;
+    case 8: x->pos.dtype = DSA_F32, *w = "positions"; return 1;
     case 9: x->pos.shape[0] -= 1, *w = "positions"; return 1;
     case 10: x->cs.shape[1] = 32, *w = "cos_sin"; return 1;
-    case 11: x->cs.dtype = DSA_BF16, *w = "cos_sin"; return 1;
+    case 11: x->cs.dtype = DSA_I32, *w = "cos_sin"; return 1;
     case 12: x->cs.stride[1] = 3, *w = "cos_sin"; return 1;
     case 13: x->pout = NULL, *w = "out"; return 1;
     case 14: x->out.dtype = DSA_U8, *w = "out"; return 1;

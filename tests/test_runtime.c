@@ -155,7 +155,7 @@ static dsa_status roundtrip(dsa_context *c, dsa_queue *q, int n, uint64_t seed, 
   dsa_paged_cache cache = {.mem = mc, .offset = 0, .num_blocks = nb, .block_size = 64,
                            .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
   dsa_status s = dsa_mla_cache_insert(q, &tk, &ts, &cache, NULL);
-  if (s == DSA_OK) s = dsa_mla_gather_slots(q, &cache, &ti, &to, NULL);
+  if (s == DSA_OK) s = dsa_mla_gather_slots(q, &ti, &cache, &to, NULL);
   if (s == DSA_OK &&
       clEnqueueReadBuffer(dsa_queue_cl(q), mo, CL_TRUE, 0, (size_t)n * 1024, out, 0, NULL,
                           NULL) != CL_SUCCESS)

@@ -16,6 +16,11 @@
 #include "ref.h"
 #include "ref_sparse_mla.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx;
 static dsa_queue *q;
 static uint64_t rng = 0x5A95E1234ull;
@@ -177,8 +182,8 @@ static void run_attn(const attn_case *c) {
   int32_t *idx = dsa_test_xmalloc((size_t)(c->t * is0) * 4), *lens = dsa_test_xmalloc((size_t)c->t * 4 + 4);
   make_indices(idx, lens, c->t, c->k, is0, c->s, c->bad, c->masked_first);
   float *sink = c->sink ? make_sink(c->h, c->sink == 2) : NULL;
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   p.softmax_scale = (float)(0.04419417382415922 * (rnd(2) ? 1 : 0.5));
 
   /* Strided cases also shift q and out by one element: unaligned vector paths. */
@@ -204,7 +209,7 @@ static void run_attn(const attn_case *c) {
                    .shape = {c->t, c->h, 512}, .stride = {os0, os1, 1}};
   dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){c->t, c->h});
   CHECK_OK(dsa_sparse_attn_bf16(q, &qt, &kt, &it, c->lens_null ? NULL : &lt,
-                                c->sink ? &st : NULL, &p, &ot, c->with_lse ? &et : NULL, NULL));
+                                c->sink ? &st : NULL, &ot, c->with_lse ? &et : NULL, &p, NULL));
   uint8_t *graw = dsa_test_xmalloc(ob.size + 2);
   uint16_t *got = dsa_test_xmalloc(ob.size + 2);
   float *lse = dsa_test_xmalloc(eb.size + 4);
@@ -294,9 +299,14 @@ static void run_decode(const dec_case *c) {
   int32_t *i2 = dsa_test_xmalloc((size_t)(t * i2s) * 4), *l2 = dsa_test_xmalloc((size_t)t * 4);
   if (has_a) make_indices(i1, l1, t, k1, i1s, c->nb1 * c->bs1, c->bad, c->masked_first);
   if (has_b) make_indices(i2, l2, t, k2, i2s, c->nb2 * c->bs2, c->bad, 0);
+  /* Stride kind 2 also omits set A's lengths (NULL: every row uses all K1
+   * entries); the reference sees K1 for every row. */
+  const int null_l1 = has_a && c->stride_kind == 2;
+  if (null_l1)
+    for (int64_t i = 0; i < t; i++) l1[i] = (int32_t)k1;
   float *sink = c->sink ? make_sink(h, c->sink == 2) : NULL;
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
 
   guarded_buf qb = gbuf_create(ctx, q, qbytes, qh),
               i1b = gbuf_create(ctx, q, (size_t)(t * i1s) * 4, i1),
@@ -323,21 +333,21 @@ static void run_decode(const dec_case *c) {
   dsa_tensor o2t = dsa_tensor_make(o2.mem, o2.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
   dsa_tensor e1t = dsa_tensor_make(e1.mem, e1.off, DSA_F32, 2, (int64_t[]){t, h});
   dsa_tensor e2t = dsa_tensor_make(e2.mem, e2.off, DSA_F32, 2, (int64_t[]){t, h});
-  dsa_mla_index_set sa = {has_a ? &ca.dc : NULL, &i1t, &l1t},
+  dsa_sparse_index_set sa = {has_a ? &ca.dc : NULL, &i1t, null_l1 ? NULL : &l1t},
                     sb2 = {has_b ? &cb.dc : NULL, &i2t, &l2t};
   char what[240];
   snprintf(what, sizeof what,
            "decode T=%lld H=%lld K1=%lld K2=%lld bs=%d/%d nb=%lld/%lld stride=%d sink=%d bad=%d "
-           "masked=%d",
+           "masked=%d%s",
            (long long)t, (long long)h, (long long)c->k1, (long long)c->k2, c->bs1, c->bs2,
            (long long)c->nb1, (long long)c->nb2, c->stride_kind, c->sink, c->bad,
-           c->masked_first);
+           c->masked_first, null_l1 ? " lens1=NULL" : "");
   CHECK_OK(dsa_sparse_mla_decode(q, &qt, has_a ? &sa : NULL, has_b ? &sb2 : NULL,
-                                 c->sink ? &st : NULL, &p, &o1t, &e1t, NULL));
+                                 c->sink ? &st : NULL, &o1t, &e1t, &p, NULL));
   uint32_t f1 = dsa_test_read_faults(q);
   CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &qt, has_a ? &sa : NULL, has_b ? &sb2 : NULL,
-                                           c->sink ? &st : NULL, &p, &o2t, &e2t, wb.mem,
-                                           wb.off + 256, NULL));
+                                           c->sink ? &st : NULL, &o2t, &e2t, WS_BYTES(wb.mem, wb.off + 256, wsz), &p,
+                                           NULL));
   uint32_t f2 = dsa_test_read_faults(q);
 
   double *want = dsa_test_xmalloc((size_t)(t * h) * 512 * 8 + 8), *wlse = dsa_test_xmalloc((size_t)(t * h) * 8 + 8);
@@ -415,8 +425,8 @@ static void test_sink_edges(void) {
     dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_F32, 1, (int64_t[]){h});
     dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
     dsa_tensor et = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){t, h});
-    dsa_mla_index_set set = {&ca.dc, &it, &lt};
-    CHECK_OK(dsa_sparse_mla_decode(q, &qt, &set, NULL, &st, NULL, &ot, &et, NULL));
+    dsa_sparse_index_set set = {&ca.dc, &it, &lt};
+    CHECK_OK(dsa_sparse_mla_decode(q, &qt, &set, NULL, &st, &ot, &et, NULL, NULL));
     uint16_t *got = dsa_test_xmalloc(ob.size);
     float lse[32];
     gbuf_read(q, &ob, got), gbuf_read(q, &eb, lse);
@@ -455,7 +465,7 @@ static void test_events(void) {
   dsa_tensor q0 = dsa_tensor_make(b.mem, b.off, DSA_BF16, 3, (int64_t[]){0, 4, 512});
   dsa_tensor o0 = dsa_tensor_make(b.mem, b.off, DSA_BF16, 3, (int64_t[]){0, 4, 512});
   dsa_events ev = {1, &user, &done};
-  CHECK_OK(dsa_sparse_mla_decode(q, &q0, NULL, NULL, NULL, NULL, &o0, NULL, &ev));
+  CHECK_OK(dsa_sparse_mla_decode(q, &q0, NULL, NULL, NULL, &o0, NULL, NULL, &ev));
   CHECK(done != NULL, "T=0 decode returned no event");
   cl_int st = CL_QUEUED;
   if (done) {
@@ -477,24 +487,24 @@ typedef struct args {
   dsa_queue *q;
   dsa_tensor query, kv, idx, lens, sink, out, lse, idx2, lens2;
   dsa_paged_cache cache, cache2;
-  dsa_sparse_attn_params p;
+  dsa_sparse_params p;
   dsa_events ev;
   cl_mem ws;
-  size_t ws_off;
+  size_t ws_off, ws_bytes;
   /* pointers, NULLed by some cases */
   dsa_tensor *pquery, *pkv, *pidx, *plens, *psink, *pout, *plse;
-  dsa_sparse_attn_params *pp;
+  dsa_sparse_params *pp;
   dsa_events *pev;
-  dsa_mla_index_set main_set, extra_set;
-  dsa_mla_index_set *pmain, *pextra;
+  dsa_sparse_index_set main_set, extra_set;
+  dsa_sparse_index_set *pmain, *pextra;
 } args;
 
 static void args_point(void *vx) {
   args *x = vx;
   x->pquery = &x->query, x->pkv = &x->kv, x->pidx = &x->idx, x->plens = &x->lens;
   x->psink = &x->sink, x->pout = &x->out, x->plse = &x->lse, x->pp = &x->p, x->pev = &x->ev;
-  x->main_set = (dsa_mla_index_set){&x->cache, &x->idx, &x->lens};
-  x->extra_set = (dsa_mla_index_set){&x->cache2, &x->idx2, &x->lens2};
+  x->main_set = (dsa_sparse_index_set){&x->cache, &x->idx, &x->lens};
+  x->extra_set = (dsa_sparse_index_set){&x->cache2, &x->idx2, &x->lens2};
   x->pmain = &x->main_set, x->pextra = &x->extra_set;
 }
 
@@ -548,8 +558,8 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
 static dsa_status call_attn(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_sparse_attn_bf16(x->q, x->pquery, x->pkv, x->pidx, x->plens, x->psink, x->pp,
-                              x->pout, x->plse, x->pev);
+  return dsa_sparse_attn_bf16(x->q, x->pquery, x->pkv, x->pidx, x->plens, x->psink, x->pout,
+                              x->plse, x->pp, x->pev);
 }
 static int break_attn(void *vx, int c, const char **w1, const char **w2) {
   args *x = vx;
@@ -573,14 +583,14 @@ static int break_attn(void *vx, int c, const char **w1, const char **w2) {
 static dsa_status call_fused(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_sparse_mla_decode(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pp, x->pout,
-                               x->plse, x->pev);
+  return dsa_sparse_mla_decode(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pout, x->plse,
+                               x->pp, x->pev);
 }
 static dsa_status call_two(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_sparse_mla_decode_two_stage(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pp,
-                                         x->pout, x->plse, x->ws, x->ws_off, x->pev);
+  return dsa_sparse_mla_decode_two_stage(x->q, x->pquery, x->pmain, x->pextra, x->psink, x->pout,
+                                         x->plse, WS_BYTES(x->ws, x->ws_off, x->ws_bytes), x->pp, x->pev);
 }
 static int break_decode(void *vx, int c, const char **w1, const char **w2) {
   args *x = vx;
@@ -591,7 +601,7 @@ static int break_decode(void *vx, int c, const char **w1, const char **w2) {
     case 3: x->cache.num_blocks += 1, *w1 = "main_set", *w2 = "cache"; return 1;
     case 4: x->main_set.indices = NULL, *w1 = "main_set", *w2 = "indices"; return 1;
     case 5: x->idx.shape[0] -= 1, *w1 = "main_set", *w2 = "indices"; return 1;
-    case 6: x->main_set.lens = NULL, *w1 = "main_set", *w2 = "lens"; return 1;
+    case 6: x->main_set.lens = &x->idx, *w1 = "main_set", *w2 = "lens"; return 1;
     case 7: x->lens.dtype = DSA_I64, *w1 = "main_set", *w2 = "lens"; return 1;
     case 8: x->cache2.block_size = 0, *w1 = "extra_set", *w2 = "cache"; return 1;
     case 9: x->idx2.ndim = 1, *w1 = "extra_set", *w2 = "indices"; return 1;
@@ -604,7 +614,7 @@ static int break_two(void *vx, int c, const char **w1, const char **w2) {
   args *x = vx;
   switch (c) {
     case 0: x->ws = NULL, *w1 = "workspace"; return 1;
-    case 1: x->ws_off = 16, *w1 = "workspace_offset"; return 1;
+    case 1: x->ws_off = 16, *w1 = "workspace"; return 1;
     case 2: x->ws_off = 1 << 20, *w1 = "workspace"; return 1;
     default: return break_decode(x, c - 3, w1, w2);
   }
@@ -642,8 +652,8 @@ static void test_bad_args(void) {
   base.out = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 3, (int64_t[]){t, h, 512});
   base.lse = dsa_tensor_make(eb.mem, eb.off, DSA_F32, 2, (int64_t[]){t, h});
   base.cache = ca.dc, base.cache2 = cb.dc;
-  dsa_sparse_attn_params_default(&base.p);
-  base.ws = wb.mem, base.ws_off = 256;
+  dsa_sparse_params_default(&base.p);
+  base.ws = wb.mem, base.ws_off = 256, base.ws_bytes = wsz;
   run_bad("dsa_sparse_attn_bf16", &base, call_attn, break_attn, &ob);
   run_bad("dsa_sparse_mla_decode", &base, call_fused, break_decode, &ob);
   run_bad("dsa_sparse_mla_decode_two_stage", &base, call_two, break_two, &ob);

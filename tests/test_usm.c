@@ -26,6 +26,11 @@
 #include "common.h"
 #include "internal.h" /* to hide a memory kind the device has (part 2) */
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static dsa_context *ctx;
 static dsa_queue *q;
 static cl_context clctx;
@@ -257,20 +262,20 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
              cs = V(A_CS, DSA_F32, 2, NPOS, 64), iw = V(A_IW, DSA_F32, 2, T, HI),
              oq = V(A_OQ, DSA_E4M3, 3, T, HI, DI), ow = V(A_OW, DSA_F32, 2, T, HI);
   int nv = 0;
-  CHECK_OK(dsa_indexer_q_quant(q, &pos, &iq, &cs, &iw, NULL, &oq, NULL, &ow, NULL));
+  CHECK_OK(dsa_indexer_q_quant(q, &pos, &iq, &cs, &iw, &oq, NULL, &ow, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor ik = V(A_IK, DSA_BF16, 2, NIK, DI), islot = V(A_ISLOT, DSA_I64, 1, NIK);
   dsa_paged_cache icache =
       cache_view(&s[A_ICACHE], A_ICACHE & 1, INB, IBS, ISTRIDE, DSA_CACHE_INDEXER_FP8);
-  CHECK_OK(dsa_indexer_k_insert(q, &ik, &islot, &icache, DSA_E2M1_RNE, NULL));
+  CHECK_OK(dsa_indexer_k_insert(q, &ik, &islot, &icache, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   /* out_q and out_weights, as written, are the logits' query and weights. */
   dsa_tensor lq = V(A_OQ, DSA_E4M3, 4, T, 1, HI, DI), lw = V(A_OW, DSA_F32, 2, T, HI),
              ctxl = V(A_CTX, DSA_I32, 1, T), bt = V(A_BT, DSA_I32, 2, T, W),
              logits = V(A_LOGITS, DSA_F32, 2, T, MAXLEN);
-  CHECK_OK(dsa_paged_mqa_logits(q, &lq, &icache, &lw, &ctxl, &bt, &logits, NULL, NULL));
+  CHECK_OK(dsa_indexer_paged_logits(q, &lq, NULL, &lw, &ctxl, &bt, &icache, &logits, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor topk = V(A_TOPK, DSA_I32, 2, T, TOPK);
@@ -284,15 +289,15 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor gidx = V(A_GIDX, DSA_I32, 1, NG), gout = V(A_GOUT, DSA_BF16, 2, NG, 512);
-  CHECK_OK(dsa_mla_gather_slots(q, &mcache, &gidx, &gout, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &gidx, &mcache, &gout, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor query = V(A_QUERY, DSA_BF16, 3, T, H, 512), sidx = V(A_SIDX, DSA_I32, 2, T, KS),
              slens = V(A_SLENS, DSA_I32, 1, T), sidx2 = V(A_SIDX2, DSA_I32, 2, T, KX),
              slens2 = V(A_SLENS2, DSA_I32, 1, T), sink = V(A_SINK, DSA_F32, 1, H),
              sout = V(A_SOUT, DSA_BF16, 3, T, H, 512), lse = V(A_LSE, DSA_F32, 2, T, H);
-  dsa_mla_index_set main_set = {&mcache, &sidx, &slens}, extra_set = {&mcache, &sidx2, &slens2};
-  CHECK_OK(dsa_sparse_mla_decode(q, &query, &main_set, &extra_set, &sink, NULL, &sout, &lse, NULL));
+  dsa_sparse_index_set main_set = {&mcache, &sidx, &slens}, extra_set = {&mcache, &sidx2, &slens2};
+  CHECK_OK(dsa_sparse_mla_decode(q, &query, &main_set, &extra_set, &sink, &sout, &lse, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   /* The two-stage decode: its workspace is a cl_mem in every run. */
@@ -301,8 +306,8 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
   const size_t wsb = dsa_sparse_mla_decode_workspace_size(T, KS, KX);
   cl_mem ws = clCreateBuffer(clctx, CL_MEM_READ_WRITE, wsb, NULL, &e);
   CHECK(e == CL_SUCCESS, "workspace: %d", (int)e);
-  CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &query, &main_set, &extra_set, &sink, NULL, &sout2,
-                                           &lse2, ws, 0, NULL));
+  CHECK_OK(dsa_sparse_mla_decode_two_stage(q, &query, &main_set, &extra_set, &sink, &sout2, &lse2,
+                                           WS_BYTES(ws, 0, wsb), NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor pseq = V(A_PSEQ, DSA_I32, 1, PR), pbt = V(A_PBT, DSA_I32, 2, PR, PW),
@@ -310,7 +315,7 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
 #undef V
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_mla_gather_paged(q, &mcache, &pseq, NULL, &pbt, 0, &pout, &ev));
+  CHECK_OK(dsa_mla_gather_paged(q, &pseq, NULL, &pbt, &mcache, &pout, NULL, &ev));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
   if (done) dsa_test_expect_complete(done, label);
   clReleaseMemObject(ws);
@@ -395,7 +400,7 @@ static uint8_t *b_snap_cache, *b_snap_gout;
 static dsa_status bad_run(int op, const bad_call *c, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   return op == 0 ? dsa_mla_cache_insert(q, &c->k, &c->slots, &c->cache, &ev)
-                 : dsa_mla_gather_slots(q, &c->cache, &c->gidx, &c->gout, &ev);
+                 : dsa_mla_gather_slots(q, &c->gidx, &c->cache, &c->gout, &ev);
 }
 
 static int b_unchanged(void) {
@@ -626,7 +631,7 @@ static void missing_kind(int k) {
   dsa_tensor to = view(&out, 0, DSA_BF16, 2, (int64_t[]){2, 512});
   cl_event done = (cl_event)(uintptr_t)1;
   dsa_events ev = {0, NULL, &done};
-  dsa_status s = dsa_mla_gather_slots(q, &cc, &ti, &to, &ev);
+  dsa_status s = dsa_mla_gather_slots(q, &ti, &cc, &to, &ev);
   CHECK(s == DSA_ERR_UNSUPPORTED, "%s on a device without it: %s (%s)", kind_names[k],
         dsa_status_name(s), dsa_last_error());
   CHECK(strstr(dsa_last_error(), k == K_SVM ? "SVM" : "cl_intel_unified_shared_memory") != NULL &&

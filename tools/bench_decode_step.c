@@ -110,7 +110,7 @@ static int fill_indexer_cache(bench_env *e, ds_state *s, uint64_t *seed, const i
     const int64_t ks[2] = {n, IDX_DIM};
     dsa_tensor kt = dsa_tensor_make(km, 0, DSA_BF16, 2, ks);
     dsa_tensor st = dsa_tensor_make(sm, 0, DSA_I64, 1, &n);
-    dsa_status r = dsa_indexer_k_insert(e->q, &kt, &st, &s->ik, DSA_E2M1_RNE, NULL);
+    dsa_status r = dsa_indexer_k_insert(e->q, &kt, &st, &s->ik, NULL, NULL);
     if (r != DSA_OK) {
       bench_dsa_fail(r, "dsa_indexer_k_insert", __LINE__);
       goto out;

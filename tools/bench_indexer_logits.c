@@ -57,8 +57,8 @@ static int paged_setup(bench_env *e, const int64_t *p, void **out) {
 static int paged_run(bench_env *e, void *st, cl_event *done) {
   paged_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_paged_mqa_logits(e->q, &s->tq, &s->cache, &s->tw, &s->tctx, &s->ttable, &s->tout,
-                               NULL, &ev));
+  DSA_TRY(dsa_indexer_paged_logits(e->q, &s->tq, NULL, &s->tw, &s->tctx, &s->ttable, &s->cache,
+                               &s->tout, NULL, &ev));
   return 0;
 }
 
@@ -125,8 +125,8 @@ static int rag_setup(bench_env *e, const int64_t *p, void **out) {
 static int rag_run(bench_env *e, void *st, cl_event *done) {
   rag_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mqa_logits(e->q, &s->tq, &s->tk, &s->tks, &s->tw, &s->tlo, &s->thi, &s->tout, NULL,
-                         &ev));
+  DSA_TRY(dsa_indexer_logits(e->q, &s->tq, NULL, &s->tk, &s->tks, &s->tw, &s->tlo, &s->thi, &s->tout,
+                         NULL, &ev));
   return 0;
 }
 

@@ -68,8 +68,8 @@ static int q_setup(bench_env *e, const int64_t *p, void **out) {
 static int q_run(bench_env *e, void *st, cl_event *done) {
   q_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_indexer_q_quant(e->q, &s->tpos, &s->tqin, &s->tcs, &s->tw, NULL, &s->toq,
-                              s->mx ? &s->tos : NULL, &s->tow, &ev));
+  DSA_TRY(dsa_indexer_q_quant(e->q, &s->tpos, &s->tqin, &s->tcs, &s->tw, &s->toq, s->mx ? &s->tos : NULL,
+                              &s->tow, NULL, &ev));
   return 0;
 }
 
@@ -122,7 +122,7 @@ static int k_setup(bench_env *e, const int64_t *p, void **out) {
 static int k_run(bench_env *e, void *st, cl_event *done) {
   k_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_indexer_k_insert(e->q, &s->tk, &s->tslots, &s->cache, DSA_E2M1_RNE, &ev));
+  DSA_TRY(dsa_indexer_k_insert(e->q, &s->tk, &s->tslots, &s->cache, NULL, &ev));
   return 0;
 }
 

@@ -185,7 +185,7 @@ static int slots_setup(bench_env *e, const int64_t *p, void **out) {
 static int slots_run(bench_env *e, void *st, cl_event *done) {
   slots_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_slots(e->q, &s->cache, &s->tidx, &s->tout, &ev));
+  DSA_TRY(dsa_mla_gather_slots(e->q, &s->tidx, &s->cache, &s->tout, &ev));
   return 0;
 }
 
@@ -246,7 +246,7 @@ static int paged_setup(bench_env *e, const int64_t *p, void **out) {
 static int paged_run(bench_env *e, void *st, cl_event *done) {
   paged_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_paged(e->q, &s->cache, &s->tseq, NULL, &s->ttable, 0, &s->tout, &ev));
+  DSA_TRY(dsa_mla_gather_paged(e->q, &s->tseq, NULL, &s->ttable, &s->cache, &s->tout, NULL, &ev));
   return 0;
 }
 

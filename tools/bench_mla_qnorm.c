@@ -69,8 +69,8 @@ static int qn_setup(bench_env *e, const int64_t *p, void **out) {
 static int qn_run(bench_env *e, void *st, cl_event *done) {
   qn_state *s = st;
   dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_qnorm_rope_kv_insert(e->q, &s->tqin, &s->tqout, &s->tkv, &s->tpos, &s->tcs,
-                                       &s->tslots, &s->cache, NULL, &ev));
+  DSA_TRY(dsa_mla_qnorm_rope_kv_insert(e->q, &s->tqin, &s->tkv, &s->tpos, &s->tcs, &s->tslots,
+                                       &s->cache, &s->tqout, NULL, &ev));
   return 0;
 }
 

@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 #define SM_BS 64
 #define SM_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
 #define SM_TOKEN_BYTES 584
@@ -21,7 +26,7 @@ typedef struct smla_state {
   dsa_paged_cache cache;
   cl_mem query, idx1, idx2, len1, len2, sink, out, ws;
   dsa_tensor tquery, tidx1, tidx2, tlen1, tlen2, tsink, tout;
-  dsa_mla_index_set main_set, extra_set;
+  dsa_sparse_index_set main_set, extra_set;
   size_t ws_bytes;
 } smla_state;
 
@@ -77,8 +82,8 @@ static int smla_setup(bench_env *e, const int64_t *p, void **out, int two_stage)
   s->tquery = dsa_tensor_make(s->query, 0, DSA_BF16, 3, qs);
   s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 3, qs);
   s->tsink = dsa_tensor_make(s->sink, 0, DSA_F32, 1, &h);
-  s->main_set = (dsa_mla_index_set){&s->cache, &s->tidx1, &s->tlen1};
-  s->extra_set = (dsa_mla_index_set){&s->cache, &s->tidx2, &s->tlen2};
+  s->main_set = (dsa_sparse_index_set){&s->cache, &s->tidx1, &s->tlen1};
+  s->extra_set = (dsa_sparse_index_set){&s->cache, &s->tidx2, &s->tlen2};
   return 0;
 }
 
@@ -96,8 +101,8 @@ static int fused_run(bench_env *e, void *st, cl_event *done) {
   smla_state *s = st;
   dsa_events ev = {0, NULL, done};
   if (bench_span_begin(e) != 0) return -1;
-  DSA_TRY(dsa_sparse_mla_decode(e->q, &s->tquery, &s->main_set, &s->extra_set, &s->tsink, NULL,
-                                &s->tout, NULL, &ev));
+  DSA_TRY(dsa_sparse_mla_decode(e->q, &s->tquery, &s->main_set, &s->extra_set, &s->tsink, &s->tout,
+                                NULL, NULL, &ev));
   return 0;
 }
 
@@ -108,7 +113,7 @@ static int two_run(bench_env *e, void *st, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   if (bench_span_begin(e) != 0) return -1;
   DSA_TRY(dsa_sparse_mla_decode_two_stage(e->q, &s->tquery, &s->main_set, &s->extra_set,
-                                          &s->tsink, NULL, &s->tout, NULL, s->ws, 0, &ev));
+                                          &s->tsink, &s->tout, NULL, WS_BYTES(s->ws, 0, s->ws_bytes), NULL, &ev));
   return 0;
 }
 

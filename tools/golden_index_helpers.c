@@ -26,11 +26,11 @@ static int run_global_topk_indices(gcase *c) {
   dsa_tensor tt = golden_tensor_of(tm, tk, DSA_I32), rt = golden_tensor_of(rm, t2r, DSA_I32),
              btt = golden_tensor_of(bm, bt, DSA_I32), vt = golden_tensor_of(vm, valid, DSA_U8),
              ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_global_topk_params p;
-  dsa_global_topk_params_default(&p);
+  dsa_index_global_topk_params p;
+  dsa_index_global_topk_params_default(&p);
   p.block_size = (int32_t)bs;
-  if (golden_op_status(c, "dsa_global_topk_indices",
-                       dsa_global_topk_indices(c->q, &tt, &rt, &btt, &vt, &ot, &lt, &p, NULL)))
+  if (golden_op_status(c, "dsa_index_global_topk",
+                       dsa_index_global_topk(c->q, &tt, &rt, &btt, &vt, &ot, &lt, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
                  golden_compare(c, "out_lens", lm, ol)
@@ -59,15 +59,15 @@ static int run_combine_topk_swa_indices(gcase *c) {
   dsa_tensor tt = golden_tensor_of(tm, tk, DSA_I32), qt = golden_tensor_of(qm, qsl, DSA_I32),
              st = golden_tensor_of(sm, sl, DSA_I32), gt = golden_tensor_of(gm, gl, DSA_I32),
              ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_combine_topk_swa_params p;
-  dsa_combine_topk_swa_params_default(&p);
+  dsa_index_combine_topk_swa_params p;
+  dsa_index_combine_topk_swa_params_default(&p);
   p.window = (int32_t)window;
   p.compress_ratio = (int32_t)ratio;
   p.topk = (int32_t)topk;
   p.M = m;
   p.N = n;
-  if (golden_op_status(c, "dsa_combine_topk_swa",
-                       dsa_combine_topk_swa(c->q, &tt, &qt, &st, &gt, &ot, &lt, &p, NULL)))
+  if (golden_op_status(c, "dsa_index_combine_topk_swa",
+                       dsa_index_combine_topk_swa(c->q, &tt, &qt, &st, &gt, &ot, &lt, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
                  golden_compare(c, "out_lens", lm, ol)
@@ -96,7 +96,7 @@ static int run_mixed_sparse_indices(gcase *c) {
       golden_meta_i64(c, "decode_compressed_indices_are_local", &local))
     return -1;
   dsa_tensor ts[10];
-  dsa_mixed_sparse_inputs in;
+  dsa_index_mixed_sparse_inputs in;
   in.decode_swa_indices = load_tensor(c, "decode_swa_indices", NPY_I4, DSA_I32, 2, 0, &ts[0]);
   in.decode_compressed_indices =
       load_tensor(c, "decode_compressed_indices", NPY_I4, DSA_I32, 2, 1, &ts[1]);
@@ -120,16 +120,16 @@ static int run_mixed_sparse_indices(gcase *c) {
   cl_mem om = golden_filled(c, oi->nbytes, 0xEE), lm = golden_filled(c, ol->nbytes, 0xEE);
   if (c->failed) return -1;
   dsa_tensor ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_mixed_sparse_params p;
-  dsa_mixed_sparse_params_default(&p);
+  dsa_index_mixed_sparse_params p;
+  dsa_index_mixed_sparse_params_default(&p);
   p.window = (int32_t)window;
   p.compress_ratio = (int32_t)ratio;
   p.topk = (int32_t)topk;
   p.swa_block_size = (int32_t)sbs;
   p.compressed_block_size = (int32_t)cbs;
   p.decode_compressed_local = (int32_t)local;
-  if (golden_op_status(c, "dsa_mixed_sparse_indices",
-                       dsa_mixed_sparse_indices(c->q, &in, &ot, &lt, &p, NULL)))
+  if (golden_op_status(c, "dsa_index_mixed_sparse",
+                       dsa_index_mixed_sparse(c->q, &in, &ot, &lt, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
                  golden_compare(c, "out_lens", lm, ol)
@@ -163,12 +163,12 @@ static int run_qnorm_rope_kv_insert(gcase *c) {
   dsa_tensor qt = golden_tensor_of(qm, qin, DSA_BF16), kt = golden_tensor_of(km, kv, DSA_BF16),
              pt = golden_tensor_of(pm, pos, DSA_I64), cst = golden_tensor_of(csm, cs, DSA_F32),
              st = golden_tensor_of(sm, slots, DSA_I64);
-  dsa_mla_qnorm_params p;
-  dsa_mla_qnorm_params_default(&p);
+  dsa_mla_qnorm_rope_kv_insert_params p;
+  dsa_mla_qnorm_rope_kv_insert_params_default(&p);
   p.eps = (float)eps;
   /* In place, as vLLM runs it. */
   if (golden_op_status(c, "dsa_mla_qnorm_rope_kv_insert",
-                       dsa_mla_qnorm_rope_kv_insert(c->q, &qt, NULL, &kt, &pt, &cst, &st, &pc, &p,
+                       dsa_mla_qnorm_rope_kv_insert(c->q, &qt, &kt, &pt, &cst, &st, &pc, NULL, &p,
                                                     NULL)))
     return -1;
   if (golden_no_faults(c) || golden_compare(c, "cache_out", cm, cout)) return -1;

@@ -30,11 +30,11 @@ static int run_mqa_logits(gcase *c) {
              st = golden_tensor_of(sm, ksc, DSA_F32), wt = golden_tensor_of(wm, w, DSA_F32),
              bt = golden_tensor_of(bm, ks, DSA_I32), et = golden_tensor_of(em, ke, DSA_I32),
              ot = golden_tensor_of(om, ref, DSA_F32);
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params_default(&p);
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params_default(&p);
   p.clean = 1;
-  if (golden_op_status(c, "dsa_mqa_logits",
-                       dsa_mqa_logits(c->q, &qt, &kt, &st, &wt, &bt, &et, &ot, &p, NULL)))
+  if (golden_op_status(c, "dsa_indexer_logits",
+                       dsa_indexer_logits(c->q, &qt, NULL, &kt, &st, &wt, &bt, &et, &ot, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
                                                                                           : 0;
@@ -71,11 +71,11 @@ static int run_paged_mqa_logits(gcase *c) {
   dsa_tensor qt = golden_tensor_of(qm, q, DSA_E4M3), wt = golden_tensor_of(wm, w, DSA_F32),
              lt = golden_tensor_of(lm, cl, DSA_I32), tt = golden_tensor_of(tm, bt, DSA_I32),
              ot = golden_tensor_of(om, ref, DSA_F32);
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params_default(&p);
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params_default(&p);
   p.clean = 1;
-  if (golden_op_status(c, "dsa_paged_mqa_logits",
-                       dsa_paged_mqa_logits(c->q, &qt, &pc, &wt, &lt, &tt, &ot, &p, NULL)))
+  if (golden_op_status(c, "dsa_indexer_paged_logits",
+                       dsa_indexer_paged_logits(c->q, &qt, NULL, &wt, &lt, &tt, &pc, &ot, &p, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
                                                                                           : 0;

@@ -14,8 +14,8 @@ static int run_q(gcase *c, int mxfp4) {
   if (c->failed || golden_meta_f64(c, "softmax_scale", &ss) ||
       golden_meta_f64(c, "head_scale", &hs))
     return -1;
-  dsa_indexer_q_params p;
-  dsa_indexer_q_params_default(&p);
+  dsa_indexer_q_quant_params p;
+  dsa_indexer_q_quant_params_default(&p);
   p.softmax_scale = (float)ss;
   p.head_scale = (float)hs;
   if (mxfp4) {
@@ -41,8 +41,8 @@ static int run_q(gcase *c, int mxfp4) {
              owt = golden_tensor_of(owm, ow, DSA_F32),
              ost = mxfp4 ? golden_tensor_of(osm, osc, DSA_UE8M0) : owt;
   if (golden_op_status(c, "dsa_indexer_q_quant",
-                       dsa_indexer_q_quant(c->q, &pt, &qt, &ct, &wt, &p, &oqt,
-                                           mxfp4 ? &ost : NULL, &owt, NULL)))
+                       dsa_indexer_q_quant(c->q, &pt, &qt, &ct, &wt, &oqt, mxfp4 ? &ost : NULL,
+                                           &owt, &p, NULL)))
     return -1;
   if (golden_no_faults(c) || golden_compare(c, "out_q", oqm, oq) ||
       golden_compare(c, "out_weights", owm, ow))
@@ -69,7 +69,7 @@ static int run_indexer_k_cache_fp8(gcase *c) {
                         .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
   dsa_tensor kt = golden_tensor_of(km, k, DSA_BF16), st = golden_tensor_of(sm, slots, DSA_I64);
   if (golden_op_status(c, "dsa_indexer_k_insert",
-                       dsa_indexer_k_insert(c->q, &kt, &st, &pc, DSA_E2M1_RNE, NULL)))
+                       dsa_indexer_k_insert(c->q, &kt, &st, &pc, NULL, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "cache_out", cm, cout) ? -1 : 0;
 }

@@ -32,7 +32,7 @@ static int run_dequant_gather_slots(gcase *c) {
   if (c->failed || golden_cache_of(c, cm, &pc)) return -1;
   dsa_tensor it = golden_tensor_of(im, idx, DSA_I32), ot = golden_tensor_of(om, out, DSA_BF16);
   if (golden_op_status(c, "dsa_mla_gather_slots",
-                       dsa_mla_gather_slots(c->q, &pc, &it, &ot, NULL)))
+                       dsa_mla_gather_slots(c->q, &it, &pc, &ot, NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "out", om, out) ? -1 : 0;
 }
@@ -56,7 +56,7 @@ static int run_dequant_gather_k_cache(gcase *c) {
              ot = golden_tensor_of(om, oin, DSA_BF16),
              gt = gl ? golden_tensor_of(gm, gl, DSA_I32) : st;
   if (golden_op_status(c, "dsa_mla_gather_paged",
-                       dsa_mla_gather_paged(c->q, &pc, &st, gl ? &gt : NULL, &bt_t, offset, &ot,
+                       dsa_mla_gather_paged(c->q, &st, gl ? &gt : NULL, &bt_t, &pc, &ot, &(dsa_mla_gather_paged_params){.offset = offset},
                                             NULL)))
     return -1;
   return golden_no_faults(c) || golden_compare(c, "out", om, out) ? -1 : 0;

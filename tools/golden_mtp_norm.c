@@ -84,8 +84,8 @@ static int run_input(gcase *c) {
   dsa_tensor et = golden_tensor_of(em, emb, DSA_BF16), pt = golden_tensor_of(pm, pos, DSA_I64),
              ht = golden_tensor_of(hm, prev, DSA_BF16), eot = golden_tensor_of(eom, oe, DSA_BF16),
              hot = golden_tensor_of(hom, oh, DSA_BF16);
-  dsa_mtp_norm_params p;
-  dsa_mtp_norm_params_default(&p);
+  dsa_mtp_params p;
+  dsa_mtp_params_default(&p);
   p.eps = (float)eps;
   if (golden_op_status(c, "dsa_mtp_input_rmsnorm",
                        dsa_mtp_input_rmsnorm(c->q, &et, &pt, &ht, &we, &wh, &eot, &hot, &p, NULL)))
@@ -105,8 +105,8 @@ static int run_shared_head(gcase *c) {
   cl_mem xm = golden_to_device(c, x->data, x->nbytes), om = golden_filled(c, out->nbytes, 0xA5);
   if (c->failed) return -1;
   dsa_tensor xt = golden_tensor_of(xm, x, DSA_BF16), ot = golden_tensor_of(om, out, DSA_BF16);
-  dsa_mtp_norm_params p;
-  dsa_mtp_norm_params_default(&p);
+  dsa_mtp_params p;
+  dsa_mtp_params_default(&p);
   p.eps = (float)eps;
   if (golden_op_status(c, "dsa_mtp_shared_head_rmsnorm",
                        dsa_mtp_shared_head_rmsnorm(c->q, &xt, &wt, &ot, &p, NULL)))

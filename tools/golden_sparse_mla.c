@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static void *read_buf(gcase *c, cl_mem m, size_t n) {
   void *h = malloc(n ? n : 1);
   if (!h) return golden_fail(c, "out of memory"), NULL;
@@ -115,21 +120,21 @@ static int run_sparse_mla_decode(gcase *c) {
              o2t = dsa_tensor_make(o2, 0, DSA_BF16, 3, out_ref->shape),
              l1t = dsa_tensor_make(l1, 0, DSA_F32, 2, lse_ref->shape),
              l2t = dsa_tensor_make(l2, 0, DSA_F32, 2, lse_ref->shape);
-  dsa_mla_index_set main_set = {&swa, &sit, &slt}, extra_set = {&ext, &eit, &elt};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_index_set main_set = {&swa, &sit, &slt}, extra_set = {&ext, &eit, &elt};
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   p.softmax_scale = (float)scale;
   if (h != out_ref->shape[1] || t != out_ref->shape[0])
     return golden_fail(c, "out_ref shape does not match q");
   if (golden_op_status(c, "dsa_sparse_mla_decode",
                        dsa_sparse_mla_decode(c->q, &qt, &main_set, ei ? &extra_set : NULL,
-                                             sink ? &skt : NULL, &p, &o1t, &l1t, NULL)) ||
+                                             sink ? &skt : NULL, &o1t, &l1t, &p, NULL)) ||
       golden_no_faults(c) || compare_attn(c, "fused", o1, out_ref, l1, lse_ref))
     return -1;
   if (golden_op_status(c, "dsa_sparse_mla_decode_two_stage",
                        dsa_sparse_mla_decode_two_stage(c->q, &qt, &main_set,
                                                        ei ? &extra_set : NULL, sink ? &skt : NULL,
-                                                       &p, &o2t, &l2t, ws, 0, NULL)) ||
+                                                       &o2t, &l2t, WS_BYTES(ws, 0, wsz), &p, NULL)) ||
       golden_no_faults(c) || compare_attn(c, "two-stage", o2, out_ref, l2, lse_ref))
     return -1;
   return 0;

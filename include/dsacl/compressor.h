@@ -23,7 +23,7 @@
  *        row[SW + j] = fl32(score[t][j] + ape[p % ratio][j]), j < SW.
  * kv, score: F32 [T, SW] (row stride free, unit inner; they may be the two
  * halves of one [T, 2 * SW] projection output); ape F32 [ratio, SW];
- * positions, slot_mapping I64 [T]. SW must be a multiple of 4. The state
+ * positions I64 or I32 [T], slot_mapping I64 [T]. SW must be a multiple of 4. The state
  * must not overlap the inputs.
  *
  * dsa_compressor_compress_insert: per token t whose position p closes a
@@ -53,9 +53,10 @@
  *   cache_slot_mapping[t] >= cache capacity              DSA_FAULT_SLOT_RANGE
  *   (p / ratio) * ratio >= cos_sin rows                  DSA_FAULT_POSITION_RANGE
  * Tensors: state as above (num_blocks, bs from its shape); block_table I32
- * [R, W] (strides free); token_to_req I32 [T]; positions, slot_mapping,
- * cache_slot_mapping I64 [T]; norm_weight F32 or BF16 [hd] (stride free);
- * cos_sin F32 [P, 64] (row stride free, unit inner); cache of one of the
+ * [R, W] (strides free); token_to_req I32 [T], or NULL: pure decode, token
+ * t is request t; positions I64 or I32 [T]; slot_mapping, cache_slot_mapping
+ * I64 [T]; norm_weight F32 or BF16 [hd] (stride free); cos_sin F32 or BF16
+ * [P, 64] (row stride free, unit inner); cache of one of the
  * three formats (any block size and block stride). The result is the same
  * on every device; it differs from vLLM's GPU kernels by their approximate
  * exp2 / division / rsqrt (docs/COMPRESSOR.md: +-1 code or bf16 ulp in
@@ -81,7 +82,7 @@ typedef struct dsa_compressor_params {
 DSA_API void dsa_compressor_params_default(dsa_compressor_params *p);
 
 /* p may be NULL (defaults); only p->compress_ratio is used. */
-DSA_API dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
+DSA_API dsa_status dsa_compressor_save_states(dsa_queue *queue, const dsa_tensor *kv,
                                               const dsa_tensor *score, const dsa_tensor *ape,
                                               const dsa_tensor *positions,
                                               const dsa_tensor *slot_mapping,
@@ -91,7 +92,7 @@ DSA_API dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv
 
 /* p may be NULL (defaults). */
 DSA_API dsa_status dsa_compressor_compress_insert(
-    dsa_queue *q, const dsa_tensor *state, const dsa_tensor *block_table,
+    dsa_queue *queue, const dsa_tensor *state, const dsa_tensor *block_table,
     const dsa_tensor *token_to_req, const dsa_tensor *positions, const dsa_tensor *slot_mapping,
     const dsa_tensor *norm_weight, const dsa_tensor *cos_sin,
     const dsa_tensor *cache_slot_mapping, const dsa_paged_cache *cache,

@@ -27,8 +27,21 @@
 extern "C" {
 #endif
 
-#define DSACL_VERSION_MAJOR 0
-#define DSACL_VERSION_MINOR 2
+/* Version 1.0 promises, for every 1.x release:
+ *  - source and binary stability of everything declared DSA_API: names,
+ *    arguments, struct layouts, enum values, the documented semantics (and
+ *    byte-exact results where documented as such);
+ *  - symbol versioning: libdsacl.so.1 exports each 1.0 function in the
+ *    version node DSACL_1.0; functions added by a later 1.x get a node of
+ *    their own;
+ *  - growth without breaks: params and options structs end in reserved
+ *    bytes (start from their _default function or zero them); a field added
+ *    there keeps the 1.0 behaviour at zero.
+ * Not promised: which kernel variant runs, performance, the DSACL_*
+ * environment variables, the on-disk binary cache format, the wording of
+ * dsa_last_error(). docs/API.md, "Stability (1.x)", and its conventions. */
+#define DSACL_VERSION_MAJOR 1
+#define DSACL_VERSION_MINOR 0
 #define DSACL_VERSION_PATCH 0
 #define DSACL_VERSION_INT(a, b, c) (((a) << 16) | ((b) << 8) | (c))
 #define DSACL_VERSION \
@@ -75,7 +88,7 @@ DSA_API const char *dsa_last_error(void);
 DSA_API cl_int dsa_last_cl_error(void);
 
 DSA_API unsigned dsa_version(void);           /* DSACL_VERSION of the library */
-DSA_API const char *dsa_version_string(void); /* "0.2.0" */
+DSA_API const char *dsa_version_string(void); /* "1.0.0" */
 
 /* --------------------------------------------------------------------------
  * Context: one OpenCL device and the programs built for it.
@@ -180,13 +193,13 @@ enum dsa_queue_flags {
 DSA_API dsa_status dsa_queue_create(dsa_queue **out, dsa_context *c, unsigned flags);
 /* Wraps the caller's queue (retained while the dsa_queue lives). */
 DSA_API dsa_status dsa_queue_create_from_cl(dsa_queue **out, dsa_context *c,
-                                            cl_command_queue q);
-DSA_API void dsa_queue_destroy(dsa_queue **q);
-DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *q);
+                                            cl_command_queue cq);
+DSA_API void dsa_queue_destroy(dsa_queue **queue);
+DSA_API cl_command_queue dsa_queue_cl(const dsa_queue *queue);
 /* The kernel variant of this queue's latest operator call that enqueued
  * work, "operator: variant" (the tile variants add their back-end); "" before
  * any. Owned by the queue, valid until its next call. */
-DSA_API const char *dsa_queue_last_variant(const dsa_queue *q);
+DSA_API const char *dsa_queue_last_variant(const dsa_queue *queue);
 
 /* Device fault word: bits set by kernels on data-dependent bad input.
  * X(NAME, bit, "meaning"). The kernels get these values as build options
@@ -203,7 +216,7 @@ enum dsa_fault_bits {
 #undef DSA_FAULT_ENUM_
 };
 /* Blocking: waits for the queue's work, reads the fault word, clears it. */
-DSA_API dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits);
+DSA_API dsa_status dsa_queue_faults(dsa_queue *queue, uint32_t *bits);
 
 /* --------------------------------------------------------------------------
  * Tensors and paged caches: views into the caller's cl_mem (or USM / SVM
@@ -330,11 +343,11 @@ DSA_API int dsa_external_supported(const dsa_context *c, dsa_external_handle typ
  * the reason, where the device or the ICD loader cannot. */
 DSA_API dsa_status dsa_external_import(dsa_context *c, dsa_external_handle type, int fd,
                                        size_t bytes, cl_mem *out);
-/* clEnqueueAcquire/ReleaseExternalMemObjectsKHR on q for n imported
+/* clEnqueueAcquire/ReleaseExternalMemObjectsKHR on queue for n imported
  * buffers, with the usual wait list and completion event. */
-DSA_API dsa_status dsa_external_acquire(dsa_queue *q, cl_uint n, const cl_mem *mems,
+DSA_API dsa_status dsa_external_acquire(dsa_queue *queue, cl_uint n, const cl_mem *mems,
                                         const dsa_events *ev);
-DSA_API dsa_status dsa_external_release(dsa_queue *q, cl_uint n, const cl_mem *mems,
+DSA_API dsa_status dsa_external_release(dsa_queue *queue, cl_uint n, const cl_mem *mems,
                                         const dsa_events *ev);
 
 /* --------------------------------------------------------------------------
@@ -344,7 +357,7 @@ DSA_API dsa_status dsa_external_release(dsa_queue *q, cl_uint n, const cl_mem *m
 /* Quantize k [N, 512] bf16 (row stride free, unit inner stride) and write
  * token n to slot slot_mapping[n] (i64 [N]): block = slot / block_size.
  * slot < 0: skipped. slot >= capacity: skipped + DSA_FAULT_SLOT_RANGE. */
-DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
+DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *queue, const dsa_tensor *k,
                                         const dsa_tensor *slot_mapping,
                                         const dsa_paged_cache *cache, const dsa_events *ev);
 
@@ -353,26 +366,36 @@ DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k,
  * Dequantization is exact: bf16(e4m3 * 2^(scale - 127)); scale byte 0 counts
  * as 0 and 255 as +inf (as vLLM's exp2 does); a NaN result is 0x7FC0. The 64
  * RoPE dims are copied bit for bit. */
-DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_paged_cache *cache,
-                                        const dsa_tensor *indices, const dsa_tensor *out,
+DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *queue, const dsa_tensor *indices,
+                                        const dsa_paged_cache *cache, const dsa_tensor *out,
                                         const dsa_events *ev);
+
+typedef struct dsa_mla_gather_paged_params {
+  int64_t offset; /* first row of out written for each request, 0 <= offset <= maxT; default 0 */
+  unsigned char reserved[24];
+} dsa_mla_gather_paged_params;
+
+/* offset = 0, reserved zeroed. */
+DSA_API void dsa_mla_gather_paged_params_default(dsa_mla_gather_paged_params *p);
 
 /* Prefill gather through block tables (§8.2). For request r:
  * g = gather_lens ? gather_lens[r] : seq_lens[r]; start = seq_lens[r] - g;
  * out[r, offset + i] = dequant(block_table[r][(start+i)/bs], (start+i)%bs),
- * i in [0, g). Other rows of out are untouched. seq_lens, gather_lens i32 [R],
+ * i in [0, g), offset = p->offset. Other rows of out are untouched. seq_lens, gather_lens i32 [R],
  * block_table i32 [R, W], out bf16 [R, maxT, 512]; 0 <= offset <= maxT;
  * R, maxT < 2^31 and R x maxT <= 2^40.
- * gather_lens may be NULL. Data-dependent violations set fault bits:
+ * gather_lens may be NULL (g = seq_len); p may be NULL (defaults).
+ * Data-dependent violations set fault bits:
  *   seq_len < 0, g < 0 or g > seq_len: request skipped, DSA_FAULT_LENGTH_RANGE;
  *   offset + g > maxT: rows past maxT skipped, DSA_FAULT_LENGTH_RANGE;
  *   block index >= W: row skipped, DSA_FAULT_INDEX_RANGE;
  *   block id >= num_blocks: zeros, DSA_FAULT_SLOT_RANGE; block id < 0: zeros. */
-DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_paged_cache *cache,
-                                        const dsa_tensor *seq_lens,
+DSA_API dsa_status dsa_mla_gather_paged(dsa_queue *queue, const dsa_tensor *seq_lens,
                                         const dsa_tensor *gather_lens,
-                                        const dsa_tensor *block_table, int64_t offset,
-                                        const dsa_tensor *out, const dsa_events *ev);
+                                        const dsa_tensor *block_table,
+                                        const dsa_paged_cache *cache, const dsa_tensor *out,
+                                        const dsa_mla_gather_paged_params *p,
+                                        const dsa_events *ev);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  *      DSA_FAULT_INDEX_RANGE     request id outside the block table / the
  *                                request arrays, or a block-table column
  *                                >= its width;
- *      DSA_FAULT_POSITION_RANGE  a position (i64 input) < 0 or >= 2^31 - 1;
+ *      DSA_FAULT_POSITION_RANGE  a position < 0 or >= 2^31 - 1;
  *      DSA_FAULT_LENGTH_RANGE    inconsistent lengths (seq_len < query_len,
  *                                an SWA entry outside the gathered range);
  *      DSA_FAULT_SLOT_RANGE      a slot id that does not fit in i32;
@@ -44,18 +44,20 @@ extern "C" {
  * query_start_loc i32 [R+1], seq_lens i32 [R], block_table i32 [R, W],
  * slot_mapping i64 [T] (output; T may exceed query_start_loc[R]).
  * block_size is the storage block size (compressed rows per block). */
-typedef struct dsa_compressed_slot_params {
+typedef struct dsa_index_compressed_slot_mapping_params {
   int32_t compress_ratio; /* >= 1; default 4 */
   int32_t block_size;     /* >= 1; default 64 */
   unsigned char reserved[24];
-} dsa_compressed_slot_params;
-DSA_API void dsa_compressed_slot_params_default(dsa_compressed_slot_params *p);
-DSA_API dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *query_start_loc,
-                                               const dsa_tensor *seq_lens,
-                                               const dsa_tensor *block_table,
-                                               const dsa_tensor *slot_mapping,
-                                               const dsa_compressed_slot_params *p,
-                                               const dsa_events *ev);
+} dsa_index_compressed_slot_mapping_params;
+DSA_API void dsa_index_compressed_slot_mapping_params_default(
+    dsa_index_compressed_slot_mapping_params *p);
+DSA_API dsa_status dsa_index_compressed_slot_mapping(dsa_queue *queue,
+                                                     const dsa_tensor *query_start_loc,
+                                                     const dsa_tensor *seq_lens,
+                                                     const dsa_tensor *block_table,
+                                                     const dsa_tensor *slot_mapping,
+                                                     const dsa_index_compressed_slot_mapping_params *p,
+                                                     const dsa_events *ev);
 
 /* ---- §10.2 SWA indices and lengths (decode) --------------------------------
  * Per token t with p = positions[t] and r = token_to_req[t]:
@@ -66,43 +68,45 @@ DSA_API dsa_status dsa_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *q
  *                   (all columns up to indices' shape[1] >= window);
  *   lens[t] = len.
  * A token with is_valid_token[t] == 0 gets len 0 and a row of -1 (vLLM
- * leaves that row stale). positions i64 [T] (the positions used for RoPE;
- * vLLM's prefix_len + t - query_start), token_to_req i32 [T],
+ * leaves that row stale). positions i64 or i32 [T] (the positions used for
+ * RoPE; vLLM's prefix_len + t - query_start), token_to_req i32 [T] or NULL
+ * (pure decode: token t is request t),
  * is_valid_token u8 [T] or NULL, block_table i32 [R, W], indices i32
  * [T, >= window], lens i32 [T]. */
-typedef struct dsa_swa_indices_params {
+typedef struct dsa_index_swa_params {
   int32_t window;     /* >= 1; default 128 */
   int32_t block_size; /* SWA cache block size, >= 1; default 64 */
   unsigned char reserved[24];
-} dsa_swa_indices_params;
-DSA_API void dsa_swa_indices_params_default(dsa_swa_indices_params *p);
-DSA_API dsa_status dsa_swa_indices(dsa_queue *q, const dsa_tensor *positions,
-                                   const dsa_tensor *token_to_req,
-                                   const dsa_tensor *is_valid_token,
-                                   const dsa_tensor *block_table, const dsa_tensor *indices,
-                                   const dsa_tensor *lens, const dsa_swa_indices_params *p,
-                                   const dsa_events *ev);
+} dsa_index_swa_params;
+DSA_API void dsa_index_swa_params_default(dsa_index_swa_params *p);
+DSA_API dsa_status dsa_index_swa(dsa_queue *queue, const dsa_tensor *positions,
+                                 const dsa_tensor *token_to_req,
+                                 const dsa_tensor *is_valid_token,
+                                 const dsa_tensor *block_table, const dsa_tensor *indices,
+                                 const dsa_tensor *lens, const dsa_index_swa_params *p,
+                                 const dsa_events *ev);
 
 /* ---- §10.3 top-k local -> global slots ---------------------------------------
  * out[t][j] = block_table[r][i / block_size] * block_size + i % block_size
  * for i = topk_local[t][j] >= 0 (r = token_to_req[t]), -1 for i < 0;
  * lens[t] = number of entries i >= 0 in the whole row (wherever they are),
  * 0 when is_valid_token[t] == 0 (whose row is still mapped, as in vLLM).
- * topk_local i32 [T, K], token_to_req i32 [T], block_table i32 [R, W],
+ * topk_local i32 [T, K], token_to_req i32 [T] or NULL (token t is request
+ * t), block_table i32 [R, W],
  * is_valid_token u8 [T] or NULL, out i32 [T, K] (may be topk_local itself),
  * lens i32 [T] or NULL. */
-typedef struct dsa_global_topk_params {
+typedef struct dsa_index_global_topk_params {
   int32_t block_size; /* compressed rows per block, >= 1; default 64 (C4) */
   unsigned char reserved[28];
-} dsa_global_topk_params;
-DSA_API void dsa_global_topk_params_default(dsa_global_topk_params *p);
-DSA_API dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_local,
-                                           const dsa_tensor *token_to_req,
-                                           const dsa_tensor *block_table,
-                                           const dsa_tensor *is_valid_token,
-                                           const dsa_tensor *out, const dsa_tensor *lens,
-                                           const dsa_global_topk_params *p,
-                                           const dsa_events *ev);
+} dsa_index_global_topk_params;
+DSA_API void dsa_index_global_topk_params_default(dsa_index_global_topk_params *p);
+DSA_API dsa_status dsa_index_global_topk(dsa_queue *queue, const dsa_tensor *topk_local,
+                                         const dsa_tensor *token_to_req,
+                                         const dsa_tensor *block_table,
+                                         const dsa_tensor *is_valid_token,
+                                         const dsa_tensor *out, const dsa_tensor *lens,
+                                         const dsa_index_global_topk_params *p,
+                                         const dsa_events *ev);
 
 /* C128 dense form (vLLM _build_c128a_topk_metadata_kernel): every compressed
  * row a token can see. With n = min((positions[t] + 1) / compress_ratio, K)
@@ -112,22 +116,23 @@ DSA_API dsa_status dsa_global_topk_indices(dsa_queue *q, const dsa_tensor *topk_
  *     block_size + i % block_size) for i < n;
  *   local form (block_table NULL, prefill tokens): out[t][i] = i for i < n;
  * -1 for i >= n; lens[t] = n, or 0 when is_valid_token[t] == 0.
- * positions i64 [T], token_to_req i32 [T] (may be NULL in the local form),
+ * positions i64 or i32 [T], token_to_req i32 [T] or NULL (token t is
+ * request t; not read in the local form),
  * block_table i32 [R, W] or NULL, is_valid_token u8 [T] or NULL, out i32
  * [T, K], lens i32 [T] or NULL. A negative position counts as n = 0 and
  * faults. */
-typedef struct dsa_c128_topk_params {
+typedef struct dsa_index_c128_topk_params {
   int32_t compress_ratio; /* >= 1; default 128 */
   int32_t block_size;     /* compressed rows per block, >= 1; default 2 */
   unsigned char reserved[24];
-} dsa_c128_topk_params;
-DSA_API void dsa_c128_topk_params_default(dsa_c128_topk_params *p);
-DSA_API dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positions,
-                                         const dsa_tensor *token_to_req,
-                                         const dsa_tensor *block_table,
-                                         const dsa_tensor *is_valid_token,
-                                         const dsa_tensor *out, const dsa_tensor *lens,
-                                         const dsa_c128_topk_params *p, const dsa_events *ev);
+} dsa_index_c128_topk_params;
+DSA_API void dsa_index_c128_topk_params_default(dsa_index_c128_topk_params *p);
+DSA_API dsa_status dsa_index_c128_topk(dsa_queue *queue, const dsa_tensor *positions,
+                                       const dsa_tensor *token_to_req,
+                                       const dsa_tensor *block_table,
+                                       const dsa_tensor *is_valid_token,
+                                       const dsa_tensor *out, const dsa_tensor *lens,
+                                       const dsa_index_c128_topk_params *p, const dsa_events *ev);
 
 /* ---- §10.4 prefill top-k + SWA combination ------------------------------------
  * Indices into a prefill workspace of M rows per request (compressed rows
@@ -149,22 +154,22 @@ DSA_API dsa_status dsa_c128_topk_indices(dsa_queue *q, const dsa_tensor *positio
  * topk i32 [T, >= topk] (NULL allowed when topk == 0), query_start_loc i32
  * [R+1], seq_lens / gather_lens i32 [R], out i32 [T, >= topk + window]
  * (vLLM: round_up(topk + window, 128)), lens i32 [T]. */
-typedef struct dsa_combine_topk_swa_params {
+typedef struct dsa_index_combine_topk_swa_params {
   int32_t window;         /* >= 1; default 128 */
   int32_t compress_ratio; /* >= 1; default 4 */
   int32_t topk;           /* >= 0 (0: SWA only); default 512 */
   int64_t M;              /* workspace rows per request, >= 0 */
   int64_t N;              /* first SWA row of a request's slab, >= 0 */
   unsigned char reserved[16];
-} dsa_combine_topk_swa_params;
-DSA_API void dsa_combine_topk_swa_params_default(dsa_combine_topk_swa_params *p);
-DSA_API dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
-                                        const dsa_tensor *query_start_loc,
-                                        const dsa_tensor *seq_lens,
-                                        const dsa_tensor *gather_lens, const dsa_tensor *out,
-                                        const dsa_tensor *lens,
-                                        const dsa_combine_topk_swa_params *p,
-                                        const dsa_events *ev);
+} dsa_index_combine_topk_swa_params;
+DSA_API void dsa_index_combine_topk_swa_params_default(dsa_index_combine_topk_swa_params *p);
+DSA_API dsa_status dsa_index_combine_topk_swa(dsa_queue *queue, const dsa_tensor *topk,
+                                              const dsa_tensor *query_start_loc,
+                                              const dsa_tensor *seq_lens,
+                                              const dsa_tensor *gather_lens, const dsa_tensor *out,
+                                              const dsa_tensor *lens,
+                                              const dsa_index_combine_topk_swa_params *p,
+                                              const dsa_events *ev);
 
 /* ---- §10.5 mixed sparse-index matrix (FlashInfer layout) -------------------
  * out i32 [T, window + P] with P >= max(topk, Kd) (vLLM: rounded up to 4),
@@ -187,7 +192,7 @@ DSA_API dsa_status dsa_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
  *   lens[t] = window + topk_len (window, not swa_len, as in vLLM).
  * decode_compressed_indices may be NULL (Kd = 0: compressed columns -1,
  * lens = window); compressed_block_table NULL means swa_block_table. */
-typedef struct dsa_mixed_sparse_inputs {
+typedef struct dsa_index_mixed_sparse_inputs {
   const dsa_tensor *decode_swa_indices;        /* i32 [Td, window] */
   const dsa_tensor *decode_compressed_indices; /* i32 [Td, Kd] or NULL */
   const dsa_tensor *decode_compressed_lens;    /* i32 [Td] or NULL (global form only) */
@@ -198,8 +203,8 @@ typedef struct dsa_mixed_sparse_inputs {
   const dsa_tensor *token_to_req;              /* i32 [>= Td + Tp] */
   const dsa_tensor *swa_block_table;           /* i32 [R, Ws] */
   const dsa_tensor *compressed_block_table;    /* i32 [R, Wc] or NULL */
-} dsa_mixed_sparse_inputs;
-typedef struct dsa_mixed_sparse_params {
+} dsa_index_mixed_sparse_inputs;
+typedef struct dsa_index_mixed_sparse_params {
   int32_t window;                  /* >= 1; default 128 */
   int32_t compress_ratio;          /* >= 1; default 4 */
   int32_t topk;                    /* >= 0; default 512 */
@@ -207,12 +212,12 @@ typedef struct dsa_mixed_sparse_params {
   int32_t compressed_block_size;   /* >= 1; default 64 */
   int32_t decode_compressed_local; /* 0 / 1; default 0 */
   unsigned char reserved[24];
-} dsa_mixed_sparse_params;
-DSA_API void dsa_mixed_sparse_params_default(dsa_mixed_sparse_params *p);
-DSA_API dsa_status dsa_mixed_sparse_indices(dsa_queue *q, const dsa_mixed_sparse_inputs *in,
-                                            const dsa_tensor *out, const dsa_tensor *lens,
-                                            const dsa_mixed_sparse_params *p,
-                                            const dsa_events *ev);
+} dsa_index_mixed_sparse_params;
+DSA_API void dsa_index_mixed_sparse_params_default(dsa_index_mixed_sparse_params *p);
+DSA_API dsa_status dsa_index_mixed_sparse(dsa_queue *queue, const dsa_index_mixed_sparse_inputs *in,
+                                          const dsa_tensor *out, const dsa_tensor *lens,
+                                          const dsa_index_mixed_sparse_params *p,
+                                          const dsa_events *ev);
 
 #ifdef __cplusplus
 }

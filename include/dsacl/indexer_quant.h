@@ -33,15 +33,15 @@ typedef enum dsa_e2m1_mode {
 /* --------------------------------------------------------------------------
  * Indexer Q: RoPE + quantization (§4).
  * ------------------------------------------------------------------------ */
-typedef struct dsa_indexer_q_params {
+typedef struct dsa_indexer_q_quant_params {
   float softmax_scale;    /* default 128^-0.5 (DeepSeek's indexer head dim) */
   float head_scale;       /* default 64^-0.5 (DeepSeek's indexer head count;
                              with tensor parallelism this is NOT the shard's H) */
   dsa_e2m1_mode e2m1;     /* MXFP4 output only; default DSA_E2M1_RNE */
   unsigned char reserved[32];
-} dsa_indexer_q_params;
+} dsa_indexer_q_quant_params;
 
-DSA_API void dsa_indexer_q_params_default(dsa_indexer_q_params *p);
+DSA_API void dsa_indexer_q_quant_params_default(dsa_indexer_q_quant_params *p);
 
 /* Inputs
  *   positions  [T] i64 (i32 accepted), any stride: row of cos_sin per token
@@ -70,12 +70,13 @@ DSA_API void dsa_indexer_q_params_default(dsa_indexer_q_params *p);
  * rotated) and DSA_FAULT_POSITION_RANGE is set.
  * Bit-exact with vLLM; subnormal weights or products assume a device that
  * keeps fp32 denormals. */
-DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
+DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *queue, const dsa_tensor *positions,
                                        const dsa_tensor *index_q, const dsa_tensor *cos_sin,
-                                       const dsa_tensor *weights,
-                                       const dsa_indexer_q_params *p,
-                                       const dsa_tensor *out_q, const dsa_tensor *out_scales,
-                                       const dsa_tensor *out_weights, const dsa_events *ev);
+                                       const dsa_tensor *weights, const dsa_tensor *out_q,
+                                       const dsa_tensor *out_scales,
+                                       const dsa_tensor *out_weights,
+                                       const dsa_indexer_q_quant_params *p,
+                                       const dsa_events *ev);
 
 /* --------------------------------------------------------------------------
  * Indexer K cache (DSA_CACHE_INDEXER_FP8 / DSA_CACHE_INDEXER_MXFP4, §3.2/3.3).
@@ -87,17 +88,27 @@ DSA_API dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions
  *   Other bytes of the page and the stride padding are never touched.
  * ------------------------------------------------------------------------ */
 
+typedef struct dsa_indexer_k_insert_params {
+  dsa_e2m1_mode e2m1; /* MXFP4 cache only (ignored for FP8); default DSA_E2M1_RNE */
+  unsigned char reserved[28];
+} dsa_indexer_k_insert_params;
+
+/* e2m1 = DSA_E2M1_RNE, reserved zeroed. */
+DSA_API void dsa_indexer_k_insert_params_default(dsa_indexer_k_insert_params *p);
+
 /* Quantize k [N, 128] bf16 (any row stride, unit inner stride) and write row
  * n to slot slot_mapping[n] (i64 [N], any stride): block = slot / block_size.
  *   FP8 (§5.1): e = ceil(log2(max(amax, 1e-4) / 448)) over the row, bytes
  *   e4m3(x * 2^-e), scale stored as the f32 2^e.
  *   MXFP4 (§2.5, §5.3 without the compressor): four 32-element blocks with
- *   the E2M1 mode e2m1 (ignored for FP8).
+ *   the E2M1 mode p->e2m1 (ignored for FP8).
  * slot < 0: skipped. slot >= num_blocks * block_size: skipped +
- * DSA_FAULT_SLOT_RANGE. Two rows with the same valid slot: one of them wins. */
-DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k,
+ * DSA_FAULT_SLOT_RANGE. Two rows with the same valid slot: one of them wins.
+ * p may be NULL (defaults). */
+DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *queue, const dsa_tensor *k,
                                         const dsa_tensor *slot_mapping,
-                                        const dsa_paged_cache *cache, dsa_e2m1_mode e2m1,
+                                        const dsa_paged_cache *cache,
+                                        const dsa_indexer_k_insert_params *p,
                                         const dsa_events *ev);
 
 /* Prefill gather (§6.5, cp_gather_indexer_k_quant_cache): request r owns the
@@ -124,9 +135,9 @@ DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k,
  * cu[R] > total also sets DSA_FAULT_LENGTH_RANGE (rows past total are not
  * written). R = 0 or total = 0 enqueues nothing. Here R + 1 = cu_seqlens' length and
  * block_table has R rows. */
-DSA_API dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_paged_cache *cache,
+DSA_API dsa_status dsa_indexer_k_gather(dsa_queue *queue, const dsa_tensor *cu_seqlens,
                                         const dsa_tensor *block_table,
-                                        const dsa_tensor *cu_seqlens, const dsa_tensor *k_out,
+                                        const dsa_paged_cache *cache, const dsa_tensor *k_out,
                                         const dsa_tensor *k_scale, const dsa_events *ev);
 
 #ifdef __cplusplus

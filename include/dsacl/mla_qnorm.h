@@ -32,7 +32,8 @@
  *
  * Tensors: q_in bf16 [T, H, 512] (strides free, unit inner stride), q_out
  * the same shape or NULL (in place; otherwise it must not overlap q_in), kv
- * bf16 [T, 512] (row stride free), positions i64 [T], cos_sin f32 [P, 64]
+ * bf16 [T, 512] (row stride free), positions i64 or i32 [T], cos_sin f32 or
+ * bf16 [P, 64]
  * (row stride free, unit inner), slot_mapping i64 [T], cache
  * DSA_CACHE_MLA_FP8 (any block size and block stride). H >= 0 (0: only the
  * KV insert); T * (H + 1) < 2^31.
@@ -47,22 +48,24 @@
 extern "C" {
 #endif
 
-typedef struct dsa_mla_qnorm_params {
+typedef struct dsa_mla_qnorm_rope_kv_insert_params {
   float eps; /* RMSNorm epsilon: finite, >= FLT_MIN (1.17549435e-38); default 1e-6 */
   unsigned char reserved[28];
-} dsa_mla_qnorm_params;
+} dsa_mla_qnorm_rope_kv_insert_params;
 
 /* eps = 1e-6, reserved zeroed. */
-DSA_API void dsa_mla_qnorm_params_default(dsa_mla_qnorm_params *p);
+DSA_API void dsa_mla_qnorm_rope_kv_insert_params_default(dsa_mla_qnorm_rope_kv_insert_params *p);
 
-/* p may be NULL (defaults). */
-DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
-                                                const dsa_tensor *q_out, const dsa_tensor *kv,
+/* Arguments: inputs q_in, kv, positions, cos_sin, slot_mapping; the cache it
+ * inserts into; q_out (NULL: in place); p may be NULL (defaults). */
+DSA_API dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *queue, const dsa_tensor *q_in,
+                                                const dsa_tensor *kv,
                                                 const dsa_tensor *positions,
                                                 const dsa_tensor *cos_sin,
                                                 const dsa_tensor *slot_mapping,
                                                 const dsa_paged_cache *cache,
-                                                const dsa_mla_qnorm_params *p,
+                                                const dsa_tensor *q_out,
+                                                const dsa_mla_qnorm_rope_kv_insert_params *p,
                                                 const dsa_events *ev);
 
 #ifdef __cplusplus

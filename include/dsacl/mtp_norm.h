@@ -61,27 +61,27 @@
 extern "C" {
 #endif
 
-typedef struct dsa_mtp_norm_params {
+typedef struct dsa_mtp_params {
   float eps; /* RMSNorm epsilon (vLLM: rms_norm_eps): finite, >= FLT_MIN; default 1e-6 */
   unsigned char reserved[28];
-} dsa_mtp_norm_params;
+} dsa_mtp_params;
 
 /* eps = 1e-6, reserved zeroed. */
-DSA_API void dsa_mtp_norm_params_default(dsa_mtp_norm_params *p);
+DSA_API void dsa_mtp_params_default(dsa_mtp_params *p);
 
 /* p may be NULL (defaults). */
-DSA_API dsa_status dsa_mtp_input_rmsnorm(dsa_queue *q, const dsa_tensor *inputs_embeds,
+DSA_API dsa_status dsa_mtp_input_rmsnorm(dsa_queue *queue, const dsa_tensor *inputs_embeds,
                                          const dsa_tensor *positions,
                                          const dsa_tensor *previous_hidden,
                                          const dsa_tensor *enorm_weight,
                                          const dsa_tensor *hnorm_weight,
                                          const dsa_tensor *enorm_out,
                                          const dsa_tensor *hnorm_out,
-                                         const dsa_mtp_norm_params *p, const dsa_events *ev);
+                                         const dsa_mtp_params *p, const dsa_events *ev);
 
-DSA_API dsa_status dsa_mtp_shared_head_rmsnorm(dsa_queue *q, const dsa_tensor *x,
+DSA_API dsa_status dsa_mtp_shared_head_rmsnorm(dsa_queue *queue, const dsa_tensor *x,
                                                const dsa_tensor *weight, const dsa_tensor *out,
-                                               const dsa_mtp_norm_params *p,
+                                               const dsa_mtp_params *p,
                                                const dsa_events *ev);
 
 #ifdef __cplusplus

@@ -38,7 +38,8 @@
  * zero code may differ).
  *
  * Tensors: o bf16 [T, H, 512] (strides free, unit inner; vLLM passes a
- * head slice of a padded buffer), positions i64 [T], cos_sin f32 [P, 64]
+ * head slice of a padded buffer), positions i64 or i32 [T], cos_sin f32 or
+ * bf16 [P, 64]
  * (row stride free, unit inner), out e4m3 [G, T, hpg * 512] (strides free,
  * unit inner; vLLM's o_fp8 is out.transpose(0, 1), dense [G, T, D] memory),
  * scales f32 [G, hpg * 4, Tp] or i32 [G, hpg, Tp] with Tp >= T (strides free;
@@ -56,7 +57,7 @@
 extern "C" {
 #endif
 
-DSA_API dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *q, const dsa_tensor *o,
+DSA_API dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *queue, const dsa_tensor *o,
                                                  const dsa_tensor *positions,
                                                  const dsa_tensor *cos_sin,
                                                  const dsa_tensor *out,

@@ -36,8 +36,9 @@ typedef struct dsa_topk_params {
   /* Entries per row, 1..DSA_TOPK_MAX_K. 0: the indices tensor's shape[1]
    * (which must equal k when k is given). */
   int32_t k;
-  /* Decode only: queries per sequence. 1-D lengths: rows = B * next_n
-   * (0 means 1). 2-D lengths [B, next_n]: 0 or lengths' shape[1]. */
+  /* Decode only: queries per sequence, 0 = from the tensors (the rule of
+   * dsa_indexer_paged_logits): 2-D lengths [B, next_n] carry it; with 1-D
+   * lengths [B] it is rows / B. Nonzero: must agree with them. */
   int32_t next_n;
   unsigned char reserved[24];
 } dsa_topk_params;
@@ -49,8 +50,9 @@ DSA_API void dsa_topk_params_default(dsa_topk_params *p);
  * stride), row_starts and row_ends i32 [rows] (any stride), indices i32
  * [rows, k] (any strides). Row r covers [row_starts[r], row_ends[r]);
  * outputs are relative to row_starts[r]. Faults (DSA_FAULT_LENGTH_RANGE):
- * start < 0, end > N, start > end. p may be NULL (defaults). */
-DSA_API dsa_status dsa_topk_prefill(dsa_queue *q, const dsa_tensor *logits,
+ * start < 0, end > N; start >= end is an empty row, not a fault (the rule of
+ * dsa_indexer_logits). p may be NULL (defaults). */
+DSA_API dsa_status dsa_topk_prefill(dsa_queue *queue, const dsa_tensor *logits,
                                     const dsa_tensor *row_starts, const dsa_tensor *row_ends,
                                     const dsa_tensor *indices, const dsa_topk_params *p,
                                     const dsa_events *ev);
@@ -61,8 +63,10 @@ DSA_API dsa_status dsa_topk_prefill(dsa_queue *q, const dsa_tensor *logits,
  *       (an end below 0 from a length >= 0 is an empty row, no fault);
  *   [B, next_n] (2-D, DeepSeek-V4): row r = b * next_n + i covers
  *       [0, lengths[b][i]).
- * indices i32 [rows, k], absolute columns. Faults: a length < 0, an end > N. */
-DSA_API dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits,
+ * indices i32 [rows, k], absolute columns. Faults: a length < 0 or > N (the
+ * length itself, as dsa_indexer_paged_logits checks it). next_n: see
+ * dsa_topk_params. */
+DSA_API dsa_status dsa_topk_decode(dsa_queue *queue, const dsa_tensor *logits,
                                    const dsa_tensor *lengths, const dsa_tensor *indices,
                                    const dsa_topk_params *p, const dsa_events *ev);
 

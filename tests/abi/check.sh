@@ -9,7 +9,8 @@
 # them out of the verdict, the report still lists them with --update).
 #
 #   --update   rewrite BASELINE from LIB (a deliberate ABI break: the
-#              soversion in meson.build must change in the same commit)
+#              soversion in meson.build must change in the same commit; or a
+#              1.x release that added functions, to make them the baseline)
 #
 # Exit 0: compatible; 1: a difference (report printed); 77: abidiff/abidw
 # not installed (Debian abigail-tools).

@@ -87,11 +87,11 @@ static int slot_case(cc_env *e, int64_t r, int32_t ratio, int32_t bs, char *msg,
   dsa_tensor b = pdev(e, &p, seq, (size_t)r * 4, DSA_I32, 1, r, 0, 0);
   dsa_tensor c = pdev(e, &p, bt, (size_t)(r * w) * 4, DSA_I32, 2, r, w, w);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)t * 8, DSA_I64, 1, t, 0, 0);
-  dsa_compressed_slot_params prm;
-  dsa_compressed_slot_params_default(&prm);
+  dsa_index_compressed_slot_mapping_params prm;
+  dsa_index_compressed_slot_mapping_params_default(&prm);
   prm.compress_ratio = ratio, prm.block_size = bs;
-  CALL(e, msg, ms, "dsa_compressed_slot_mapping",
-       dsa_compressed_slot_mapping(e->q, &a, &b, &c, &o, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_compressed_slot_mapping",
+       dsa_index_compressed_slot_mapping(e->q, &a, &b, &c, &o, &prm, NULL));
   {
     const unsigned wf = ref_compressed_slot_mapping(qsl, seq, (ref_table){bt, r, w, w}, ratio, bs,
                                                     want, t);
@@ -129,11 +129,11 @@ static int swa_case(cc_env *e, int64_t t, int64_t r, int32_t window, int32_t bs,
   dsa_tensor d = pdev(e, &p, bt, (size_t)(r * w) * 4, DSA_I32, 2, r, w, w);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)(t * width) * 4, DSA_I32, 2, t, width, width);
   dsa_tensor l = pdev(e, &p, NULL, (size_t)t * 4, DSA_I32, 1, t, 0, 0);
-  dsa_swa_indices_params prm;
-  dsa_swa_indices_params_default(&prm);
+  dsa_index_swa_params prm;
+  dsa_index_swa_params_default(&prm);
   prm.window = window, prm.block_size = bs;
-  CALL(e, msg, ms, "dsa_swa_indices",
-       dsa_swa_indices(e->q, &a, &b, valid ? &c : NULL, &d, &o, &l, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_swa",
+       dsa_index_swa(e->q, &a, &b, valid ? &c : NULL, &d, &o, &l, &prm, NULL));
   {
     const unsigned wf = ref_swa_indices(pos, t2r, valid ? v : NULL, (ref_table){bt, r, w, w},
                                         window, bs, want, width, width, wl, t);
@@ -171,11 +171,11 @@ static int gtk_case(cc_env *e, int64_t t, int64_t k, int64_t r, int32_t bs, int 
   dsa_tensor d = pdev(e, &p, v, (size_t)t, DSA_U8, 1, t, 0, 0);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)(t * k) * 4, DSA_I32, 2, t, k, k);
   dsa_tensor l = pdev(e, &p, NULL, (size_t)t * 4, DSA_I32, 1, t, 0, 0);
-  dsa_global_topk_params prm;
-  dsa_global_topk_params_default(&prm);
+  dsa_index_global_topk_params prm;
+  dsa_index_global_topk_params_default(&prm);
   prm.block_size = bs;
-  CALL(e, msg, ms, "dsa_global_topk_indices",
-       dsa_global_topk_indices(e->q, &a, &b, &c, valid ? &d : NULL, &o, &l, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_global_topk",
+       dsa_index_global_topk(e->q, &a, &b, &c, valid ? &d : NULL, &o, &l, &prm, NULL));
   {
     const unsigned wf = ref_global_topk(tl, k, k, t2r, (ref_table){bt, r, w, w}, valid ? v : NULL,
                                         bs, want, k, wl, t);
@@ -214,11 +214,11 @@ static int c128_case(cc_env *e, int64_t t, int64_t k, int64_t r, int32_t ratio, 
   dsa_tensor d = pdev(e, &p, v, (size_t)t, DSA_U8, 1, t, 0, 0);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)(t * k) * 4, DSA_I32, 2, t, k, k);
   dsa_tensor l = pdev(e, &p, NULL, (size_t)t * 4, DSA_I32, 1, t, 0, 0);
-  dsa_c128_topk_params prm;
-  dsa_c128_topk_params_default(&prm);
+  dsa_index_c128_topk_params prm;
+  dsa_index_c128_topk_params_default(&prm);
   prm.compress_ratio = ratio, prm.block_size = bs;
-  CALL(e, msg, ms, "dsa_c128_topk_indices",
-       dsa_c128_topk_indices(e->q, &a, &b, global ? &c : NULL, &d, &o, &l, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_c128_topk",
+       dsa_index_c128_topk(e->q, &a, &b, global ? &c : NULL, &d, &o, &l, &prm, NULL));
   {
     const unsigned wf = ref_c128_topk(pos, t2r, (ref_table){global ? bt : NULL, r, w, w}, v,
                                       ratio, bs, want, k, k, wl, t);
@@ -266,11 +266,11 @@ static int comb_case(cc_env *e, int64_t r, int32_t window, int32_t ratio, int32_
   dsa_tensor d = pdev(e, &p, gl, (size_t)r * 4, DSA_I32, 1, r, 0, 0);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)(t * width) * 4, DSA_I32, 2, t, width, width);
   dsa_tensor l = pdev(e, &p, NULL, (size_t)t * 4, DSA_I32, 1, t, 0, 0);
-  dsa_combine_topk_swa_params prm;
-  dsa_combine_topk_swa_params_default(&prm);
+  dsa_index_combine_topk_swa_params prm;
+  dsa_index_combine_topk_swa_params_default(&prm);
   prm.window = window, prm.compress_ratio = ratio, prm.topk = topk, prm.M = m, prm.N = n;
-  CALL(e, msg, ms, "dsa_combine_topk_swa",
-       dsa_combine_topk_swa(e->q, topk ? &a : NULL, &b, &c, &d, &o, &l, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_combine_topk_swa",
+       dsa_index_combine_topk_swa(e->q, topk ? &a : NULL, &b, &c, &d, &o, &l, &prm, NULL));
   {
     const unsigned wf = ref_combine_topk_swa(tk, kt, qsl, seq, gl, r, window, ratio, topk, m, n,
                                              want, width, width, wl, t);
@@ -340,14 +340,14 @@ static int mixed_case(cc_env *e, int64_t rd, int64_t rp, int32_t window, int32_t
   dsa_tensor a_cbt = pdev(e, &p, cbt, (size_t)(r * wc) * 4, DSA_I32, 2, r, wc, wc);
   dsa_tensor o = pdev(e, &p, NULL, (size_t)(t * width) * 4, DSA_I32, 2, t, width, width);
   dsa_tensor l = pdev(e, &p, NULL, (size_t)t * 4, DSA_I32, 1, t, 0, 0);
-  dsa_mixed_sparse_inputs in = {&a_dswa, kd ? &a_dci : NULL, with_lens ? &a_dl : NULL, &a_dv,
+  dsa_index_mixed_sparse_inputs in = {&a_dswa, kd ? &a_dci : NULL, with_lens ? &a_dl : NULL, &a_dv,
                                 &a_pti, &a_qsl, &a_seq, &a_t2r, &a_sbt, sep ? &a_cbt : NULL};
-  dsa_mixed_sparse_params prm;
-  dsa_mixed_sparse_params_default(&prm);
+  dsa_index_mixed_sparse_params prm;
+  dsa_index_mixed_sparse_params_default(&prm);
   prm.window = window, prm.compress_ratio = ratio, prm.topk = topk, prm.swa_block_size = sbs;
   prm.compressed_block_size = cbs, prm.decode_compressed_local = local;
-  CALL(e, msg, ms, "dsa_mixed_sparse_indices",
-       dsa_mixed_sparse_indices(e->q, &in, &o, &l, &prm, NULL));
+  CALL(e, msg, ms, "dsa_index_mixed_sparse",
+       dsa_index_mixed_sparse(e->q, &in, &o, &l, &prm, NULL));
   {
     ref_mixed rm = {dswa, window, kd ? dci : NULL, kd, dk, with_lens ? dl : NULL, dv, pti, kp, kp,
                     qsl, seq, r, t2r, (ref_table){sbt, r, ws, ws},
@@ -375,10 +375,10 @@ static int check_mixed(cc_env *e, char *msg, size_t ms) {
 }
 
 const cc_op cc_ops_index_helpers[] = {
-    {"dsa_compressed_slot_mapping", check_slot, "", NULL, NULL, NULL},
-    {"dsa_swa_indices", check_swa, "", NULL, NULL, NULL},
-    {"dsa_global_topk_indices", check_gtk, "", NULL, NULL, NULL},
-    {"dsa_c128_topk_indices", check_c128, "", NULL, NULL, NULL},
-    {"dsa_combine_topk_swa", check_comb, "", NULL, NULL, NULL},
-    {"dsa_mixed_sparse_indices", check_mixed, "", NULL, NULL, NULL},
+    {"dsa_index_compressed_slot_mapping", check_slot, "", NULL, NULL, NULL},
+    {"dsa_index_swa", check_swa, "", NULL, NULL, NULL},
+    {"dsa_index_global_topk", check_gtk, "", NULL, NULL, NULL},
+    {"dsa_index_c128_topk", check_c128, "", NULL, NULL, NULL},
+    {"dsa_index_combine_topk_swa", check_comb, "", NULL, NULL, NULL},
+    {"dsa_index_mixed_sparse", check_mixed, "", NULL, NULL, NULL},
     {0}};

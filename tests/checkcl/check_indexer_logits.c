@@ -114,13 +114,13 @@ static void rag_free(void *p) {
 }
 
 static dsa_status rag_call(cc_env *e, rag *r, cl_event *done) {
-  dsa_mqa_logits_params p;
-  dsa_mqa_logits_params_default(&p);
+  dsa_indexer_logits_params p;
+  dsa_indexer_logits_params_default(&p);
   dsa_events ev = {0, NULL, done};
-  dsa_status s = r->fp4 ? dsa_mqa_logits_mxfp4(e->q, &r->tq, &r->tqs, &r->tk, &r->tks, &r->tw,
+  dsa_status s = r->fp4 ? dsa_indexer_logits(e->q, &r->tq, &r->tqs, &r->tk, &r->tks, &r->tw,
                                                &r->tks0, &r->tke, &r->to, &p, &ev)
-                        : dsa_mqa_logits(e->q, &r->tq, &r->tk, &r->tks, &r->tw, &r->tks0,
-                                         &r->tke, &r->to, &p, &ev);
+                        : dsa_indexer_logits(e->q, &r->tq, NULL, &r->tk, &r->tks, &r->tw,
+                                         &r->tks0, &r->tke, &r->to, &p, &ev);
   cc_after_call(e);
   return s;
 }
@@ -131,7 +131,7 @@ static int rag_case(cc_env *e, int fp4, int64_t m, int64_t h, int64_t d, int64_t
   int bad;
   dsa_status s = rag_call(e, r, NULL);
   if (s != DSA_OK) {
-    bad = CC_FAIL(msg, ms, "%s: %s", fp4 ? "dsa_mqa_logits_mxfp4" : "dsa_mqa_logits",
+    bad = CC_FAIL(msg, ms, "%s: %s", fp4 ? "dsa_indexer_logits" : "dsa_indexer_logits",
                   dsa_last_error());
   } else {
     const uint32_t f = cc_faults(e);
@@ -250,13 +250,13 @@ static void paged_free(void *x) {
 }
 
 static dsa_status paged_call(cc_env *e, paged *p, cl_event *done) {
-  dsa_mqa_logits_params pr;
-  dsa_mqa_logits_params_default(&pr);
+  dsa_indexer_logits_params pr;
+  dsa_indexer_logits_params_default(&pr);
   dsa_events ev = {0, NULL, done};
-  dsa_status s = p->fp4 ? dsa_paged_mqa_logits_mxfp4(e->q, &p->tq, &p->tqs, &p->pc, &p->tw,
-                                                     &p->tcl, &p->tbt, &p->to, &pr, &ev)
-                        : dsa_paged_mqa_logits(e->q, &p->tq, &p->pc, &p->tw, &p->tcl, &p->tbt,
-                                               &p->to, &pr, &ev);
+  dsa_status s = p->fp4 ? dsa_indexer_paged_logits(e->q, &p->tq, &p->tqs, &p->tw, &p->tcl,
+                                                     &p->tbt, &p->pc, &p->to, &pr, &ev)
+                        : dsa_indexer_paged_logits(e->q, &p->tq, NULL, &p->tw, &p->tcl, &p->tbt,
+                                               &p->pc, &p->to, &pr, &ev);
   cc_after_call(e);
   return s;
 }
@@ -266,7 +266,7 @@ static int paged_case(cc_env *e, int fp4, int64_t b, int64_t nn, int64_t h, int6
   paged *p = paged_make(e, fp4, b, nn, h, w, nb, bs, rank, bf16);
   int bad;
   if (paged_call(e, p, NULL) != DSA_OK) {
-    bad = CC_FAIL(msg, ms, "%s: %s", fp4 ? "dsa_paged_mqa_logits_mxfp4" : "dsa_paged_mqa_logits",
+    bad = CC_FAIL(msg, ms, "%s: %s", fp4 ? "dsa_indexer_paged_logits" : "dsa_indexer_paged_logits",
                   dsa_last_error());
   } else {
     const uint32_t f = cc_faults(e);
@@ -330,11 +330,11 @@ static int b_paged_run(cc_env *e, void *st, cl_event *done) {
 }
 
 const cc_op cc_ops_indexer_logits[] = {
-    {"dsa_mqa_logits", check_rag_fp8, "M=4096 H=64 N=8192", b_rag8_setup, b_rag_run, rag_free},
-    {"dsa_mqa_logits_mxfp4", check_rag_fp4, "M=4096 H=64 N=8192", b_rag4_setup, b_rag_run,
+    {"dsa_indexer_logits", check_rag_fp8, "M=4096 H=64 N=8192", b_rag8_setup, b_rag_run, rag_free},
+    {"dsa_indexer_logits", check_rag_fp4, "M=4096 H=64 N=8192", b_rag4_setup, b_rag_run,
      rag_free},
-    {"dsa_paged_mqa_logits", check_paged_fp8, "B=64 next_n=2 H=64 ctx=32K", b_paged8_setup,
+    {"dsa_indexer_paged_logits", check_paged_fp8, "B=64 next_n=2 H=64 ctx=32K", b_paged8_setup,
      b_paged_run, paged_free},
-    {"dsa_paged_mqa_logits_mxfp4", check_paged_fp4, "B=64 next_n=2 H=64 ctx=32K",
+    {"dsa_indexer_paged_logits", check_paged_fp4, "B=64 next_n=2 H=64 ctx=32K",
      b_paged4_setup, b_paged_run, paged_free},
     {0}};

@@ -29,7 +29,7 @@ typedef struct qq {
   size_t oqn, osn;
   cl_mem mq, mp, mc, mw, moq, mos, mow;
   dsa_tensor tq, tp, tc, tw, toq, tos, tow;
-  dsa_indexer_q_params prm;
+  dsa_indexer_q_quant_params prm;
 } qq;
 
 static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
@@ -51,7 +51,7 @@ static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_
   for (int64_t i = 0; i < T * H; i++) s->w[i] = (float)cc_uniform(e, -2, 2);
   const int64_t qd = mx ? D / 2 : D;
   s->oqn = (size_t)(T * H * qd), s->osn = (size_t)(T * H * (D / 32));
-  dsa_indexer_q_params_default(&s->prm);
+  dsa_indexer_q_quant_params_default(&s->prm);
   s->prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
   s->mq = cc_buf(e, (size_t)(T * H * D) * 2, s->q);
   s->mp = cc_buf(e, (size_t)T * 8, s->pos);
@@ -79,8 +79,8 @@ static void qq_free(void *p) {
 }
 static dsa_status qq_call(cc_env *e, qq *s, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_indexer_q_quant(e->q, &s->tp, &s->tq, &s->tc, &s->tw, &s->prm, &s->toq,
-                                      s->mx ? &s->tos : NULL, &s->tow, &ev);
+  dsa_status st = dsa_indexer_q_quant(e->q, &s->tp, &s->tq, &s->tc, &s->tw, &s->toq, s->mx ? &s->tos : NULL,
+                                      &s->tow, &s->prm, &ev);
   cc_after_call(e);
   return st;
 }
@@ -188,7 +188,7 @@ static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int m
   dsa_tensor kt = cc_t(km, DSA_BF16, 2, (int64_t[]){n, 128});
   dsa_tensor stt = cc_t(sm, DSA_I64, 1, (int64_t[]){n});
   int rc;
-  dsa_status s_ = dsa_indexer_k_insert(e->q, &kt, &stt, &c.dc, mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, NULL);
+  dsa_status s_ = dsa_indexer_k_insert(e->q, &kt, &stt, &c.dc, &(dsa_indexer_k_insert_params){.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE}, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
@@ -243,7 +243,7 @@ static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, in
   dsa_tensor st = mx ? cc_t(smm, DSA_UE8M0, 2, (int64_t[]){total, 4})
                      : cc_t(smm, DSA_F32, 1, (int64_t[]){total});
   int rc;
-  dsa_status s_ = dsa_indexer_k_gather(e->q, &c.dc, &btt, &cut, &ot, &st, NULL);
+  dsa_status s_ = dsa_indexer_k_gather(e->q, &cut, &btt, &c.dc, &ot, &st, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_gather: %s", dsa_last_error());

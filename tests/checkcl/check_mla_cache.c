@@ -131,7 +131,7 @@ static int slots_case(cc_env *e, int64_t s, int64_t nb, int32_t bs, char *msg, s
   dsa_tensor it = cc_t(im, DSA_I32, 1, (int64_t[]){s});
   dsa_tensor ot = cc_t(om, DSA_BF16, 2, (int64_t[]){s, 512});
   int bad;
-  dsa_status s_ = dsa_mla_gather_slots(e->q, &c.dc, &it, &ot, NULL);
+  dsa_status s_ = dsa_mla_gather_slots(e->q, &it, &c.dc, &ot, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_slots: %s", dsa_last_error());
@@ -188,7 +188,7 @@ static int paged_case(cc_env *e, int64_t r, int64_t w, int64_t nb, int32_t bs, i
   dsa_tensor ot = cc_t(om, DSA_BF16, 3, (int64_t[]){r, max_t, 512});
   int bad;
   dsa_status s_ =
-      dsa_mla_gather_paged(e->q, &c.dc, &stt, with_gl ? &gt : NULL, &btt, offset, &ot, NULL);
+      dsa_mla_gather_paged(e->q, &stt, with_gl ? &gt : NULL, &btt, &c.dc, &ot, &(dsa_mla_gather_paged_params){.offset = offset}, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_paged: %s", dsa_last_error());
@@ -284,7 +284,7 @@ static int b_slots_setup(cc_env *e, int small, void **st) {
 static int b_slots_run(cc_env *e, void *p, cl_event *done) {
   mla_bench *s = p;
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_mla_gather_slots(e->q, &s->dc, &s->ta, &s->tb, &ev);
+  dsa_status st = dsa_mla_gather_slots(e->q, &s->ta, &s->dc, &s->tb, &ev);
   cc_after_call(e);
   return st != DSA_OK;
 }
@@ -308,7 +308,7 @@ static int b_paged_setup(cc_env *e, int small, void **st) {
 static int b_paged_run(cc_env *e, void *p, cl_event *done) {
   mla_bench *s = p;
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_mla_gather_paged(e->q, &s->dc, &s->ta, NULL, &s->tb, 0, &s->tc, &ev);
+  dsa_status st = dsa_mla_gather_paged(e->q, &s->ta, NULL, &s->tb, &s->dc, &s->tc, NULL, &ev);
   cc_after_call(e);
   return st != DSA_OK;
 }

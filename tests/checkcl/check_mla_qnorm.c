@@ -86,8 +86,8 @@ static void qn_free(void *p) {
 }
 static dsa_status qn_call(cc_env *e, qn *s, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_mla_qnorm_rope_kv_insert(e->q, &s->tq, &s->to, &s->tkv, &s->tp, &s->tcs,
-                                               &s->tsl, &s->dc, NULL, &ev);
+  dsa_status st = dsa_mla_qnorm_rope_kv_insert(e->q, &s->tq, &s->tkv, &s->tp, &s->tcs, &s->tsl,
+                                               &s->dc, &s->to, NULL, &ev);
   cc_after_call(e);
   return st;
 }
@@ -102,8 +102,8 @@ static int qn_case(cc_env *e, int64_t t, int64_t h, int64_t nb, int32_t bs, int6
     const uint32_t f = cc_faults(e);
     const size_t qb = (size_t)(t * h) * 1024;
     uint16_t *want = cc_xmalloc(qb), *got = cc_xmalloc(qb);
-    dsa_mla_qnorm_params p;
-    dsa_mla_qnorm_params_default(&p);
+    dsa_mla_qnorm_rope_kv_insert_params p;
+    dsa_mla_qnorm_rope_kv_insert_params_default(&p);
     const unsigned wf = ref_mla_qnorm_rope_kv_insert(&s->ref, s->q, h * 512, 512, want, h * 512,
                                                      512, h, s->kv, 512, s->pos, s->cs, 64,
                                                      s->npos, s->slots, p.eps, t);

@@ -11,6 +11,11 @@
 #include "checkcl.h"
 #include "ref_sparse_mla.h"
 
+/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
+#define WS_BYTES(m, off, n)                                                        \
+  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
+                 .shape = {(int64_t)(n)}, .stride = {1}})
+
 static int close_cmp(const uint16_t *got, const double *want, const float *lse,
                      const double *wlse, int64_t rows, const char *what, char *msg, size_t ms) {
   double d2 = 0, r2 = 0;
@@ -102,10 +107,10 @@ static void ab_free(void *p) {
 }
 static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
-  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &p, &a->to,
-                                      &a->te, &ev);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
+  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te,
+                                      &p, &ev);
   cc_after_call(e);
   return s;
 }
@@ -157,7 +162,7 @@ typedef struct dset {
   cl_mem mc, mi, ml;
   dsa_paged_cache dc;
   dsa_tensor ti, tl;
-  dsa_mla_index_set set;
+  dsa_sparse_index_set set;
 } dset;
 
 static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int64_t k, int bad) {
@@ -180,7 +185,7 @@ static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int
                             .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   d->ti = cc_t(d->mi, DSA_I32, 2, (int64_t[]){t, k});
   d->tl = cc_t(d->ml, DSA_I32, 1, (int64_t[]){t});
-  d->set = (dsa_mla_index_set){&d->dc, &d->ti, &d->tl};
+  d->set = (dsa_sparse_index_set){&d->dc, &d->ti, &d->tl};
 }
 static void dset_free(dset *d) {
   free(d->img), free(d->idx), free(d->lens);
@@ -194,6 +199,7 @@ typedef struct dec {
   float *sink;
   dset s1, s2;
   cl_mem mq, ms, mo, me, mw;
+  size_t mwb;
   dsa_tensor tq, ts, to, te;
 } dec;
 
@@ -209,9 +215,10 @@ static dec *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64
   d->ms = cc_buf(e, (size_t)h * 4, d->sink);
   d->mo = cc_buf(e, (size_t)(t * h) * 1024, NULL);
   d->me = cc_buf(e, (size_t)(t * h) * 4, NULL);
-  if (two)
-    d->mw = cc_buf(e, dsa_sparse_mla_decode_workspace_size(t, d->has1 ? k1 : 0, d->has2 ? k2 : 0),
-                   NULL);
+  if (two) {
+    d->mwb = dsa_sparse_mla_decode_workspace_size(t, d->has1 ? k1 : 0, d->has2 ? k2 : 0);
+    d->mw = cc_buf(e, d->mwb, NULL);
+  }
   d->tq = cc_t(d->mq, DSA_BF16, 3, (int64_t[]){t, h, 512});
   d->ts = cc_t(d->ms, DSA_F32, 1, (int64_t[]){h});
   d->to = cc_t(d->mo, DSA_BF16, 3, (int64_t[]){t, h, 512});
@@ -229,14 +236,14 @@ static void dec_free(void *p) {
 }
 static dsa_status dec_call(cc_env *e, dec *d, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_sparse_attn_params p;
-  dsa_sparse_attn_params_default(&p);
+  dsa_sparse_params p;
+  dsa_sparse_params_default(&p);
   dsa_status s =
       d->two ? dsa_sparse_mla_decode_two_stage(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                               d->has2 ? &d->s2.set : NULL, &d->ts, &p, &d->to,
-                                               &d->te, d->mw, 0, &ev)
+                                               d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te,
+                                               WS_BYTES(d->mw, 0, d->mwb), &p, &ev)
              : dsa_sparse_mla_decode(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                     d->has2 ? &d->s2.set : NULL, &d->ts, &p, &d->to, &d->te, &ev);
+                                     d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te, &p, &ev);
   cc_after_call(e);
   return s;
 }

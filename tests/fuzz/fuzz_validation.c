@@ -263,24 +263,24 @@ typedef struct sig {
 static const sig sigs[] = {
     /* 0 dsa_mla_gather_paged */
     {4, 1, {I32_, I32_, I32_, BF_}, {1, 1, 2, 3}, {DSA_CACHE_MLA_FP8}},
-    /* 1 dsa_compressed_slot_mapping */ {4, 0, {I32_, I32_, I32_, I64_}, {1, 1, 2, 1}, {0}},
-    /* 2 dsa_swa_indices */ {6, 0, {I64_, I32_, U8_, I32_, I32_, I32_}, {1, 1, 1, 2, 2, 1}, {0}},
-    /* 3 dsa_global_topk_indices */
+    /* 1 dsa_index_compressed_slot_mapping */ {4, 0, {I32_, I32_, I32_, I64_}, {1, 1, 2, 1}, {0}},
+    /* 2 dsa_index_swa */ {6, 0, {I64_, I32_, U8_, I32_, I32_, I32_}, {1, 1, 1, 2, 2, 1}, {0}},
+    /* 3 dsa_index_global_topk */
     {6, 0, {I32_, I32_, I32_, U8_, I32_, I32_}, {2, 1, 2, 1, 2, 1}, {0}},
-    /* 4 dsa_c128_topk_indices */
+    /* 4 dsa_index_c128_topk */
     {6, 0, {I64_, I32_, I32_, U8_, I32_, I32_}, {1, 1, 2, 1, 2, 1}, {0}},
-    /* 5 dsa_combine_topk_swa */
+    /* 5 dsa_index_combine_topk_swa */
     {6, 0, {I32_, I32_, I32_, I32_, I32_, I32_}, {2, 1, 1, 1, 2, 1}, {0}},
-    /* 6 dsa_mixed_sparse_indices */
+    /* 6 dsa_index_mixed_sparse */
     {12, 0, {I32_, I32_, I32_, U8_, I32_, I32_, I32_, I32_, I32_, I32_, I32_, I32_},
      {2, 2, 1, 1, 2, 1, 1, 1, 2, 2, 2, 1}, {0}},
-    /* 7 dsa_mqa_logits */
+    /* 7 dsa_indexer_logits */
     {7, 0, {E4_, E4_, F32_, F32_, I32_, I32_, F32_}, {3, 2, 1, 2, 1, 1, 2}, {0}},
-    /* 8 dsa_mqa_logits_mxfp4 */
+    /* 8 dsa_indexer_logits */
     {8, 0, {E2_, UE_, E2_, UE_, F32_, I32_, I32_, F32_}, {3, 3, 2, 2, 2, 1, 1, 2}, {0}},
-    /* 9 dsa_paged_mqa_logits */
+    /* 9 dsa_indexer_paged_logits */
     {5, 1, {E4_, F32_, I32_, I32_, F32_}, {4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_FP8}},
-    /* 10 dsa_paged_mqa_logits_mxfp4 */
+    /* 10 dsa_indexer_paged_logits */
     {6, 1, {E2_, UE_, F32_, I32_, I32_, F32_}, {4, 4, 2, 1, 2, 2}, {DSA_CACHE_INDEXER_MXFP4}},
     /* 11 dsa_indexer_q_quant, MXFP4 */
     {7, 0, {I64_, BF_, F32_, F32_, E2_, UE_, F32_}, {1, 3, 2, 2, 3, 3, 2}, {0}},
@@ -317,55 +317,55 @@ static dsa_status sig_call(int i, const dsa_tensor **t, const dsa_paged_cache **
   const int32_t d = (int32_t)pick_i64(r), e = (int32_t)pick_i64(r);
   const int64_t m = pick_i64(r), n = pick_i64(r);
   switch (i) {
-    case 0: return dsa_mla_gather_paged(q, c[0], t[0], t[1], t[2], m, t[3], ev);
+    case 0: return dsa_mla_gather_paged(q, t[0], t[1], t[2], c[0], t[3], &(dsa_mla_gather_paged_params){.offset = m}, ev);
     case 1: {
-      dsa_compressed_slot_params p = {a, b, {0}};
-      return dsa_compressed_slot_mapping(q, t[0], t[1], t[2], t[3], &p, ev);
+      dsa_index_compressed_slot_mapping_params p = {a, b, {0}};
+      return dsa_index_compressed_slot_mapping(q, t[0], t[1], t[2], t[3], &p, ev);
     }
     case 2: {
-      dsa_swa_indices_params p = {a, b, {0}};
-      return dsa_swa_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_swa_params p = {a, b, {0}};
+      return dsa_index_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 3: {
-      dsa_global_topk_params p = {a, {0}};
-      return dsa_global_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_global_topk_params p = {a, {0}};
+      return dsa_index_global_topk(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 4: {
-      dsa_c128_topk_params p = {a, b, {0}};
-      return dsa_c128_topk_indices(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_c128_topk_params p = {a, b, {0}};
+      return dsa_index_c128_topk(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 5: {
-      dsa_combine_topk_swa_params p = {a, b, k, m, n, {0}};
-      return dsa_combine_topk_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
+      dsa_index_combine_topk_swa_params p = {a, b, k, m, n, {0}};
+      return dsa_index_combine_topk_swa(q, t[0], t[1], t[2], t[3], t[4], t[5], &p, ev);
     }
     case 6: {
-      dsa_mixed_sparse_params p = {a, b, k, d, e, (int32_t)(n & 1), {0}};
-      dsa_mixed_sparse_inputs in = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
-      return dsa_mixed_sparse_indices(q, &in, t[10], t[11], &p, ev);
+      dsa_index_mixed_sparse_params p = {a, b, k, d, e, (int32_t)(n & 1), {0}};
+      dsa_index_mixed_sparse_inputs in = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
+      return dsa_index_mixed_sparse(q, &in, t[10], t[11], &p, ev);
     }
-    case 7: return dsa_mqa_logits(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
+    case 7: return dsa_indexer_logits(q, t[0], NULL, t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
     case 8:
-      return dsa_mqa_logits_mxfp4(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], NULL, ev);
-    case 9: return dsa_paged_mqa_logits(q, t[0], c[0], t[1], t[2], t[3], t[4], NULL, ev);
+      return dsa_indexer_logits(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], NULL, ev);
+    case 9: return dsa_indexer_paged_logits(q, t[0], NULL, t[1], t[2], t[3], c[0], t[4], NULL, ev);
     case 10:
-      return dsa_paged_mqa_logits_mxfp4(q, t[0], t[1], c[0], t[2], t[3], t[4], t[5], NULL, ev);
-    case 11: return dsa_indexer_q_quant(q, t[0], t[1], t[2], t[3], NULL, t[4], t[5], t[6], ev);
-    case 12: return dsa_indexer_k_gather(q, c[0], t[0], t[1], t[2], t[3], ev);
-    case 13: return dsa_indexer_k_insert(q, t[0], t[1], c[0], (dsa_e2m1_mode)(a & 1), ev);
-    case 14: return dsa_sparse_attn_bf16(q, t[0], t[1], t[2], t[3], t[4], NULL, t[5], t[6], ev);
+      return dsa_indexer_paged_logits(q, t[0], t[1], t[2], t[3], t[4], c[0], t[5], NULL, ev);
+    case 11: return dsa_indexer_q_quant(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
+    case 12: return dsa_indexer_k_gather(q, t[1], t[0], c[0], t[2], t[3], ev);
+    case 13: return dsa_indexer_k_insert(q, t[0], t[1], c[0], &(dsa_indexer_k_insert_params){.e2m1 = (dsa_e2m1_mode)(a & 1)}, ev);
+    case 14: return dsa_sparse_attn_bf16(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
     case 15: {
-      dsa_mla_index_set ms = {c[0], t[1], t[2]}, es = {c[1], t[3], t[4]};
+      dsa_sparse_index_set ms = {c[0], t[1], t[2]}, es = {c[1], t[3], t[4]};
       if (a & 1) t[1] = t[2] = NULL, c[0] = NULL;
       if (a & 2) t[3] = t[4] = NULL, c[1] = NULL;
-      return dsa_sparse_mla_decode(q, t[0], (a & 1) ? NULL : &ms, (a & 2) ? NULL : &es, t[5], NULL,
-                                   t[6], t[7], ev);
+      return dsa_sparse_mla_decode(q, t[0], (a & 1) ? NULL : &ms, (a & 2) ? NULL : &es, t[5], t[6],
+                                   t[7], NULL, ev);
     }
     case 16: {
       dsa_topk_params p = {k, 0, {0}};
       return dsa_topk_prefill(q, t[0], t[1], t[2], t[3], &p, ev);
     }
     case 17:
-      return dsa_mla_qnorm_rope_kv_insert(q, t[0], t[1], t[2], t[3], t[4], t[5], c[0], NULL, ev);
+      return dsa_mla_qnorm_rope_kv_insert(q, t[0], t[2], t[3], t[4], t[5], c[0], t[1], NULL, ev);
     case 18: return dsa_output_inv_rope_fp8_quant(q, t[0], t[1], t[2], t[3], t[4], ev);
     case 19:
       return dsa_mtp_input_rmsnorm(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
@@ -397,7 +397,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (op) {
     case 0:
       cache(&r, &pc, DSA_CACHE_MLA_FP8), tensor(&r, &a, DSA_I32, 1), tensor(&r, &b, DSA_BF16, 2);
-      s = dsa_mla_gather_slots(q, &pc, &a, &b, &ev);
+      s = dsa_mla_gather_slots(q, &a, &pc, &b, &ev);
       if (!s) check_cache(&pc), check_tensor(&a, "indices"), check_tensor(&b, "out");
       break;
     case 1:
@@ -408,7 +408,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 2:
       tensor(&r, &a, DSA_BF16, 3), tensor(&r, &b, DSA_BF16, 2), tensor(&r, &c, DSA_I32, 2);
       tensor(&r, &d, DSA_BF16, 3);
-      s = dsa_sparse_attn_bf16(q, &a, &b, &c, NULL, NULL, NULL, &d, NULL, &ev);
+      s = dsa_sparse_attn_bf16(q, &a, &b, &c, NULL, NULL, &d, NULL, NULL, &ev);
       if (!s)
         check_tensor(&a, "query"), check_tensor(&b, "kv"), check_tensor(&c, "indices"),
             check_tensor(&d, "out");
@@ -428,7 +428,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       {
         dsa_tensor w;
         tensor(&r, &w, DSA_F32, 2);
-        s = dsa_indexer_q_quant(q, &a, &b, &c, &d, NULL, &f, NULL, &w, &ev);
+        s = dsa_indexer_q_quant(q, &a, &b, &c, &d, &f, NULL, &w, NULL, &ev);
         if (!s)
           check_tensor(&a, "positions"), check_tensor(&b, "index_q"), check_tensor(&c, "cos_sin"),
               check_tensor(&d, "weights"), check_tensor(&f, "out_q"), check_tensor(&w, "out_w");
@@ -437,7 +437,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 5:
       tensor(&r, &a, DSA_BF16, 3), tensor(&r, &b, DSA_BF16, 2), tensor(&r, &c, DSA_I64, 1);
       tensor(&r, &d, DSA_F32, 2), tensor(&r, &f, DSA_I64, 1), cache(&r, &pc, DSA_CACHE_MLA_FP8);
-      s = dsa_mla_qnorm_rope_kv_insert(q, &a, NULL, &b, &c, &d, &f, &pc, NULL, &ev);
+      s = dsa_mla_qnorm_rope_kv_insert(q, &a, &b, &c, &d, &f, &pc, NULL, NULL, &ev);
       if (!s)
         check_tensor(&a, "q_in"), check_tensor(&b, "kv"), check_tensor(&c, "positions"),
             check_tensor(&d, "cos_sin"), check_tensor(&f, "slots"), check_cache(&pc);

@@ -39,7 +39,8 @@ prefix=$(cd "$(dirname "$cfg")/../../../.." && pwd)
 [ -f "$prefix/include/dsacl/dsacl.h" ] ||
   prefix=$(cd "$(dirname "$cfg")/../../.." && pwd) # lib/cmake/dsacl without a multiarch folder
 # The consumer asks for the installed header's major.minor: the package's
-# version file accepts the same minor before 1.0 (an ABI break bumps it).
+# version file accepts the same minor before 1.0 (an ABI break bumped it)
+# and, from 1.0, any later minor of the same major.
 want=$(sed -n 's/^#define DSACL_VERSION_\(MAJOR\|MINOR\) \([0-9]*\)$/\2/p' \
          "$prefix/include/dsacl/dsacl.h" | paste -sd.)
 cmake -S "$src/tests/install" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \

@@ -38,7 +38,7 @@ unsigned ref_topk_prefill(const float *logits, int64_t rows, int64_t n_cols, int
   unsigned f = 0;
   for (int64_t r = 0; r < rows; r++) {
     int64_t st = starts[r], en = ends[r];
-    if (st < 0 || en > n_cols || st > en) f |= REF_TOPK_FAULT_LENGTH_RANGE;
+    if (st < 0 || en > n_cols) f |= REF_TOPK_FAULT_LENGTH_RANGE; /* st >= en: empty, no fault */
     int64_t s = clamp64(st, 0, n_cols), e = clamp64(en, s, n_cols);
     ref_topk_row(logits + r * row_stride + s, e - s, k, out + r * out_s0, out_s1);
   }
@@ -52,7 +52,7 @@ unsigned ref_topk_decode(const float *logits, int64_t rows, int64_t n_cols, int6
   for (int64_t r = 0; r < rows; r++) {
     int64_t len = lens_rank == 1 ? lens[r / next_n] : lens[r];
     int64_t en = lens_rank == 1 ? len - next_n + r % next_n + 1 : len;
-    if (len < 0 || en > n_cols) f |= REF_TOPK_FAULT_LENGTH_RANGE;
+    if (len < 0 || len > n_cols) f |= REF_TOPK_FAULT_LENGTH_RANGE; /* the length itself */
     int64_t e = clamp64(en, 0, n_cols);
     ref_topk_row(logits + r * row_stride, e, k, out + r * out_s0, out_s1);
   }
