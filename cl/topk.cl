@@ -3,8 +3,9 @@
  * ascending; emit the first k in that order. Rows with n <= k emit
  * 0..n-1 then -1 without reading logits.
  *
- * Layout: logits f32, row r at logits_mem + logits_off + r * logits_s0 (bytes), unit inner
- * stride. Range sources by mode: 0 prefill (starts a[r], ends b[r]),
+ * Layout: logits f32, or bf16 when lbf16 (ranked by the exact f32 widening:
+ * the same keys, so one rule), row r at logits_mem + logits_off + r *
+ * logits_s0 (bytes), unit inner stride. Range sources by mode: 0 prefill (starts a[r], ends b[r]),
  * 1 decode 1-D lengths a[r / next_n], 2 decode 2-D lengths a[r / next_n][r %
  * next_n]. Output i32 at out_mem + out_off + r * out_s0 + j * out_s1 (bytes).
  *
@@ -19,6 +20,15 @@
  *   per group size, so that the loads use immediate offsets): a work-group
  *   holds up to WG * TOPK_VPT columns in registers (item t: columns t,
  *   t + WG, ...: coalesced loads, all in flight at once), read once.
+ *   topk_lrows_<WG> (variant "lrow", and split's first pass where it fits)
+ *   is the same body with the keys in local memory instead (WG * TOPK_VPT
+ *   words, one histogram instead of two), loaded in batches of
+ *   TOPK_LK_BATCH, its loops running over the set bits of the masks only
+ *   (TOPK_EACH). The select is bound by latency (short phases between
+ *   barriers), so what pays is more groups per compute unit: on an H200
+ *   (ptxas) topk_lrows_256 takes 40 registers and 44 KiB of local memory
+ *   (five groups per SM), topk_rows_256 76 (it took 162 before the mask
+ *   loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
  *   "alive": level 0 histograms the 14-bit key prefix (sign, exponent, 5
  *   mantissa bits) in a window of 2048 bins below the group's largest key
@@ -59,6 +69,16 @@
 /* TOPK_MAX_K (= DSA_TOPK_MAX_K), TOPK_MAX_WG, TOPK_VPT, TOPK_E_MAX and
  * TOPK_MERGE_Q come from the launcher (src/op_topk.c) as build options. */
 #define TOPK_BINS 2048
+/* topk_lrows: keys loaded per batch (TOPK_VPT: all at once). A build
+ * option (DSACL_BUILD_OPTIONS=-DTOPK_LK_BATCH=n) overrides it for tuning. */
+#ifndef TOPK_LK_BATCH
+#define TOPK_LK_BATCH 8
+#endif
+/* topk_lrows: loops over the set bits of the masks (1) or over all slots
+ * (0, as topk_rows); a build option for tuning, like TOPK_LK_BATCH. */
+#ifndef TOPK_LK_BITLOOP
+#define TOPK_LK_BITLOOP 1
+#endif
 
 /* Full unrolling keeps the per-item arrays in registers on GPUs; CPU
  * compilers do better with plain loops (PoCL took minutes to build the
@@ -287,19 +307,20 @@ TOPK_SORT_FN(16)
  * arena: local memory of max(2 * TOPK_BINS * 4, (dbl ? 2 : 1) * p2max * 8)
  * bytes (arena_words words), then 4 * (TOPK_MAX_WG + 4) bytes of scan space. */
 #define TOPK_ROWS_PARAMS                                                                     \
-  DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b), int next_n, \
-      DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
-      __local ulong *arena, uint arena_words, uint dbl, DSA_FAULTS
+  DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
+      int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
+      __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
-  logits_mem, logits_off, logits_s0, logits_s1, logits_al, n_cols, mode, a_mem, a_off, a_s0,    \
-      a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, chunk, nchunks, split, arena, arena_words, dbl, faults
+  logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
+      a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
+      scratch, chunk, nchunks, split, arena, arena_words, dbl, keys, faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
  * immediate offsets, and reqd_work_group_size bounds the registers. */
-__attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, const uint wg) {
-  __local uint *hist = (__local uint *)arena;          /* 2 x TOPK_BINS */
+__attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, const uint wg,
+                                                              const bool lk) {
+  __local uint *hist = (__local uint *)arena;          /* 2 x TOPK_BINS (lk: 1) */
   __local uint *scan_tmp = (__local uint *)(arena + arena_words); /* TOPK_MAX_WG */
   __local uint *sel = scan_tmp + TOPK_MAX_WG;           /* 4 words */
   __local ulong *buf = arena;                           /* the sort buffer (after select) */
@@ -326,17 +347,63 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint m = min((uint)k, nc); /* words this group keeps */
 
   /* ---- load: item tid holds columns tid + j * wg ---- */
-  __global const float *row =
-      (__global const float *)(logits_mem + logits_off + r * logits_s0) + rs + cs;
-  uint kv[TOPK_VPT];
+  __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
+  uint kv[TOPK_VPT]; /* lk: unused, the keys live in keys[] */
   uint alive = 0u, kmax = 0u;
-  TOPK_UNROLL
-  for (uint j = 0u; j < TOPK_VPT; j++) {
-    const uint col = j * wg + tid;
-    kv[j] = col < nc ? topk_key(row[col]) : 0u;
-    alive |= col < nc ? 1u << j : 0u;
-    kmax = max(kmax, kv[j]);
+#define TOPK_KV(j) (lk ? keys[(j) * wg + tid] : kv[j])
+/* Runs the statements for each j whose bit is set in BITS (read once).
+ * Registers (kv[]) need a fully unrolled loop over all TOPK_VPT slots, each
+ * tested; keys in local memory allow a rolled loop over the set bits only:
+ * after the first level few are left, and the code stays small. BODY is
+ * a braced block without commas outside parentheses (OpenCL C 1.2 has no
+ * variadic macros). */
+#define TOPK_EACH(BITS, BODY)                                             \
+  if (lk && TOPK_LK_BITLOOP) {                                            \
+    for (uint a_ = (BITS); a_ != 0u; a_ &= a_ - 1u) {                     \
+      const uint j = 31u - clz(a_ & (0u - a_));                           \
+      BODY                                                                \
+    }                                                                     \
+  } else {                                                                \
+    const uint b_ = (BITS);                                               \
+    TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                    \
+      if ((b_ >> j) & 1u) BODY                                            \
+    }                                                                     \
   }
+  /* Two copies of the loop rather than a choice per element: each keeps its
+   * loads independent and in flight together. With the keys in local memory
+   * (lk) they go in batches of TOPK_LK_BATCH (a rolled outer loop): fewer
+   * registers hold loads in flight, and more groups share a compute unit. */
+#define TOPK_LOAD_KEYS(T, VAL)                                              \
+  if (lk && TOPK_LK_BATCH < TOPK_VPT) {                                     \
+    __global const T *row = (__global const T *)rowb + rs + cs;             \
+    _Pragma("unroll 1") for (uint j0 = 0u; j0 < TOPK_VPT; j0 += TOPK_LK_BATCH) { \
+      TOPK_UNROLL for (uint jj = 0u; jj < TOPK_LK_BATCH; jj++) {            \
+        const uint col = (j0 + jj) * wg + tid;                              \
+        const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;           \
+        keys[col] = key;                                                    \
+        kmax = max(kmax, key);                                              \
+      }                                                                     \
+    }                                                                       \
+  } else {                                                                  \
+    __global const T *row = (__global const T *)rowb + rs + cs;             \
+    TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                      \
+      const uint col = j * wg + tid;                                        \
+      const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;             \
+      if (lk) keys[col] = key;                                              \
+      else kv[j] = key;                                                     \
+      kmax = max(kmax, key);                                                \
+    }                                                                       \
+  }
+#define TOPK_F32(x) (x)
+  if (lbf16) {
+    TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32)
+  } else {
+    TOPK_LOAD_KEYS(float, TOPK_F32)
+  }
+#undef TOPK_F32
+#undef TOPK_LOAD_KEYS
+  TOPK_UNROLL
+  for (uint j = 0u; j < TOPK_VPT; j++) alive |= j * wg + tid < nc ? 1u << j : 0u;
   uint win = 0u;
 
   /* ---- radix select: the m largest words ---- */
@@ -353,18 +420,16 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       uint sh = 0u, msk = 0x7FFu;
       bool colw = false;
       if (level > 0u) topk_level(level, low, &sh, &msk, &colw);
-      __local uint *h = hist + (level & 1u) * TOPK_BINS;
-      __local uint *hn = hist + ((level & 1u) ^ 1u) * TOPK_BINS;
+      /* lk: one histogram (the keys took the room of the other) */
+      __local uint *h = hist + (lk ? 0u : (level & 1u) * TOPK_BINS);
+      __local uint *hn = hist + (lk ? 0u : ((level & 1u) ^ 1u) * TOPK_BINS);
       if (level == 0u) {
-        TOPK_UNROLL
-        for (uint j = 0u; j < TOPK_VPT; j++) {
-          const uint d = TOPK_DIGIT0(kv[j]);
-          if (((alive >> j) & 1u) && d != 0u) atomic_inc(&h[d]);
-        }
+        TOPK_EACH(alive, {
+          const uint d = TOPK_DIGIT0(TOPK_KV(j));
+          if (d != 0u) atomic_inc(&h[d]);
+        })
       } else {
-        TOPK_UNROLL
-        for (uint j = 0u; j < TOPK_VPT; j++)
-          if ((alive >> j) & 1u) atomic_inc(&h[TOPK_DIGIT(kv[j], j * wg + tid)]);
+        TOPK_EACH(alive, { atomic_inc(&h[TOPK_DIGIT(TOPK_KV(j), j * wg + tid)]); })
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       /* Item t owns the bins [lo, hi), per of them counted from the top
@@ -375,7 +440,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       const uint hi = topk_subz(nbins, tid * per), lo = topk_subz(hi, per);
       uint sum = 0u;
       for (uint j = lo; j < hi; j++) sum += h[j];
-      for (uint j = tid; j < TOPK_BINS; j += wg) hn[j] = 0u;
+      if (!lk) {
+        for (uint j = tid; j < TOPK_BINS; j += wg) hn[j] = 0u;
+      }
       uint total;
       const uint before = TOPK_SCAN(sum, level & 1u, &total);
       if (before < rem && rem <= before + sum) {
@@ -395,25 +462,26 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       const bool b0 = level == 0u && rem > total;
       const uint bin = b0 ? 0u : sel[0], above = b0 ? total : sel[1],
                  cnt = b0 ? seen - total : sel[2];
+      if (lk) { /* nobody reads h past the barrier above; cleared for the next level */
+        for (uint j = tid; j < TOPK_BINS; j += wg) h[j] = 0u;
+      }
       if (level == 0u) {
-        TOPK_UNROLL
-        for (uint j = 0u; j < TOPK_VPT; j++) {
-          const uint d = TOPK_DIGIT0(kv[j]);
-          if (((alive >> j) & 1u) && d != bin) {
+        TOPK_EACH(alive, {
+          const uint d = TOPK_DIGIT0(TOPK_KV(j));
+          if (d != bin) {
             alive &= ~(1u << j);
             if (d > bin) win |= 1u << j;
           }
-        }
+        })
         low = bin == 0u;
       } else {
-        TOPK_UNROLL
-        for (uint j = 0u; j < TOPK_VPT; j++) {
-          const uint d = TOPK_DIGIT(kv[j], j * wg + tid);
-          if (((alive >> j) & 1u) && d != bin) {
+        TOPK_EACH(alive, {
+          const uint d = TOPK_DIGIT(TOPK_KV(j), j * wg + tid);
+          if (d != bin) {
             alive &= ~(1u << j);
             if (d > bin) win |= 1u << j;
           }
-        }
+        })
       }
       rem -= above;
       seen = cnt;
@@ -421,6 +489,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         win |= alive;
         level = TOPK_LEVELS;
       }
+      if (lk) barrier(CLK_LOCAL_MEM_FENCE); /* the clearing before the next atomics */
     }
   }
 
@@ -433,13 +502,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     uint pos = TOPK_SCAN(popcount(win), 0u, &total);
     /* The last histogram reads ended before the select's final barrier, and
      * the scan above has a barrier too: buf (aliasing hist) is free. */
-    TOPK_UNROLL
-    for (uint j = 0u; j < TOPK_VPT; j++) {
-      if ((win >> j) & 1u) {
-        buf[pos] = ((ulong)kv[j] << 32) | (ulong)(~(cs + j * wg + tid));
-        pos++;
-      }
-    }
+    TOPK_EACH(win, {
+      buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + j * wg + tid));
+      pos++;
+    })
     for (uint i = m + tid; i < p2; i += wg) buf[i] = 0ul;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -461,16 +527,32 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   }
 }
 
+#undef TOPK_KV
+#undef TOPK_EACH
+
 #define TOPK_ROWS_KERNEL(W)                                                           \
   __kernel __attribute__((reqd_work_group_size(W, 1, 1))) DSA_SG32_KERNEL void topk_rows_##W( \
       TOPK_ROWS_PARAMS) {                                                                     \
-    topk_rows_body(TOPK_ROWS_ARGS, W##u);                                                     \
+    topk_rows_body(TOPK_ROWS_ARGS, W##u, false);                                              \
+  }
+/* topk_lrows_<WG>: the same with the keys in local memory (keys[], WG *
+ * TOPK_VPT words) instead of registers: about 32 registers fewer per item,
+ * so more groups share a compute unit (their latencies overlap) where the
+ * local memory holds them; one histogram. */
+#define TOPK_LROWS_KERNEL(W)                                                                  \
+  __kernel __attribute__((reqd_work_group_size(W, 1, 1))) DSA_SG32_KERNEL void topk_lrows_##W( \
+      TOPK_ROWS_PARAMS) {                                                                     \
+    topk_rows_body(TOPK_ROWS_ARGS, W##u, true);                                               \
   }
 TOPK_ROWS_KERNEL(64)
 TOPK_ROWS_KERNEL(128)
 TOPK_ROWS_KERNEL(256)
 TOPK_ROWS_KERNEL(512)
 TOPK_ROWS_KERNEL(1024)
+TOPK_LROWS_KERNEL(64)
+TOPK_LROWS_KERNEL(128)
+TOPK_LROWS_KERNEL(256)
+TOPK_LROWS_KERNEL(512)
 #if TOPK_MAX_WG != 1024
 #error "topk_rows_<WG> kernels exist for 64 .. 1024"
 #endif
@@ -608,7 +690,7 @@ TOPK_SORT_PASS(4)
  * takes the lowest columns; bitonic sort of the k words, up to four network
  * steps per pass in registers. Each pass re-reads the row (four loads in
  * flight per item). */
-__kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTENSOR2(a),
+__kernel void topk_per_row(DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a),
                            DSA_CTENSOR1(b), int next_n, DSA_TENSOR2(out), int k, DSA_FAULTS) {
   __local uint hist[TOPK_BINS];
   __local ulong buf[TOPK_SK(TOPK_MAX_K)];
@@ -631,7 +713,11 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
     return;
   }
 
-  __global const float *row = (__global const float *)(logits_mem + logits_off + r * logits_s0) + rs;
+  /* Column i's value: f32, or bf16 widened (exact), chosen per group. */
+  __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
+  __global const float *rowf = (__global const float *)rowb + rs;
+  __global const ushort *rowh = (__global const ushort *)rowb + rs;
+#define row_at(i) (lbf16 ? dsa_bf16_to_f32(rowh[i]) : rowf[i])
 
   /* ---- radix select: find the prefix (fval under fmask) of the k-th key ---- */
   uint fmask = 0u, fval = 0u, rem = (uint)k;
@@ -644,13 +730,14 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
     barrier(CLK_LOCAL_MEM_FENCE);
     uint i = tid;
     for (; i + 3u * wg < n; i += 4u * wg) {
-      const float v0 = row[i], v1 = row[i + wg], v2 = row[i + 2u * wg], v3 = row[i + 3u * wg];
+      const float v0 = row_at(i), v1 = row_at(i + wg), v2 = row_at(i + 2u * wg),
+                  v3 = row_at(i + 3u * wg);
       TOPK_HIST(v0);
       TOPK_HIST(v1);
       TOPK_HIST(v2);
       TOPK_HIST(v3);
     }
-    for (; i < n; i += wg) TOPK_HIST(row[i]);
+    for (; i < n; i += wg) TOPK_HIST(row_at(i));
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* Item t owns the bins [hi - per, hi), counted from the top. */
@@ -685,13 +772,14 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
   {
     uint i = tid;
     for (; i + 3u * wg < n; i += 4u * wg) {
-      const float v0 = row[i], v1 = row[i + wg], v2 = row[i + 2u * wg], v3 = row[i + 3u * wg];
+      const float v0 = row_at(i), v1 = row_at(i + wg), v2 = row_at(i + 2u * wg),
+                  v3 = row_at(i + 3u * wg);
       TOPK_COLLECT(v0, i);
       TOPK_COLLECT(v1, i + wg);
       TOPK_COLLECT(v2, i + 2u * wg);
       TOPK_COLLECT(v3, i + 3u * wg);
     }
-    for (; i < n; i += wg) TOPK_COLLECT(row[i], i);
+    for (; i < n; i += wg) TOPK_COLLECT(row_at(i), i);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -706,7 +794,7 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
 #pragma unroll
       for (uint qq = 0u; qq < 4u; qq++) {
         const uint i = i0 + qq;
-        if (i < n && topk_key(row[i]) == fval) flags |= 1u << qq, c++;
+        if (i < n && topk_key(row_at(i)) == fval) flags |= 1u << qq, c++;
       }
       uint tot;
       uint pos = taken + topk_scan_excl(c, tmp, tid, wg, &tot);
@@ -743,3 +831,4 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), long n_cols, int mode, DSA_CTEN
   for (uint j = tid; j < (uint)k; j += wg)
     *(__global int *)(orow + j * out_s1) = (int)(~(uint)buf[TOPK_SK(j)]);
 }
+#undef row_at

@@ -182,7 +182,13 @@ struct dsa_context {
 
 /* Top-k algorithms by preference (DSACL_TOPK): AUTO picks per call; a named
  * one is taken wherever it can run, the ones before it are refused. */
-enum { DSA_TOPK_ALGO_AUTO = 0, DSA_TOPK_ALGO_SPLIT, DSA_TOPK_ALGO_ROW, DSA_TOPK_ALGO_STREAM };
+enum {
+  DSA_TOPK_ALGO_AUTO = 0,
+  DSA_TOPK_ALGO_SPLIT,
+  DSA_TOPK_ALGO_LROW,
+  DSA_TOPK_ALGO_ROW,
+  DSA_TOPK_ALGO_STREAM
+};
 /* Parses DSACL_TOPK into c->topk_algo / topk_chunk (op_topk.c). */
 dsa_status dsa__topk_env(dsa_context *c);
 

@@ -3,7 +3,8 @@
  * ranges (faults), guard bands, events and host-side argument validation;
  * first with the library's own pick (which splits few rows here), then
  * with each algorithm forced through DSACL_TOPK (split in chunks of 300
- * columns, row, stream), so every variant runs here whatever the device.
+ * columns, lrow, row, stream), so every variant runs here whatever the
+ * device.
  *
  * The output rule is deterministic, so every comparison is exact: the whole
  * output payload (with random bytes between strided entries, which must stay
@@ -74,6 +75,18 @@ static void fill_row(float *v, int64_t n, int kind) {
   }
 }
 
+/* bf16 bits standing for f: the truncated bits (so f32 families become
+ * tie-heavy bf16 rows), except that a NaN stays a NaN (a payload bit is
+ * kept) and an f32 subnormal becomes a bf16 subnormal (truncation would
+ * make it a zero). */
+static uint16_t bf16_of(float f) {
+  const uint32_t u = bits_of_f(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 1u);
+  if ((u & 0x7F800000u) == 0u && (u & 0x007FFFFFu))
+    return (uint16_t)(((u >> 16) & 0x8000u) | 1u | (u & 0x7Eu));
+  return (uint16_t)(u >> 16);
+}
+
 static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 static void compare_out(const int32_t *got, const int32_t *want, size_t count, const char *fmt,
@@ -90,15 +103,28 @@ static void compare_out(const int32_t *got, const int32_t *want, size_t count, c
         bad, count, first, bad ? got[first] : 0, bad ? want[first] : 0);
 }
 
-/* Logits [rows, n_cols] with row stride ls and offset loff (floats), rows of
- * the given family (kind < 0: a random family per row); the padding columns
- * hold NaN-free junk the kernel must not read into the result. */
+/* Logits [rows, n_cols] with row stride ls and offset loff (elements), rows
+ * of the given family (kind < 0: a random family per row); the padding
+ * columns hold NaN-free junk the kernel must not read into the result.
+ * Returns the values the reference ranks (f32); *dev is the device image
+ * of *nbytes bytes: the same array for f32, bf16 bits for bf16 (then the
+ * returned values are those bits widened, exactly what the spec ranks). */
 static float *make_logits(int64_t rows, int64_t n_cols, int64_t ls, size_t loff, int kind,
-                          size_t *nbytes) {
-  *nbytes = (loff + (size_t)(rows > 0 ? (rows - 1) * ls + n_cols : 0)) * 4;
-  float *l = dsa_test_xmalloc(*nbytes);
-  for (size_t i = 0; i < *nbytes / 4; i++) l[i] = 1e30f; /* would win if read */
+                          int bf16, size_t *nbytes, void **dev) {
+  const size_t count = loff + (size_t)(rows > 0 ? (rows - 1) * ls + n_cols : 0);
+  float *l = dsa_test_xmalloc(count * 4 + 4);
+  for (size_t i = 0; i < count; i++) l[i] = 1e30f; /* would win if read */
   for (int64_t r = 0; r < rows; r++) fill_row(l + loff + r * ls, n_cols, kind < 0 ? (int)rnd(NKINDS) : kind);
+  *nbytes = count * (bf16 ? 2 : 4);
+  *dev = l;
+  if (bf16) {
+    uint16_t *h = dsa_test_xmalloc(count * 2 + 2);
+    for (size_t i = 0; i < count; i++) {
+      h[i] = bf16_of(l[i]);
+      l[i] = f_of_bits((uint32_t)h[i] << 16);
+    }
+    *dev = h;
+  }
   return l;
 }
 
@@ -124,6 +150,7 @@ typedef struct pf_case {
   int32_t k;
   int kind;   /* data family, -1: random per row */
   int ranges; /* 0 random in [0, N], 1 full rows, 2 n around k, 3 some bad */
+  int bf16;   /* logits bf16 (else f32) */
 } pf_case;
 
 static void run_prefill(const pf_case *tc) {
@@ -132,7 +159,9 @@ static void run_prefill(const pf_case *tc) {
   const int64_t ls = nc + (rnd(2) ? rnd(9) : 0);
   const size_t loff = (size_t)rnd(4);
   size_t lbytes;
-  float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
+  void *ldev;
+  float *l = make_logits(rows, nc, ls, loff, tc->kind, tc->bf16, &lbytes, &ldev);
+  const size_t es = tc->bf16 ? 2 : 4;
   const int64_t ss = 1 + (rnd(3) == 0); /* starts/ends strides */
   int32_t *st = dsa_test_xmalloc((size_t)(rows * ss) * 4 + 4), *en = dsa_test_xmalloc((size_t)(rows * ss) * 4 + 4);
   int32_t *st_c = dsa_test_xmalloc((size_t)rows * 4 + 4), *en_c = dsa_test_xmalloc((size_t)rows * 4 + 4);
@@ -161,10 +190,11 @@ static void run_prefill(const pf_case *tc) {
   memcpy(want, out, o.words * 4);
   unsigned want_f = ref_topk_prefill(l + loff, rows, nc, ls, st_c, en_c, k, want + o.ooff, o.os0, o.os1);
 
-  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, st),
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, ldev), sb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, st),
               eb = gbuf_create(ctx, q, (size_t)(rows * ss) * 4, en), ob = gbuf_create(ctx, q, o.words * 4, out);
-  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * 4, .dtype = DSA_F32, .ndim = 2,
-                   .shape = {rows, nc}, .stride = {ls, 1}};
+  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * es,
+                   .dtype = tc->bf16 ? DSA_BF16 : DSA_F32, .ndim = 2, .shape = {rows, nc},
+                   .stride = {ls, 1}};
   dsa_tensor stt = {.mem = sb.mem, .offset = sb.off, .dtype = DSA_I32, .ndim = 1, .shape = {rows},
                     .stride = {ss}};
   dsa_tensor ent = {.mem = eb.mem, .offset = eb.off, .dtype = DSA_I32, .ndim = 1, .shape = {rows},
@@ -177,8 +207,8 @@ static void run_prefill(const pf_case *tc) {
   CHECK_OK(dsa_topk_prefill(q, &lt, &stt, &ent, &ot, rnd(4) ? &p : NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
-  compare_out(got, want, o.words, "prefill rows=%lld N=%lld k=%d kind=%d ranges=%d",
-              (long long)rows, (long long)nc, k, tc->kind, tc->ranges);
+  compare_out(got, want, o.words, "prefill rows=%lld N=%lld k=%d kind=%d ranges=%d %s",
+              (long long)rows, (long long)nc, k, tc->kind, tc->ranges, tc->bf16 ? "bf16" : "f32");
   CHECK(f == want_f, "prefill faults 0x%x, want 0x%x (ranges=%d)", f, want_f, tc->ranges);
   CHECK(gbuf_guards_ok(q, &lb) && gbuf_guards_ok(q, &sb) && gbuf_guards_ok(q, &eb) &&
             gbuf_guards_ok(q, &ob),
@@ -186,7 +216,8 @@ static void run_prefill(const pf_case *tc) {
         (long long)nc, k);
   float *lback = dsa_test_xmalloc(lbytes);
   gbuf_read(q, &lb, lback);
-  CHECK(!memcmp(lback, l, lbytes), "prefill modified logits");
+  CHECK(!memcmp(lback, ldev, lbytes), "prefill modified logits");
+  if (ldev != l) free(ldev);
   free(lback), free(l), free(st), free(en), free(st_c), free(en_c), free(out), free(want), free(got);
   gbuf_release(&lb), gbuf_release(&sb), gbuf_release(&eb), gbuf_release(&ob);
 }
@@ -195,19 +226,25 @@ static const int32_t ks[] = {1, 7, 512, 2048, 64, 100};
 
 static void test_prefill(void) {
   const pf_case fixed[] = {
-      {0, 100, 7, 0, 0},       {1, 1, 1, 0, 1},        {1, 0, 4, 0, 1},
-      {3, 5000, 2048, 0, 1},   {5, 3000, 512, 1, 1},   {4, 3000, 512, 2, 1},
-      {9, 2000, 64, 3, 1},     {7, 4000, 100, 4, 1},   {6, 5000, 512, 5, 1},
-      {6, 6000, 512, 6, 1},    {6, 6000, 512, 7, 1},   {5, 3000, 100, 8, 1},
-      {3, 3000, 7, 9, 1},      {3, 3000, 7, 10, 1},    {11, 600, 512, -1, 2},
-      {9, 3000, 2048, -1, 2},  {13, 300, 7, -1, 3},    {7, 40000, 2048, 0, 1},
-      {3, 40000, 512, 1, 1},   {2, 33000, 1, 4, 1},    {5, 2100, 2048, 1, 1},
-      {17, 1000, 1, -1, 0},
+      {0, 100, 7, 0, 0, 0},       {1, 1, 1, 0, 1, 0},        {1, 0, 4, 0, 1, 0},
+      {3, 5000, 2048, 0, 1, 0},   {5, 3000, 512, 1, 1, 0},   {4, 3000, 512, 2, 1, 0},
+      {9, 2000, 64, 3, 1, 0},     {7, 4000, 100, 4, 1, 0},   {6, 5000, 512, 5, 1, 0},
+      {6, 6000, 512, 6, 1, 0},    {6, 6000, 512, 7, 1, 0},   {5, 3000, 100, 8, 1, 0},
+      {3, 3000, 7, 9, 1, 0},      {3, 3000, 7, 10, 1, 0},    {11, 600, 512, -1, 2, 0},
+      {9, 3000, 2048, -1, 2, 0},  {13, 300, 7, -1, 3, 0},    {7, 40000, 2048, 0, 1, 0},
+      {3, 40000, 512, 1, 1, 0},   {2, 33000, 1, 4, 1, 0},    {5, 2100, 2048, 1, 1, 0},
+      {17, 1000, 1, -1, 0, 0},
+      /* bf16 logits: the f32 families truncated (many ties), NaN, -inf,
+       * signed zeros, subnormals, n around k, bad ranges, long rows */
+      {5, 3000, 512, 0, 1, 1},  {4, 5000, 2048, 5, 1, 1}, {9, 2000, 64, 3, 1, 1},
+      {7, 4000, 100, 4, 1, 1},  {5, 3000, 100, 8, 1, 1},  {3, 3000, 7, 9, 1, 1},
+      {3, 3000, 7, 10, 1, 1},   {6, 6000, 512, 6, 1, 1},  {11, 600, 512, -1, 2, 1},
+      {13, 300, 7, -1, 3, 1},   {3, 40000, 2048, 0, 1, 1}, {4, 3000, 512, 2, 1, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_prefill(&fixed[i]);
   for (int it = 0; it < 14; it++) {
     pf_case tc = {rnd(3) ? 1 + rnd(12) : 2 * rnd(4) + 1, rnd(3) ? rnd(6000) : rnd(40000),
-                  ks[rnd(6)], (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+                  ks[rnd(6)], (int)rnd(NKINDS + 1) - 1, (int)rnd(4), (int)rnd(2)};
     if (rnd(5) == 0) tc.k = (int32_t)(1 + rnd(2048));
     run_prefill(&tc);
   }
@@ -220,6 +257,7 @@ typedef struct dc_case {
   int32_t k;
   int rank, kind;
   int lens; /* 0 random in [0, N], 1 full, 2 around k, 3 some bad, 4 all in [0, next_n) */
+  int bf16; /* logits bf16 (else f32) */
 } dc_case;
 
 static void run_decode(const dc_case *tc) {
@@ -228,7 +266,9 @@ static void run_decode(const dc_case *tc) {
   const int64_t ls = nc + (rnd(2) ? rnd(9) : 0);
   const size_t loff = (size_t)rnd(4);
   size_t lbytes;
-  float *l = make_logits(rows, nc, ls, loff, tc->kind, &lbytes);
+  void *ldev;
+  float *l = make_logits(rows, nc, ls, loff, tc->kind, tc->bf16, &lbytes, &ldev);
+  const size_t es = tc->bf16 ? 2 : 4;
   const int64_t nlen = tc->rank == 1 ? b : rows;
   int32_t *lc = dsa_test_xmalloc((size_t)nlen * 4 + 4); /* compact, for the reference */
   for (int64_t i = 0; i < nlen; i++) {
@@ -269,10 +309,11 @@ static void run_decode(const dc_case *tc) {
   unsigned want_f = ref_topk_decode(l + loff, rows, nc, ls, lc, tc->rank, nn, k, want + o.ooff,
                                     o.os0, o.os1);
 
-  guarded_buf lb = gbuf_create(ctx, q, lbytes, l), nb = gbuf_create(ctx, q, lwords * 4, ld),
+  guarded_buf lb = gbuf_create(ctx, q, lbytes, ldev), nb = gbuf_create(ctx, q, lwords * 4, ld),
               ob = gbuf_create(ctx, q, o.words * 4, out);
-  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * 4, .dtype = DSA_F32, .ndim = 2,
-                   .shape = {rows, nc}, .stride = {ls, 1}};
+  dsa_tensor lt = {.mem = lb.mem, .offset = lb.off + loff * es,
+                   .dtype = tc->bf16 ? DSA_BF16 : DSA_F32, .ndim = 2, .shape = {rows, nc},
+                   .stride = {ls, 1}};
   dsa_tensor nt = tc->rank == 1 ? (dsa_tensor){.mem = nb.mem, .offset = nb.off, .dtype = DSA_I32,
                                                .ndim = 1, .shape = {b}, .stride = {s0}}
                                 : (dsa_tensor){.mem = nb.mem, .offset = nb.off, .dtype = DSA_I32,
@@ -287,36 +328,43 @@ static void run_decode(const dc_case *tc) {
   CHECK_OK(dsa_topk_decode(q, &lt, &nt, &ot, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
-  compare_out(got, want, o.words, "decode B=%lld next_n=%lld rank=%d N=%lld k=%d kind=%d lens=%d",
-              (long long)b, (long long)nn, tc->rank, (long long)nc, k, tc->kind, tc->lens);
+  compare_out(got, want, o.words,
+              "decode B=%lld next_n=%lld rank=%d N=%lld k=%d kind=%d lens=%d %s", (long long)b,
+              (long long)nn, tc->rank, (long long)nc, k, tc->kind, tc->lens,
+              tc->bf16 ? "bf16" : "f32");
   CHECK(f == want_f, "decode faults 0x%x, want 0x%x (lens=%d)", f, want_f, tc->lens);
   CHECK(gbuf_guards_ok(q, &lb) && gbuf_guards_ok(q, &nb) && gbuf_guards_ok(q, &ob),
         "decode: guard band overwritten");
+  if (ldev != l) free(ldev);
   free(l), free(lc), free(ld), free(out), free(want), free(got);
   gbuf_release(&lb), gbuf_release(&nb), gbuf_release(&ob);
 }
 
 static void test_decode(void) {
   const dc_case fixed[] = {
-      {0, 2, 100, 7, 1, 0, 0},       {0, 3, 100, 7, 2, 0, 0},     {1, 1, 1, 1, 1, 0, 1},
-      {2, 2, 3000, 512, 1, 0, 1},    {2, 2, 3000, 512, 2, 1, 1},  {3, 4, 2500, 2048, 2, -1, 2},
-      {3, 4, 2500, 2048, 1, -1, 2},  {4, 3, 1500, 64, 1, -1, 3},  {4, 3, 1500, 64, 2, -1, 3},
-      {2, 1, 32768, 2048, 1, 0, 1},  {1, 2, 32768, 512, 2, 5, 1}, {5, 2, 1000, 128, 1, 3, 0},
-      {5, 2, 1000, 128, 2, 4, 0},    {3, 1, 700, 1, 2, 8, 1},     {6, 4, 50, 1, 1, 0, 4},
-      {6, 3, 50, 2, 2, 0, 4},
+      {0, 2, 100, 7, 1, 0, 0, 0},       {0, 3, 100, 7, 2, 0, 0, 0},     {1, 1, 1, 1, 1, 0, 1, 0},
+      {2, 2, 3000, 512, 1, 0, 1, 0},    {2, 2, 3000, 512, 2, 1, 1, 0},  {3, 4, 2500, 2048, 2, -1, 2, 0},
+      {3, 4, 2500, 2048, 1, -1, 2, 0},  {4, 3, 1500, 64, 1, -1, 3, 0},  {4, 3, 1500, 64, 2, -1, 3, 0},
+      {2, 1, 32768, 2048, 1, 0, 1, 0},  {1, 2, 32768, 512, 2, 5, 1, 0}, {5, 2, 1000, 128, 1, 3, 0, 0},
+      {5, 2, 1000, 128, 2, 4, 0, 0},    {3, 1, 700, 1, 2, 8, 1, 0},     {6, 4, 50, 1, 1, 0, 4, 0},
+      {6, 3, 50, 2, 2, 0, 4, 0},
+      /* bf16 logits */
+      {2, 1, 32768, 2048, 1, 0, 1, 1}, {1, 2, 32768, 512, 2, 5, 1, 1}, {4, 3, 1500, 64, 2, -1, 3, 1},
+      {5, 2, 1000, 128, 1, 3, 0, 1},   {3, 4, 2500, 2048, 2, -1, 2, 1}, {6, 4, 50, 1, 1, 0, 4, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_decode(&fixed[i]);
   for (int it = 0; it < 14; it++) {
     dc_case tc = {rnd(4) ? 1 + rnd(6) : 0, 1 + rnd(4), rnd(3) ? rnd(5000) : rnd(40000), ks[rnd(6)],
-                  1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+                  1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4), (int)rnd(2)};
     run_decode(&tc);
   }
 }
 
 /* Many rows, the two realistic row shapes, scaled down for a CPU. */
 static void test_many_rows(void) {
-  run_prefill(&(pf_case){96, 1500, 512, 0, 0});
-  run_decode(&(dc_case){48, 2, 1200, 512, 2, -1, 0});
+  run_prefill(&(pf_case){96, 1500, 512, 0, 0, 0});
+  run_decode(&(dc_case){48, 2, 1200, 512, 2, -1, 0, 0});
+  run_decode(&(dc_case){48, 2, 1200, 512, 2, -1, 0, 1});
 }
 
 /* ---- events ------------------------------------------------------------------------ */
@@ -328,7 +376,8 @@ static void test_events(void) {
   const int64_t rows = 3, nc = 600;
   const int32_t k = 8;
   size_t lbytes;
-  float *l = make_logits(rows, nc, nc, 0, 0, &lbytes);
+  void *ldev;
+  float *l = make_logits(rows, nc, nc, 0, 0, 0, &lbytes, &ldev);
   int32_t st[3] = {0, 10, 0}, en[3] = {600, 20, 300};
   int32_t *want = dsa_test_xmalloc((size_t)rows * k * 4), *got = dsa_test_xmalloc((size_t)rows * k * 4);
   ref_topk_prefill(l, rows, nc, nc, st, en, k, want, k, 1);
@@ -399,7 +448,7 @@ static int break_common(void *vx, int c, const char **w1, const char **w2) {
     case 1: x->ev.num_wait = 2, x->ev.wait = NULL, *w1 = "ev"; return 1;
     case 2: x->pl = NULL, *w1 = "logits"; return 1;
     case 3: x->l.mem = NULL, *w1 = "logits"; return 1;
-    case 4: x->l.dtype = DSA_BF16, *w1 = "logits"; return 1;
+    case 4: x->l.dtype = DSA_E4M3, *w1 = "logits"; return 1; /* neither f32 nor bf16 */
     case 5: x->l.ndim = 3, x->l.shape[2] = 1, x->l.stride[2] = 1, *w1 = "logits"; return 1;
     case 6: x->l.stride[1] = 2, *w1 = "logits"; return 1;
     case 7: x->l.stride[0] = -x->l.stride[0], *w1 = "logits"; return 1;
@@ -420,6 +469,8 @@ static int break_common(void *vx, int c, const char **w1, const char **w2) {
              return 1;
     case 21: x->l.shape[1] = (int64_t)INT32_MAX + 1, x->l.shape[0] = 1, x->l.stride[0] = 0,
              *w1 = "logits"; return 1;
+    case 22: x->l.dtype = DSA_BF16, x->l.offset += 1, *w1 = "logits"; return 1; /* half a bf16 */
+    case 23: x->l.dtype = DSA_BF16, x->l.stride[1] = 2, *w1 = "logits"; return 1;
     default: (void)w2; return 0;
   }
 }
@@ -495,7 +546,8 @@ static void test_bad_args(void) {
   const int64_t rows = 4, nc = 300;
   const int32_t k = 16;
   size_t lbytes;
-  float *l = make_logits(rows, nc, nc, 0, 0, &lbytes);
+  void *ldev;
+  float *l = make_logits(rows, nc, nc, 0, 0, 0, &lbytes, &ldev);
   int32_t st[4] = {0, 1, 2, 3}, en[4] = {300, 200, 100, 50};
   guarded_buf lb = gbuf_create(ctx, q, lbytes, l), sb = gbuf_create(ctx, q, 16, st),
               eb = gbuf_create(ctx, q, 16, en), ob = gbuf_create(ctx, q, (size_t)rows * k * 4, NULL);
@@ -540,27 +592,29 @@ static void reopen(const char *topk) {
  * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
  * length ranks, events (two kernels for split). */
 static void test_forced(void) {
-  static const char *const algos[] = {"split:300", "row", "stream"};
+  static const char *const algos[] = {"split:300", "lrow", "row", "stream"};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     reopen(algos[a]);
     const pf_case pf[] = {
-        {4, 3000, 512, -1, 0}, {3, 2500, 2048, -1, 2}, {5, 700, 64, 3, 3},
-        {2, 1500, 1, 8, 1},    {3, 9000, 2048, 1, 1},  {2, 5000, 7, 2, 1},
-        {6, 600, 100, 9, 2},   {2, 4000, 512, 6, 1},   {3, 2000, 64, 10, 0},
+        {4, 3000, 512, -1, 0, 0}, {3, 2500, 2048, -1, 2, 0}, {5, 700, 64, 3, 3, 0},
+        {2, 1500, 1, 8, 1, 0},    {3, 9000, 2048, 1, 1, 0},  {2, 5000, 7, 2, 1, 0},
+        {6, 600, 100, 9, 2, 0},   {2, 4000, 512, 6, 1, 0},   {3, 2000, 64, 10, 0, 0},
+        {4, 3000, 512, -1, 0, 1}, {3, 9000, 2048, 0, 1, 1}, {5, 700, 64, 3, 3, 1},
     };
     for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
     const dc_case dc[] = {
-        {2, 2, 3000, 512, 2, -1, 0}, {1, 1, 32768, 2048, 1, 0, 1}, {3, 1, 4000, 128, 1, 9, 1},
-        {2, 2, 1500, 64, 2, 3, 3},   {4, 3, 2500, 2048, 1, -1, 2}, {2, 2, 6000, 7, 2, 7, 1},
-        {6, 3, 50, 2, 2, 0, 4},
+        {2, 2, 3000, 512, 2, -1, 0, 0}, {1, 1, 32768, 2048, 1, 0, 1, 0}, {3, 1, 4000, 128, 1, 9, 1, 0},
+        {2, 2, 1500, 64, 2, 3, 3, 0},   {4, 3, 2500, 2048, 1, -1, 2, 0}, {2, 2, 6000, 7, 2, 7, 1, 0},
+        {6, 3, 50, 2, 2, 0, 4, 0},
+        {1, 1, 32768, 2048, 1, 0, 1, 1}, {2, 2, 1500, 64, 2, 3, 3, 1},
     };
     for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
     for (int it = 0; it < 4; it++) {
       pf_case p = {1 + rnd(6), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)], (int)rnd(NKINDS + 1) - 1,
-                   (int)rnd(4)};
+                   (int)rnd(4), (int)rnd(2)};
       run_prefill(&p);
       dc_case d = {1 + rnd(4), 1 + rnd(3), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)],
-                   1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
+                   1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4), (int)rnd(2)};
       run_decode(&d);
     }
     test_events();

@@ -10,7 +10,8 @@
  *   - n >  k: the k candidates ranked first by (value descending, column
  *     ascending), in that order. NaN ranks as -inf (it ties with -inf and
  *     the tie is broken by column); -0.0 and +0.0 compare equal, so they
- *     tie too and are ordered by column.
+ *     tie too and are ordered by column. bf16 logits are ranked by their
+ *     exact f32 widening under the same rule.
  * Output entries are columns relative to start (prefill) or absolute
  * columns (decode, where start is 0).
  *
@@ -46,9 +47,10 @@ typedef struct dsa_topk_params {
 /* k = 0, next_n = 0, reserved zeroed. */
 DSA_API void dsa_topk_params_default(dsa_topk_params *p);
 
-/* Prefill (ragged) form: logits f32 [rows, N] (row stride free, unit inner
- * stride), row_starts and row_ends i32 [rows] (any stride), indices i32
- * [rows, k] (any strides). Row r covers [row_starts[r], row_ends[r]);
+/* Prefill (ragged) form: logits f32 or bf16 [rows, N] (what the indexer
+ * logits operators write; row stride free, unit inner stride), row_starts
+ * and row_ends i32 [rows] (any stride), indices i32 [rows, k] (any
+ * strides). Row r covers [row_starts[r], row_ends[r]);
  * outputs are relative to row_starts[r]. Faults (DSA_FAULT_LENGTH_RANGE):
  * start < 0, end > N; start >= end is an empty row, not a fault (the rule of
  * dsa_indexer_logits). p may be NULL (defaults). */
@@ -57,7 +59,7 @@ DSA_API dsa_status dsa_topk_prefill(dsa_queue *queue, const dsa_tensor *logits,
                                     const dsa_tensor *indices, const dsa_topk_params *p,
                                     const dsa_events *ev);
 
-/* Decode form: logits f32 [rows, N], lengths i32 either
+/* Decode form: logits f32 or bf16 [rows, N], lengths i32 either
  *   [B] (1-D, causal among the next_n queries of a sequence): rows = B * next_n,
  *       row r = b * next_n + i covers [0, lengths[b] - next_n + i + 1)
  *       (an end below 0 from a length >= 0 is an empty row, no fault);
