@@ -783,11 +783,28 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4)
 #error "indexer_logits.cl: nv-keys geometry does not divide"
 #endif
+/* KM_QL 1: the B fragments (f16, fragment order) and the weights live in
+ * local memory instead of registers (128 + 16 registers a lane less: more
+ * warps an SM), one token's slice per warp (KM_NTW 8), each lane's logits
+ * stored straight from the loop. KM_PF: chunks whose loads are in flight
+ * ahead of the MMAs (1: the next one). */
+#if KM_QL && KM_NTW != 8
+#error "indexer_logits.cl: KM_QL needs KM_NTW 8"
+#endif
+#if KM_PF < 1
+#error "indexer_logits.cl: KM_PF >= 1"
+#endif
+#define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
+#if KM_QL
+#define KM_ST uchar
+#else
+#define KM_ST int
+#endif
 
 /* Lane (g, t)'s bytes of chunk c: 16 of key rows g and g + 8 of each
  * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
 DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
-                               __local const ulong *koff, __local const int *kstate,
+                               __local const ulong *koff, __local const KM_ST *kstate,
                                const int c, const uint gq, const uint t4, const int k_al) {
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
@@ -803,8 +820,9 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
 }
 
 DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
-                               __local float *kscale, __local int *kstate, __local float *red,
-                               __local int *tlo, __local int *thi) {
+                               __local float *kscale, __local KM_ST *kstate, __local float *red,
+                               __local uint2 *qf, __local float2 *wf, __local int *tlo,
+                               __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
   const uint gq = lane >> 2, t4 = lane & 3u;
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
@@ -846,15 +864,49 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, 1, 0, b, j, &ko, &so, &sc);
     koff[t] = ko;
     kscale[t] = sc;
-    kstate[t] = st;
+    kstate[t] = (KM_ST)st;
   }
 
-  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
-  uint qb[KM_NTW][8][2];
-  float wv[KM_NTW][2];
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
   const uint ii = (uint)i0 + (uint)(tok_ok ? tok : 0);
+#if KM_QL
+  /* The token's B fragments into local memory in fragment order, [token]
+   * [n-tile][k-step][lane] (b0, b1): one 8-byte read per lane and MMA, a
+   * warp's 256 contiguous bytes (no bank conflicts). The warps of a slice
+   * split its n-tiles. */
+  (void)red;
+  for (int nt = kslc; nt < KM_NTW; nt += NKS) {
+    const int h = h0 + nt * 8 + (int)gq;
+    const int ok = tok_ok && h < H;
+    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    for (int c2 = 0; c2 < 2; c2++) {
+      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+      const uint xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int s = 0; s < 4; s++)
+        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
+            (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
+    }
+    if (gq == 0u) {
+      float we[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+        we[e] = tok_ok && hc < H
+                    ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
+                    : 0.0f;
+      }
+      wf[(tok * KM_NTW + nt) * 4 + (int)t4] = (float2)(we[0], we[1]);
+    }
+  }
+  const int my_lo = tok_ok ? tlo[tok] : 0, my_hi = tok_ok ? thi[tok] : 0;
+#else
+  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
+  (void)qf, (void)wf;
+  uint qb[KM_NTW][8][2];
+  float wv[KM_NTW][2];
 #pragma unroll
   for (int nt = 0; nt < KM_NTW; nt++) {
     const int h = h0 + nt * 8 + (int)gq;
@@ -879,14 +931,18 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
                       : 0.0f;
     }
   }
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* The chunks holding valid keys (empty range: no trip). */
   const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
   const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
-  uint4 x[KM_MT][2][2]; /* [m-tile][row g, g + 8][64-dim chunk] */
+  /* A ring of KM_PF chunks in flight: [slot][m-tile][row g, g + 8][64-dim chunk]. */
+  uint4 x[KM_PF][KM_MT][2][2];
   int c = c_lo + kslc;
-  if (c < c_hi) km_load(x, cache, koff, kstate, c, gq, t4, k_al);
+#pragma unroll
+  for (int p = 0; p < KM_PF; p++)
+    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -894,8 +950,13 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #pragma unroll
       for (int hr = 0; hr < 2; hr++)
 #pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) cur[m][hr][c2] = x[m][hr][c2];
-    if (c + NKS < c_hi) km_load(x, cache, koff, kstate, c + NKS, gq, t4, k_al);
+        for (int c2 = 0; c2 < 2; c2++) {
+          cur[m][hr][c2] = x[0][m][hr][c2];
+#pragma unroll
+          for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
+        }
+    if (c + KM_PF * NKS < c_hi)
+      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
@@ -915,8 +976,14 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
+#if KM_QL
+            const uint2 q2 = qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
+            bf.v[0] = q2.x;
+            bf.v[1] = q2.y;
+#else
             bf.v[0] = qb[nt][c2 * 4 + s][0];
             bf.v[1] = qb[nt][c2 * 4 + s][1];
+#endif
             acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
           }
         }
@@ -927,22 +994,51 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
       const float s0 = kscale[kk], s1 = kscale[kk + 8];
       float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++)
+      for (int nt = 0; nt < KM_NTW; nt++) {
+#if KM_QL
+        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)t4];
+        const float wv_[2] = {w2.x, w2.y};
+#else
+        const float wv_[2] = {wv[nt][0], wv[nt][1]};
+#endif
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          p0 += fmax(acc[nt].v[e] * 0x1p16f * s0, 0.0f) * wv[nt][e];
-          p1 += fmax(acc[nt].v[2 + e] * 0x1p16f * s1, 0.0f) * wv[nt][e];
+          p0 += fmax(acc[nt].v[e] * 0x1p16f * s0, 0.0f) * wv_[e];
+          p1 += fmax(acc[nt].v[2 + e] * 0x1p16f * s1, 0.0f) * wv_[e];
         }
+      }
       p0 += dsa_tile_shfl_xor(p0, 1);
       p1 += dsa_tile_shfl_xor(p1, 1);
       p0 += dsa_tile_shfl_xor(p0, 2);
       p1 += dsa_tile_shfl_xor(p1, 2);
+#if KM_QL
+      /* The warp holds all heads of its token: these are the logits. */
+      if (t4 == 0u && tok_ok)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+          const int k2 = kk + 8 * hr, col = n0 + k2;
+          const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
+          if (col < ncols && (st != IL_KEY_OUT || clean))
+            il_store(out, o_off, o_rs, r, col,
+                     st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+        }
+#else
       if (t4 == 0u) {
         red[cs * KM_KPG + kk] = p0;
         red[cs * KM_KPG + kk + 8] = p1;
       }
+#endif
     }
   }
+#if KM_QL
+  /* Chunks without valid keys (not in the loop): -inf when clean. */
+  if (clean)
+    for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
+      const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk, ch = kk / KM_CH;
+      if ((ch < c_lo || ch >= c_hi) && col < ncols)
+        il_store(out, o_off, o_rs, r_base + (uint)t, col, -INFINITY, out_bf16);
+    }
+#else
   barrier(CLK_LOCAL_MEM_FENCE);
 
   const int per = HP / KM_COLS;
@@ -955,16 +1051,25 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
       il_store(out, o_off, o_rs, r_base + (uint)t, col, st == IL_KEY_OK ? sum : -INFINITY,
                out_bf16);
   }
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(KM_NT, 1, 1))) DSA_TILE_KERNEL void
 paged_mqa_logits_keys(IL_KARGS, int tq, int nrows) {
   __local ulong koff[KM_KPG];
   __local float kscale[KM_KPG];
-  __local int kstate[KM_KPG];
-  __local float red[(128 / KM_COLS) * KM_KPG];
+  __local KM_ST kstate[KM_KPG];
+#if KM_QL
+  __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];
+  __local float2 wf[KM_TQ * KM_NTW * 4];
+  __local float *red = 0;
+#else
+  __local float red[KM_TQ * KM_KPG];
+  __local uint2 *qf = 0;
+  __local float2 *wf = 0;
+#endif
   __local int tlo[4], thi[4];
   (void)nrows;
-  km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, tlo, thi);
+  km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, qf, wf, tlo, thi);
 }
 #endif

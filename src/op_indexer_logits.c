@@ -87,12 +87,22 @@ typedef cl_ulong u64;
 #ifndef KM_NTW
 #define KM_NTW 8
 #endif
+/* KM_QL 1: B fragments and weights in local memory (fewer registers, more
+ * warps an SM); KM_PF chunks of key loads in flight a warp. The previous
+ * geometry (round 1: fragments in registers, one chunk ahead) is
+ * -Dc_args='-DKM_QL=0 -DKM_PF=1'. */
+#ifndef KM_QL
+#define KM_QL 1
+#endif
+#ifndef KM_PF
+#define KM_PF 2
+#endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW);
+                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
@@ -189,7 +199,10 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
 
 /* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
 static size_t km_local_bytes(void) {
-  return (size_t)KM_KPG * (8 + 4 + 4) + (size_t)(128 / (8 * KM_NTW)) * KM_KPG * 4 + 32;
+  const size_t tq = 128 / (8 * KM_NTW); /* most tokens a group */
+  if (KM_QL) /* offsets, scales, byte states; per token 16 KiB of B fragments, 256 B of weights */
+    return (size_t)KM_KPG * (8 + 4 + 1) + tq * (KM_NTW * 8 * 32 * 8 + KM_NTW * 4 * 8) + 32;
+  return (size_t)KM_KPG * (8 + 4 + 4) + tq * KM_KPG * 4 + 32;
 }
 
 /* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
