@@ -97,12 +97,17 @@ typedef cl_ulong u64;
 #ifndef KM_PF
 #define KM_PF 2
 #endif
+/* KM_F8 1: e4m3 mma.m16n8k32 where the device has it (sm_89+, or the
+ * emulation), the f16 path for chunks holding the NaN codes. */
+#ifndef KM_F8
+#define KM_F8 0
+#endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
+                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF) DSA_KDEF(KM_F8);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
