@@ -780,7 +780,7 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
 #define KM_COLS (8 * KM_NTW)            /* columns (token x head) per warp */
 
-#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4)
+#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4) || KM_W > 8
 #error "indexer_logits.cl: nv-keys geometry does not divide"
 #endif
 /* KM_QL 1: the B fragments (f16, fragment order) and the weights live in
@@ -875,7 +875,7 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
     }
 }
 
-DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
+DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local ulong *koff,
                                __local float *kscale, __local KM_ST *kstate, __local float *red,
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
                                __local int *thi) {
@@ -891,7 +891,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
   const uint r_base = b * (uint)next_n + (uint)i0;
   const int nq = min(tq, next_n - i0);
   /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W. */
-  const int NS = tq * HP / KM_COLS, NKS = KM_W / NS;
+  const int NS = tq * HP / KM_COLS, NKS = knt / 32 / NS;
   const int cs = (int)warp % NS, kslc = (int)warp / NS;
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
@@ -912,7 +912,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
 
   /* Where each key of the group lives (block-table reads once per key). */
-  for (int t = (int)lid; t < KM_KPG; t += KM_NT) {
+  for (int t = (int)lid; t < KM_KPG; t += knt) {
     const int j = n0 + t;
     int st = j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
     ulong ko = 0, so = 0;
@@ -1164,7 +1164,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #if KM_QL
   /* Chunks without valid keys (not in the loop): -inf when clean. */
   if (clean)
-    for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
+    for (int idx = (int)lid; idx < nq * KM_KPG; idx += knt) {
       const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk, ch = kk / KM_CH;
       if ((ch < c_lo || ch >= c_hi) && col < ncols)
         il_store(out, o_off, o_rs, r_base + (uint)t, col, -INFINITY, out_bf16);
@@ -1173,7 +1173,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
   barrier(CLK_LOCAL_MEM_FENCE);
 
   const int per = HP / KM_COLS;
-  for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
+  for (int idx = (int)lid; idx < nq * KM_KPG; idx += knt) {
     const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk;
     float sum = 0.0f;
     for (int sl = t * per; sl < (t + 1) * per; sl++) sum += red[sl * KM_KPG + kk];
@@ -1185,22 +1185,34 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #endif
 }
 
-__kernel __attribute__((reqd_work_group_size(KM_NT, 1, 1))) DSA_TILE_KERNEL void
-paged_mqa_logits_keys(IL_KARGS, int tq, int nrows) {
-  __local ulong koff[KM_KPG];
-  __local float kscale[KM_KPG];
-  __local KM_ST kstate[KM_KPG];
+/* Two group sizes, one body: KM_NT work-items, and (paged_mqa_logits_keys2)
+ * 2 KM_NT for grids too small to fill the device otherwise (the host picks). */
 #if KM_QL
-  __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];
-  __local float2 wf[KM_TQ * KM_NTW * 4];
-  __local float *red = 0;
+#define KM_KERNEL(NAME, NT)                                                                   \
+  __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
+      IL_KARGS, int tq, int nrows) {                                                          \
+    __local ulong koff[KM_KPG];                                                               \
+    __local float kscale[KM_KPG];                                                             \
+    __local KM_ST kstate[KM_KPG];                                                             \
+    __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
+    __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
+    __local int tlo[4], thi[4];                                                               \
+    (void)nrows;                                                                              \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, 0, qf, wf, tlo, thi);          \
+  }
 #else
-  __local float red[KM_TQ * KM_KPG];
-  __local uint2 *qf = 0;
-  __local float2 *wf = 0;
+#define KM_KERNEL(NAME, NT)                                                                   \
+  __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
+      IL_KARGS, int tq, int nrows) {                                                          \
+    __local ulong koff[KM_KPG];                                                               \
+    __local float kscale[KM_KPG];                                                             \
+    __local KM_ST kstate[KM_KPG];                                                             \
+    __local float red[KM_TQ * KM_KPG];                                                        \
+    __local int tlo[4], thi[4];                                                               \
+    (void)nrows;                                                                              \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, red, 0, 0, tlo, thi);          \
+  }
 #endif
-  __local int tlo[4], thi[4];
-  (void)nrows;
-  km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, qf, wf, tlo, thi);
-}
+KM_KERNEL(paged_mqa_logits_keys, KM_NT)
+KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT)
 #endif

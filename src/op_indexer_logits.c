@@ -95,12 +95,17 @@ typedef cl_ulong u64;
 #define KM_QL 1
 #endif
 #ifndef KM_PF
-#define KM_PF 2
+#define KM_PF 1
 #endif
 /* KM_F8 1: e4m3 mma.m16n8k32 where the device has it (sm_89+, or the
  * emulation), the f16 path for chunks holding the NaN codes. */
 #ifndef KM_F8
 #define KM_F8 0
+#endif
+/* Warps an SM runs of this kernel (16 at <= 128 registers), for the choice
+ * of group size. */
+#ifndef KM_WARPS_CU
+#define KM_WARPS_CU 16
 #endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
@@ -304,11 +309,21 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
              g.emu ? ", emulated" : "");
   } else if (v == V_KEYS) {
     /* Groups of tq tokens of one sequence x KM_KPG keys. */
-    kname = "paged_mqa_logits_keys";
     tk = KM_KPG;
-    nt = KM_NT;
     tq = (cl_int)km_tq((int)j->H, (int)j->next_n);
     rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
+    /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
+     * short of warps (KM_WARPS_CU an SM at 125 registers): B = 8 at 32K
+     * context, 256 groups on the H200's 132 SMs, 35.2 -> 30.4 us (next_n
+     * 1) and 58.2 -> 49.3 (next_n 2); at B = 64 KM_NT ones are faster.
+     * DSACL_IL_KEYS=128 / 256 (KM_NT / 2 KM_NT) forces one (tests). */
+    const int64_t groups = rows * (((int64_t)j->ncols + tk - 1) / tk);
+    const char *force = getenv("DSACL_IL_KEYS");
+    int wide = groups * (KM_NT / 32) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
+    if (force && strcmp(force, DSA_KSTR_(KM_NT)) == 0) wide = 0;
+    if (force && atoi(force) == 2 * KM_NT) wide = 1;
+    kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
+    nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
