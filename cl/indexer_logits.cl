@@ -769,11 +769,10 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * its HP / KM_COLS slices.
  *
  * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
- * against the tile kernel, still 2x from the memory floor. Likely (not
- * ablated) the warps wait on their key loads: at 236 registers a lane, 8
- * warps an SM keep only ~16 KiB of loads in flight; L2 prefetches
- * (prefetch.global.L2) of a group's rows, or of rows a few chunks ahead,
- * did not help. */
+ * against the tile kernel with B in registers (236 registers, 8 warps an
+ * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps).
+ * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
+ * mma.m16n8k32 (KM_F8, 2x slower on sm_90) did not help. */
 #if DSA_TILE == DSA_TILE_NV
 #define KM_W (KM_NT / 32)
 #define KM_CH (16 * KM_MT)             /* keys per chunk */
@@ -784,10 +783,10 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #error "indexer_logits.cl: nv-keys geometry does not divide"
 #endif
 /* KM_QL 1: the B fragments (f16, fragment order) and the weights live in
- * local memory instead of registers (128 + 16 registers a lane less: more
- * warps an SM), one token's slice per warp (KM_NTW 8), each lane's logits
- * stored straight from the loop. KM_PF: chunks whose loads are in flight
- * ahead of the MMAs (1: the next one). */
+ * local memory instead of registers (236 -> 121 registers a lane: 16 warps
+ * an SM instead of 8), one token's slice per warp (KM_NTW 8), each lane's
+ * logits stored straight from the loop. KM_PF: chunks whose loads are in
+ * flight ahead of the MMAs (1: the next one; 2 and 3 measured slower). */
 #if KM_QL && KM_NTW != 8
 #error "indexer_logits.cl: KM_QL needs KM_NTW 8"
 #endif

@@ -87,10 +87,11 @@ typedef cl_ulong u64;
 #ifndef KM_NTW
 #define KM_NTW 8
 #endif
-/* KM_QL 1: B fragments and weights in local memory (fewer registers, more
- * warps an SM); KM_PF chunks of key loads in flight a warp. The previous
- * geometry (round 1: fragments in registers, one chunk ahead) is
- * -Dc_args='-DKM_QL=0 -DKM_PF=1'. */
+/* KM_QL 1: B fragments and weights in local memory (236 -> 121 registers,
+ * 16 warps an SM: H200 B = 64 next_n = 1 238 -> 175 us); KM_PF chunks of
+ * key loads in flight a warp (2 and 3 measured 1-3 % slower than 1). The
+ * round-1 kernel (fragments in registers) is -Dc_args=-DKM_QL=0 with
+ * DSACL_IL_KEYS=128. */
 #ifndef KM_QL
 #define KM_QL 1
 #endif
@@ -98,7 +99,8 @@ typedef cl_ulong u64;
 #define KM_PF 1
 #endif
 /* KM_F8 1: e4m3 mma.m16n8k32 where the device has it (sm_89+, or the
- * emulation), the f16 path for chunks holding the NaN codes. */
+ * emulation), the f16 path for chunks holding the NaN codes. Passes the
+ * tests on the H200 but runs 2.1x slower there: off. */
 #ifndef KM_F8
 #define KM_F8 0
 #endif
@@ -313,15 +315,17 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     tq = (cl_int)km_tq((int)j->H, (int)j->next_n);
     rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
     /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
-     * short of warps (KM_WARPS_CU an SM at 125 registers): B = 8 at 32K
-     * context, 256 groups on the H200's 132 SMs, 35.2 -> 30.4 us (next_n
-     * 1) and 58.2 -> 49.3 (next_n 2); at B = 64 KM_NT ones are faster.
+     * short of warps (KM_WARPS_CU an SM at 121 registers): B = 8 at 32K
+     * context, 256 groups on the H200's 132 SMs, 34.3 -> 29.4 us (next_n
+     * 1) and 56.9 -> 48.8 (next_n 2); at B = 64 KM_NT ones are faster
+     * (174.6 against 183.0 us).
      * DSACL_IL_KEYS=128 / 256 (KM_NT / 2 KM_NT) forces one (tests). */
     const int64_t groups = rows * (((int64_t)j->ncols + tk - 1) / tk);
     const char *force = getenv("DSACL_IL_KEYS");
     int wide = groups * (KM_NT / 32) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
     if (force && strcmp(force, DSA_KSTR_(KM_NT)) == 0) wide = 0;
     if (force && atoi(force) == 2 * KM_NT) wide = 1;
+    if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;
     kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
     nt = wide ? 2 * KM_NT : KM_NT;
   }
