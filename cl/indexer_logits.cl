@@ -769,25 +769,97 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * its HP / KM_COLS slices.
  *
  * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
- * against the tile kernel, still 2x from the memory floor. Likely (not
- * ablated) the warps wait on their key loads: at 236 registers a lane, 8
- * warps an SM keep only ~16 KiB of loads in flight; L2 prefetches
- * (prefetch.global.L2) of a group's rows, or of rows a few chunks ahead,
- * did not help. */
+ * against the tile kernel with B in registers (236 registers, 8 warps an
+ * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps).
+ * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
+ * mma.m16n8k32 (KM_F8, 2x slower on sm_90) did not help. */
 #if DSA_TILE == DSA_TILE_NV
 #define KM_W (KM_NT / 32)
 #define KM_CH (16 * KM_MT)             /* keys per chunk */
 #define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
 #define KM_COLS (8 * KM_NTW)            /* columns (token x head) per warp */
 
-#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4)
+#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4) || KM_W > 8
 #error "indexer_logits.cl: nv-keys geometry does not divide"
+#endif
+/* KM_QL 1: the B fragments (f16, fragment order) and the weights live in
+ * local memory instead of registers (236 -> 121 registers a lane: 16 warps
+ * an SM instead of 8), one token's slice per warp (KM_NTW 8), each lane's
+ * logits stored straight from the loop. KM_PF: chunks whose loads are in
+ * flight ahead of the MMAs (1: the next one; 2 and 3 measured slower). */
+#if KM_QL && KM_NTW != 8
+#error "indexer_logits.cl: KM_QL needs KM_NTW 8"
+#endif
+#if KM_PF < 1
+#error "indexer_logits.cl: KM_PF >= 1"
+#endif
+#define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
+/* KM_F8 1 (with KM_QL): e4m3 x e4m3 mma.m16n8k32 (sm_89+, or its emulation):
+ * half the MMAs, no e4m3 -> f16 conversion, B fragments stored as e4m3.
+ * The hardware reads 0x7F / 0xFF as NaN where the spec reads +-480: a
+ * warp's chunk holding such a key byte (or a token whose query holds one)
+ * takes the f16 path from the same bytes. */
+#if KM_F8 && KM_QL && (DSA_TILE_EMU || (defined(DSA_NV_SM) && DSA_NV_SM >= 89))
+#define KM_F8_ON 1
+#else
+#define KM_F8_ON 0
+#endif
+#if KM_F8_ON
+/* Nonzero when a byte of w is 0x7F or 0xFF (the low 7 bits all set: + 1
+ * carries into bit 7 of that byte only). */
+DSA_INLINE uint km_nan_bytes(uint w) { return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u; }
+#if DSA_TILE_EMU
+DSA_INLINE int km_any(int v) {
+  uint x = v != 0;
+#pragma unroll
+  for (int m = 1; m < 32; m <<= 1) x |= intel_sub_group_shuffle_xor(x, (uint)m);
+  return x != 0u;
+}
+/* The instruction over the fragment map of dsa_nv_mma_e4m3: A[r][k] from
+ * lane 4 (r % 8) + (k % 16) / 4, register (r >= 8) + 2 (k >= 16), byte
+ * k % 4; B[k][n] from lane 4 n + (k % 16) / 4, register k >= 16. Products
+ * exact, f32 sums; 0x7F / 0xFF are NaN as on the hardware (so the
+ * emulated runs check that the callers keep them away). */
+DSA_INLINE dsa_tile_c km_mma8(dsa_tile_c c, const uint a0, const uint a1, const uint a2,
+                              const uint a3, const uint b0, const uint b1) {
+  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+  const uint a[4] = {a0, a1, a2, a3}, bb[2] = {b0, b1};
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const uint n = 2u * t + (uint)(e & 1);
+    float acc = c.v[e];
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+      const uint wa = intel_sub_group_shuffle(a[(e >> 1) + 2 * (k >> 4)], 4u * g + (uint)((k & 15) >> 2));
+      const uint wb = intel_sub_group_shuffle(bb[k >> 4], 4u * n + (uint)((k & 15) >> 2));
+      const uint ba = (wa >> (8 * (k & 3))) & 0xFFu, bb2 = (wb >> (8 * (k & 3))) & 0xFFu;
+      const float x = (ba & 0x7Fu) == 0x7Fu ? NAN : il_e4m3(ba);
+      const float y = (bb2 & 0x7Fu) == 0x7Fu ? NAN : il_e4m3(bb2);
+      acc = fma(x, y, acc);
+    }
+    c.v[e] = acc;
+  }
+  return c;
+}
+#else
+DSA_INLINE int km_any(int v) { return dsa_nv_any(v); }
+DSA_INLINE dsa_tile_c km_mma8(dsa_tile_c c, const uint a0, const uint a1, const uint a2,
+                              const uint a3, const uint b0, const uint b1) {
+  dsa_nv_mma_e4m3(c.v, a0, a1, a2, a3, b0, b1);
+  return c;
+}
+#endif
+#endif
+#if KM_QL
+#define KM_ST uchar
+#else
+#define KM_ST int
 #endif
 
 /* Lane (g, t)'s bytes of chunk c: 16 of key rows g and g + 8 of each
  * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
 DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
-                               __local const ulong *koff, __local const int *kstate,
+                               __local const ulong *koff, __local const KM_ST *kstate,
                                const int c, const uint gq, const uint t4, const int k_al) {
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
@@ -802,9 +874,10 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
     }
 }
 
-DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
-                               __local float *kscale, __local int *kstate, __local float *red,
-                               __local int *tlo, __local int *thi) {
+DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local ulong *koff,
+                               __local float *kscale, __local KM_ST *kstate, __local float *red,
+                               __local uint2 *qf, __local float2 *wf, __local int *tlo,
+                               __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
   const uint gq = lane >> 2, t4 = lane & 3u;
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
@@ -817,7 +890,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
   const uint r_base = b * (uint)next_n + (uint)i0;
   const int nq = min(tq, next_n - i0);
   /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W. */
-  const int NS = tq * HP / KM_COLS, NKS = KM_W / NS;
+  const int NS = tq * HP / KM_COLS, NKS = knt / 32 / NS;
   const int cs = (int)warp % NS, kslc = (int)warp / NS;
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
@@ -838,7 +911,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
 
   /* Where each key of the group lives (block-table reads once per key). */
-  for (int t = (int)lid; t < KM_KPG; t += KM_NT) {
+  for (int t = (int)lid; t < KM_KPG; t += knt) {
     const int j = n0 + t;
     int st = j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
     ulong ko = 0, so = 0;
@@ -846,15 +919,57 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
     if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, 1, 0, b, j, &ko, &so, &sc);
     koff[t] = ko;
     kscale[t] = sc;
-    kstate[t] = st;
+    kstate[t] = (KM_ST)st;
   }
 
-  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
-  uint qb[KM_NTW][8][2];
-  float wv[KM_NTW][2];
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
   const uint ii = (uint)i0 + (uint)(tok_ok ? tok : 0);
+#if KM_QL
+  /* The token's B fragments into local memory in fragment order, [token]
+   * [n-tile][k-step][lane] (b0, b1): one 8-byte read per lane and MMA, a
+   * warp's 256 contiguous bytes (no bank conflicts). The warps of a slice
+   * split its n-tiles. */
+  (void)red;
+  for (int nt = kslc; nt < KM_NTW; nt += NKS) {
+    const int h = h0 + nt * 8 + (int)gq;
+    const int ok = tok_ok && h < H;
+    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    for (int c2 = 0; c2 < 2; c2++) {
+      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+      const uint xs[4] = {x.x, x.y, x.z, x.w};
+#if KM_F8_ON
+      /* k32-step 2 c2 + s: b0 = bytes 8 s .. 8 s + 3 of the lane's 16, b1
+       * the next 4 (the A words below take the same bytes of the keys). */
+#pragma unroll
+      for (int s = 0; s < 2; s++)
+        qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + s) * 32 + (int)lane] = (uint2)(xs[2 * s], xs[2 * s + 1]);
+#else
+#pragma unroll
+      for (int s = 0; s < 4; s++)
+        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
+            (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
+#endif
+    }
+    if (gq == 0u) {
+      float we[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+        we[e] = tok_ok && hc < H
+                    ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
+                    : 0.0f;
+      }
+      wf[(tok * KM_NTW + nt) * 4 + (int)t4] = (float2)(we[0], we[1]);
+    }
+  }
+  const int my_lo = tok_ok ? tlo[tok] : 0, my_hi = tok_ok ? thi[tok] : 0;
+#else
+  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
+  (void)qf, (void)wf;
+  uint qb[KM_NTW][8][2];
+  float wv[KM_NTW][2];
 #pragma unroll
   for (int nt = 0; nt < KM_NTW; nt++) {
     const int h = h0 + nt * 8 + (int)gq;
@@ -879,14 +994,27 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
                       : 0.0f;
     }
   }
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
+#if KM_F8_ON
+  /* A NaN code in the token's query: every chunk on the f16 path. */
+  uint qn = 0;
+  for (int i = 0; i < KM_NTW * 4; i++) {
+    const uint2 q2 = qf[(tok * KM_NTW * 4 + i) * 32 + (int)lane];
+    qn |= km_nan_bytes(q2.x) | km_nan_bytes(q2.y);
+  }
+  const int q_nan = km_any((int)qn);
+#endif
 
   /* The chunks holding valid keys (empty range: no trip). */
   const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
   const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
-  uint4 x[KM_MT][2][2]; /* [m-tile][row g, g + 8][64-dim chunk] */
+  /* A ring of KM_PF chunks in flight: [slot][m-tile][row g, g + 8][64-dim chunk]. */
+  uint4 x[KM_PF][KM_MT][2][2];
   int c = c_lo + kslc;
-  if (c < c_hi) km_load(x, cache, koff, kstate, c, gq, t4, k_al);
+#pragma unroll
+  for (int p = 0; p < KM_PF; p++)
+    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -894,13 +1022,75 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #pragma unroll
       for (int hr = 0; hr < 2; hr++)
 #pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) cur[m][hr][c2] = x[m][hr][c2];
-    if (c + NKS < c_hi) km_load(x, cache, koff, kstate, c + NKS, gq, t4, k_al);
+        for (int c2 = 0; c2 < 2; c2++) {
+          cur[m][hr][c2] = x[0][m][hr][c2];
+#pragma unroll
+          for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
+        }
+    if (c + KM_PF * NKS < c_hi)
+      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
+#if KM_F8_ON
+    uint kn = 0;
+#pragma unroll
+    for (int m = 0; m < KM_MT; m++)
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++)
+          kn |= km_nan_bytes(cur[m][hr][c2].x) | km_nan_bytes(cur[m][hr][c2].y) |
+                km_nan_bytes(cur[m][hr][c2].z) | km_nan_bytes(cur[m][hr][c2].w);
+    const int slow = q_nan || km_any((int)kn);
+#endif
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+#if KM_F8_ON
+      float sc = 1.0f;
+      if (!slow) {
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) {
+          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+#pragma unroll
+          for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int nt = 0; nt < KM_NTW; nt++) {
+              const uint2 q2 = qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + s) * 32 + (int)lane];
+              acc[nt] = km_mma8(acc[nt], wg[2 * s], w8[2 * s], wg[2 * s + 1], w8[2 * s + 1],
+                                q2.x, q2.y);
+            }
+        }
+      } else {
+        /* The same bytes as two m16n8k16 f16 steps each (k 2t, 2t + 1 the
+         * word's bytes 0, 1; 2t + 8, 2t + 9 bytes 2, 3), x 2^-8 each side. */
+        sc = 0x1p16f;
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) {
+          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+#pragma unroll
+          for (int s = 0; s < 4; s++) {
+            dsa_tile_a a;
+            a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
+            a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
+            a.v[2] = dsa_e4m3x2_to_f16x2_scaled(wg[s] >> 16);
+            a.v[3] = dsa_e4m3x2_to_f16x2_scaled(w8[s] >> 16);
+#pragma unroll
+            for (int nt = 0; nt < KM_NTW; nt++) {
+              const uint2 q2 = qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + (s >> 1)) * 32 + (int)lane];
+              const uint qw = (s & 1) ? q2.y : q2.x;
+              dsa_tile_b bf;
+              bf.v[0] = dsa_e4m3x2_to_f16x2_scaled(qw);
+              bf.v[1] = dsa_e4m3x2_to_f16x2_scaled(qw >> 16);
+              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+            }
+          }
+        }
+      }
+#else
+      const float sc = 0x1p16f;
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++) {
         const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
@@ -915,38 +1105,74 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
+#if KM_QL
+            const uint2 q2 = qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
+            bf.v[0] = q2.x;
+            bf.v[1] = q2.y;
+#else
             bf.v[0] = qb[nt][c2 * 4 + s][0];
             bf.v[1] = qb[nt][c2 * 4 + s][1];
+#endif
             acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
           }
         }
       }
+#endif
       /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
        * heads, then the quad's. */
       const int kk = c * KM_CH + m * 16 + (int)gq;
       const float s0 = kscale[kk], s1 = kscale[kk + 8];
       float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++)
+      for (int nt = 0; nt < KM_NTW; nt++) {
+#if KM_QL
+        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)t4];
+        const float wv_[2] = {w2.x, w2.y};
+#else
+        const float wv_[2] = {wv[nt][0], wv[nt][1]};
+#endif
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          p0 += fmax(acc[nt].v[e] * 0x1p16f * s0, 0.0f) * wv[nt][e];
-          p1 += fmax(acc[nt].v[2 + e] * 0x1p16f * s1, 0.0f) * wv[nt][e];
+          p0 += fmax(acc[nt].v[e] * sc * s0, 0.0f) * wv_[e];
+          p1 += fmax(acc[nt].v[2 + e] * sc * s1, 0.0f) * wv_[e];
         }
+      }
       p0 += dsa_tile_shfl_xor(p0, 1);
       p1 += dsa_tile_shfl_xor(p1, 1);
       p0 += dsa_tile_shfl_xor(p0, 2);
       p1 += dsa_tile_shfl_xor(p1, 2);
+#if KM_QL
+      /* The warp holds all heads of its token: these are the logits. */
+      if (t4 == 0u && tok_ok)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+          const int k2 = kk + 8 * hr, col = n0 + k2;
+          const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
+          if (col < ncols && (st != IL_KEY_OUT || clean))
+            il_store(out, o_off, o_rs, r, col,
+                     st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+        }
+#else
       if (t4 == 0u) {
         red[cs * KM_KPG + kk] = p0;
         red[cs * KM_KPG + kk + 8] = p1;
       }
+#endif
     }
   }
+#if KM_QL
+  /* Chunks without valid keys (not in the loop): -inf when clean. */
+  if (clean)
+    for (int idx = (int)lid; idx < nq * KM_KPG; idx += knt) {
+      const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk, ch = kk / KM_CH;
+      if ((ch < c_lo || ch >= c_hi) && col < ncols)
+        il_store(out, o_off, o_rs, r_base + (uint)t, col, -INFINITY, out_bf16);
+    }
+#else
   barrier(CLK_LOCAL_MEM_FENCE);
 
   const int per = HP / KM_COLS;
-  for (int idx = (int)lid; idx < nq * KM_KPG; idx += KM_NT) {
+  for (int idx = (int)lid; idx < nq * KM_KPG; idx += knt) {
     const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk;
     float sum = 0.0f;
     for (int sl = t * per; sl < (t + 1) * per; sl++) sum += red[sl * KM_KPG + kk];
@@ -955,16 +1181,37 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int tq, __local ulong *koff,
       il_store(out, o_off, o_rs, r_base + (uint)t, col, st == IL_KEY_OK ? sum : -INFINITY,
                out_bf16);
   }
+#endif
 }
 
-__kernel __attribute__((reqd_work_group_size(KM_NT, 1, 1))) DSA_TILE_KERNEL void
-paged_mqa_logits_keys(IL_KARGS, int tq, int nrows) {
-  __local ulong koff[KM_KPG];
-  __local float kscale[KM_KPG];
-  __local int kstate[KM_KPG];
-  __local float red[(128 / KM_COLS) * KM_KPG];
-  __local int tlo[4], thi[4];
-  (void)nrows;
-  km_body(IL_FROM_KARGS(1, 0), tq, koff, kscale, kstate, red, tlo, thi);
-}
+/* Two group sizes, one body: KM_NT work-items, and (paged_mqa_logits_keys2)
+ * 2 KM_NT for grids too small to fill the device otherwise (the host picks). */
+#if KM_QL
+#define KM_KERNEL(NAME, NT)                                                                   \
+  __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
+      IL_KARGS, int tq, int nrows) {                                                          \
+    __local ulong koff[KM_KPG];                                                               \
+    __local float kscale[KM_KPG];                                                             \
+    __local KM_ST kstate[KM_KPG];                                                             \
+    __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
+    __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
+    __local int tlo[4], thi[4];                                                               \
+    (void)nrows;                                                                              \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, 0, qf, wf, tlo, thi);          \
+  }
+#else
+#define KM_KERNEL(NAME, NT)                                                                   \
+  __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
+      IL_KARGS, int tq, int nrows) {                                                          \
+    __local ulong koff[KM_KPG];                                                               \
+    __local float kscale[KM_KPG];                                                             \
+    __local KM_ST kstate[KM_KPG];                                                             \
+    __local float red[KM_TQ * KM_KPG];                                                        \
+    __local int tlo[4], thi[4];                                                               \
+    (void)nrows;                                                                              \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, red, 0, 0, tlo, thi);          \
+  }
+#endif
+KM_KERNEL(paged_mqa_logits_keys, KM_NT)
+KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT)
 #endif

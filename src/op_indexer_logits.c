@@ -87,12 +87,34 @@ typedef cl_ulong u64;
 #ifndef KM_NTW
 #define KM_NTW 8
 #endif
+/* KM_QL 1: B fragments and weights in local memory (236 -> 121 registers,
+ * 16 warps an SM: H200 B = 64 next_n = 1 238 -> 175 us); KM_PF chunks of
+ * key loads in flight a warp (2 and 3 measured 1-3 % slower than 1). The
+ * round-1 kernel (fragments in registers) is -Dc_args=-DKM_QL=0 with
+ * DSACL_IL_KEYS=128. */
+#ifndef KM_QL
+#define KM_QL 1
+#endif
+#ifndef KM_PF
+#define KM_PF 1
+#endif
+/* KM_F8 1: e4m3 mma.m16n8k32 where the device has it (sm_89+, or the
+ * emulation), the f16 path for chunks holding the NaN codes. Passes the
+ * tests on the H200 but runs 2.1x slower there: off. */
+#ifndef KM_F8
+#define KM_F8 0
+#endif
+/* Warps an SM runs of this kernel (16 at <= 128 registers), for the choice
+ * of group size. */
+#ifndef KM_WARPS_CU
+#define KM_WARPS_CU 16
+#endif
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW);
+                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF) DSA_KDEF(KM_F8);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
@@ -189,7 +211,10 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
 
 /* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
 static size_t km_local_bytes(void) {
-  return (size_t)KM_KPG * (8 + 4 + 4) + (size_t)(128 / (8 * KM_NTW)) * KM_KPG * 4 + 32;
+  const size_t tq = 128 / (8 * KM_NTW); /* most tokens a group */
+  if (KM_QL) /* offsets, scales, byte states; per token 16 KiB of B fragments, 256 B of weights */
+    return (size_t)KM_KPG * (8 + 4 + 1) + tq * (KM_NTW * 8 * 32 * 8 + KM_NTW * 4 * 8) + 32;
+  return (size_t)KM_KPG * (8 + 4 + 4) + tq * KM_KPG * 4 + 32;
 }
 
 /* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
@@ -286,11 +311,23 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
              g.emu ? ", emulated" : "");
   } else if (v == V_KEYS) {
     /* Groups of tq tokens of one sequence x KM_KPG keys. */
-    kname = "paged_mqa_logits_keys";
     tk = KM_KPG;
-    nt = KM_NT;
     tq = (cl_int)km_tq((int)j->H, (int)j->next_n);
     rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
+    /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
+     * short of warps (KM_WARPS_CU an SM at 121 registers): B = 8 at 32K
+     * context, 256 groups on the H200's 132 SMs, 34.3 -> 29.4 us (next_n
+     * 1) and 56.9 -> 48.8 (next_n 2); at B = 64 KM_NT ones are faster
+     * (174.6 against 183.0 us).
+     * DSACL_IL_KEYS=128 / 256 (KM_NT / 2 KM_NT) forces one (tests). */
+    const int64_t groups = rows * (((int64_t)j->ncols + tk - 1) / tk);
+    const char *force = getenv("DSACL_IL_KEYS");
+    int wide = groups * (KM_NT / 32) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
+    if (force && strcmp(force, DSA_KSTR_(KM_NT)) == 0) wide = 0;
+    if (force && atoi(force) == 2 * KM_NT) wide = 1;
+    if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;
+    kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
+    nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
