@@ -160,6 +160,9 @@ struct dsa_context {
    * and the split's chunk width (0: chosen per call). */
   int topk_algo;
   uint32_t topk_chunk;
+  /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the nv-keys
+   * variant refused), 128 or 256 (its group size forced). */
+  int il_keys;
   char build_options[1024];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
@@ -191,6 +194,8 @@ enum {
 };
 /* Parses DSACL_TOPK into c->topk_algo / topk_chunk (op_topk.c). */
 dsa_status dsa__topk_env(dsa_context *c);
+/* Parses DSACL_IL_KEYS into c->il_keys (op_indexer_logits.c). */
+dsa_status dsa__il_keys_env(dsa_context *c);
 
 /* A queue of c is gone: frees c if it was destroyed and this was its last. */
 void dsa__context_queue_gone(dsa_context *c);

@@ -227,14 +227,35 @@ static int km_tq(int H, int next_n) {
   return tq;
 }
 
+/* DSACL_IL_KEYS, read when the context is made (as DSACL_TOPK): "off"
+ * refuses the nv-keys variant (the tile kernel runs: old-vs-new timing in
+ * one build), "128" / "256" force its group size (tests), "auto" or unset
+ * lets the grid decide. */
+dsa_status dsa__il_keys_env(dsa_context *c) {
+  c->il_keys = 0;
+  const char *v = getenv("DSACL_IL_KEYS");
+  if (!v || !*v || !strcmp(v, "auto")) return DSA_OK;
+  if (!strcmp(v, "off")) {
+    c->il_keys = -1;
+  } else if (!strcmp(v, DSA_KSTR_(KM_NT))) {
+    c->il_keys = KM_NT;
+  } else if (atoi(v) == 2 * KM_NT && strspn(v, "0123456789") == strlen(v)) {
+    c->il_keys = 2 * KM_NT;
+  } else {
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "DSACL_IL_KEYS = \"%s\": known values are auto, off, %d and %d", v, KM_NT,
+                     2 * KM_NT);
+  }
+  return DSA_OK;
+}
+
 /* Paged FP8 on the NVIDIA fragment layout (native or emulated), H <= 64.
  * DSACL_IL_KEYS=off refuses it (old-vs-new timing in one build). */
 static const char *refuse_keys(const dsa_context *c, const void *shape, char *buf, size_t n) {
   bool emu;
   if (dsa__tile_backend(&c->caps, c->caps_enabled, &emu) != DSA_TILE_NV)
     return "needs the nv-mma matrix back-end (native or emulated)";
-  const char *off = getenv("DSACL_IL_KEYS");
-  if (off && strcmp(off, "off") == 0) return "DSACL_IL_KEYS=off";
+  if (c->il_keys < 0) return "DSACL_IL_KEYS=off";
   const char *r = dsa__refuse_local_mem(c, km_local_bytes(), buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
@@ -321,10 +342,9 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
      * (174.6 against 183.0 us).
      * DSACL_IL_KEYS=128 / 256 (KM_NT / 2 KM_NT) forces one (tests). */
     const int64_t groups = rows * (((int64_t)j->ncols + tk - 1) / tk);
-    const char *force = getenv("DSACL_IL_KEYS");
     int wide = groups * (KM_NT / 32) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
-    if (force && strcmp(force, DSA_KSTR_(KM_NT)) == 0) wide = 0;
-    if (force && atoi(force) == 2 * KM_NT) wide = 1;
+    if (q->ctx->il_keys == KM_NT) wide = 0;
+    if (q->ctx->il_keys == 2 * KM_NT) wide = 1;
     if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;
     kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
     nt = wide ? 2 * KM_NT : KM_NT;
