@@ -46,6 +46,13 @@
 
 #define DSA_FAULTS __global volatile uint *faults
 
+/* The names of an argument group, for passing a kernel's groups on to an
+ * inlined body (a body instantiated by several kernels). */
+#define DSA_TENSOR1_ARGS(t) t##_mem, t##_off, t##_s0, t##_al
+#define DSA_TENSOR2_ARGS(t) t##_mem, t##_off, t##_s0, t##_s1, t##_al
+#define DSA_TENSOR3_ARGS(t) t##_mem, t##_off, t##_s0, t##_s1, t##_s2, t##_al
+#define DSA_PAGED_ARGS(c) c##_mem, c##_off, c##_nb, c##_bs, c##_bstride, c##_al
+
 /* A paged cache inside a kernel: block b starts at base + b * block_stride;
  * a block holds block_size tokens' data (token_data bytes each), then their
  * scales (token_scale bytes each). */

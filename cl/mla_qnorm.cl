@@ -50,16 +50,31 @@ DSA_INLINE uint4 qn_pack(const float *v, int h) {
   return (uint4)(w[0], w[1], w[2], w[3]);
 }
 
-__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
-mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSOR2(kv),
-                         DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR2(cs), int cs_bf16,
-                         long n_pos, DSA_CTENSOR1(slots),
-                         long T, float eps, DSA_PAGED(cache), DSA_FAULTS) {
-#if !DSA_HAS_SG32
-  __local uint part[ROWS][LANES];
+/* Local memory of the portable row reductions: a kernel declares it (OpenCL
+ * C 1.2 has no __local variables in functions) and hands the body its row. */
+#if DSA_HAS_SG32
+#define QN_LOCALS
+#define QN_LOCAL_PARAMS
+#define QN_LOCAL_ARGS
+#else
+#define QN_LOCALS                        \
+  __local uint part[ROWS][LANES];        \
   __local uchar scale_bytes[ROWS][8];
+#define QN_LOCAL_PARAMS , __local uint *part_row, __local uchar *sb_row
+#define QN_LOCAL_ARGS , part[get_local_id(1)], scale_bytes[get_local_id(1)]
 #endif
-  const uint lane = get_local_id(0), lr = get_local_id(1);
+
+#define QN_PARAMS                                                                             \
+  DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSOR2(kv), DSA_CTENSOR1(pos), int pos_i32, \
+      DSA_CTENSOR2(cs), int cs_bf16, long n_pos, DSA_CTENSOR1(slots), long T, float eps,     \
+      DSA_PAGED(cache), DSA_FAULTS
+
+/* The body, inlined into two kernels: positions and cos/sin dtypes as
+ * arguments (any of i64/i32 x f32/bf16), and the i64 + f32 pair as constants.
+ * The constants matter on NVIDIA: the dtype branches around the position and
+ * cos/sin loads cost this memory-bound kernel 4 % (H200, T = 8192). */
+DSA_INLINE_ALWAYS void qn_body(QN_PARAMS QN_LOCAL_PARAMS) {
+  const uint lane = get_local_id(0);
   const ulong n = get_global_id(1);
   const dsa_paged kvc = DSA_PAGED_OF(cache);
   /* Only rows that exist are addressed: with H = 0 the q strides are moot. */
@@ -137,12 +152,12 @@ mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSO
 #pragma unroll
   for (int wd = 16; wd > 0; wd >>= 1) ss = ss + dsa_sg32_shfl_xor_f32(ss, wd);
 #else
-  part[lr][lane] = is_kv ? m : as_uint(ss);
+  part_row[lane] = is_kv ? m : as_uint(ss);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (live && !is_kv) {
     float r[16];
 #pragma unroll
-    for (int i = 0; i < 16; i++) r[i] = as_float(part[lr][i]) + as_float(part[lr][i + 16]);
+    for (int i = 0; i < 16; i++) r[i] = as_float(part_row[i]) + as_float(part_row[i + 16]);
 #pragma unroll
     for (int wd = 8; wd > 0; wd >>= 1) {
 #pragma unroll
@@ -169,10 +184,10 @@ mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSO
   if (!kv_valid) return;
 #else
   if (kv_valid && lane < NOPE_LANES)
-    mla_quant_nope_lane(part[lr], w, lane, data, cache_aligned, scale_bytes[lr]);
+    mla_quant_nope_lane(part_row, w, lane, data, cache_aligned, sb_row);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!kv_valid) return;
-  if (lane == NOPE_LANES) mla_store_scales(scale_bytes[lr], scales, cache_aligned);
+  if (lane == NOPE_LANES) mla_store_scales(sb_row, scales, cache_aligned);
 #endif
   if (lane >= NOPE_LANES) {
     qn_rotate(v, c, s);
@@ -180,4 +195,27 @@ mla_qnorm_rope_kv_insert(DSA_CTENSOR3(qin), DSA_TENSOR3(qout), int H, DSA_CTENSO
     dsa_store16(dst, qn_pack(v, 0), cache_aligned);
     dsa_store16(dst + 16, qn_pack(v, 1), cache_aligned);
   }
+}
+
+#define QN_ARGS                                                                                \
+  DSA_TENSOR3_ARGS(qin), DSA_TENSOR3_ARGS(qout), H, DSA_TENSOR2_ARGS(kv), DSA_TENSOR1_ARGS(pos)
+#define QN_ARGS2                                                                               \
+  DSA_TENSOR2_ARGS(cs)
+#define QN_ARGS3                                                                               \
+  n_pos, DSA_TENSOR1_ARGS(slots), T, eps, DSA_PAGED_ARGS(cache), faults
+
+/* Any position / cos-sin dtypes (the flags as given). */
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_qnorm_rope_kv_insert(QN_PARAMS) {
+  QN_LOCALS
+  qn_body(QN_ARGS, pos_i32, QN_ARGS2, cs_bf16, QN_ARGS3 QN_LOCAL_ARGS);
+}
+
+/* i64 positions, f32 cos/sin (the launcher's pick for them; the same
+ * arguments, the two flags ignored). */
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_qnorm_rope_kv_insert_i64f32(QN_PARAMS) {
+  QN_LOCALS
+  (void)pos_i32, (void)cs_bf16;
+  qn_body(QN_ARGS, 0, QN_ARGS2, 0, QN_ARGS3 QN_LOCAL_ARGS);
 }

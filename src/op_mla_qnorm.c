@@ -77,8 +77,13 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
 
   if (t == 0) return dsa__launch_nothing(q, ev);
   if (dsa__pick(q, &dsa__variants_mla_qnorm, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  /* i64 positions with f32 cos/sin get the kernel built for them (the
+   * dtype branches cost 4 % on NVIDIA, cl/mla_qnorm.cl); the same arguments. */
+  const char *kname = positions->dtype == DSA_I64 && cos_sin->dtype == DSA_F32
+                          ? "mla_qnorm_rope_kv_insert_i64f32"
+                          : "mla_qnorm_rope_kv_insert";
   cl_kernel kern;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_QNORM, "mla_qnorm_rope_kv_insert", &kern));
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_QNORM, kname, &kern));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   dsa__karg_tensor(&a, q_in, 3);
@@ -96,5 +101,5 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   const uint64_t rows = (uint64_t)t * (uint64_t)(h + 1);
   const size_t global[2] = {LANES, (size_t)((rows + ROWS - 1) / ROWS * ROWS)},
                local[2] = {LANES, ROWS};
-  return dsa__launch_args(q, kern, "mla_qnorm_rope_kv_insert", &a, 2, global, local, ev);
+  return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
 }
