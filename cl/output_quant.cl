@@ -73,13 +73,16 @@ DSA_INLINE uint oq_key(float x) {
 
 DSA_INLINE uint oq_scale_bits(int e) { return e == 128 ? 0x7F800000u : (uint)(e + 127) << 23; }
 
-__kernel __attribute__((reqd_work_group_size(OQ_LANES, OQ_ROWS, 1))) void
-output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR2(cs),
-                          int cs_bf16, long n_pos,
-                          DSA_TENSOR3(out), DSA_TENSOR3(sc), int H, int hpg, long T, long Tp,
-                          int packed, DSA_FAULTS) {
-  __local uint part[OQ_ROWS][OQ_LANES];
-  const uint lane = get_local_id(0), lr = get_local_id(1);
+#define OQ_PARAMS                                                                           \
+  DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR2(cs), int cs_bf16, long n_pos, \
+      DSA_TENSOR3(out), DSA_TENSOR3(sc), int H, int hpg, long T, long Tp, int packed, DSA_FAULTS
+
+/* The body, inlined into two kernels: positions and cos/sin dtypes as
+ * arguments, and the i64 + f32 pair as constants (the dtype branches around
+ * the position and cos/sin loads cost 6-8 % on the H200). part_row: this
+ * row's OQ_LANES words of the group's local memory. */
+DSA_INLINE_ALWAYS void oq_body(OQ_PARAMS, __local uint *part_row) {
+  const uint lane = get_local_id(0);
   const ulong n = get_global_id(1);
   /* Host guarantees Tp * H < 2^31. */
   const bool row = n < (ulong)Tp * (ulong)H;
@@ -124,7 +127,7 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_C
 #pragma unroll
     for (int j = 0; j < 16; j++) key = max(key, oq_key(v[j]));
   }
-  part[lr][lane] = key;
+  part_row[lane] = key;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!row) return;
 
@@ -142,7 +145,7 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_C
   const uint blk = lane >> 3;
   uint m = OQ_EPS_BITS;
 #pragma unroll
-  for (int i = 0; i < 8; i++) m = max(m, part[lr][8u * blk + i]);
+  for (int i = 0; i < 8; i++) m = max(m, part_row[8u * blk + i]);
   const int e = oq_scale_exp(as_float(m));
 
   uint q[4];
@@ -161,7 +164,7 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_C
       for (int b = 0; b < 4; b++) {
         uint mb = OQ_EPS_BITS;
 #pragma unroll
-        for (int i = 0; i < 8; i++) mb = max(mb, part[lr][8 * b + i]);
+        for (int i = 0; i < 8; i++) mb = max(mb, part_row[8 * b + i]);
         word |= ((oq_scale_bits(oq_scale_exp(as_float(mb))) >> 23) & 0xFFu) << (8 * b);
       }
       *(__global uint *)(scrow + (ulong)hi * sc_s1) = word;
@@ -169,4 +172,25 @@ output_inv_rope_fp8_quant(DSA_CTENSOR3(o), DSA_CTENSOR1(pos), int pos_i32, DSA_C
   } else if ((lane & 7u) == 0u) {
     *(__global uint *)(scrow + (ulong)(4u * hi + blk) * sc_s1) = oq_scale_bits(e);
   }
+}
+
+#define OQ_ARGS1 DSA_TENSOR3_ARGS(o), DSA_TENSOR1_ARGS(pos)
+#define OQ_ARGS2 DSA_TENSOR2_ARGS(cs)
+#define OQ_ARGS3 \
+  n_pos, DSA_TENSOR3_ARGS(out), DSA_TENSOR3_ARGS(sc), H, hpg, T, Tp, packed, faults
+
+/* Any position / cos-sin dtypes (the flags as given). */
+__kernel __attribute__((reqd_work_group_size(OQ_LANES, OQ_ROWS, 1))) void
+output_inv_rope_fp8_quant(OQ_PARAMS) {
+  __local uint part[OQ_ROWS][OQ_LANES];
+  oq_body(OQ_ARGS1, pos_i32, OQ_ARGS2, cs_bf16, OQ_ARGS3, part[get_local_id(1)]);
+}
+
+/* i64 positions, f32 cos/sin (the launcher's pick for them; the same
+ * arguments, the two flags ignored). */
+__kernel __attribute__((reqd_work_group_size(OQ_LANES, OQ_ROWS, 1))) void
+output_inv_rope_fp8_quant_i64f32(OQ_PARAMS) {
+  __local uint part[OQ_ROWS][OQ_LANES];
+  (void)pos_i32, (void)cs_bf16;
+  oq_body(OQ_ARGS1, 0, OQ_ARGS2, 0, OQ_ARGS3, part[get_local_id(1)]);
 }
