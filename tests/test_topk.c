@@ -205,7 +205,10 @@ static void test_prefill(void) {
       {17, 1000, 1, -1, 0},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_prefill(&fixed[i]);
-  for (int it = 0; it < 14; it++) {
+  /* The fixed cases hold every shape class (n around k, > 32768 columns,
+   * each value family and range kind); the random ones add combinations:
+   * 4 in CI, 14 with DSACL_TEST_LARGE. */
+  for (int it = 0; it < (dsa_test_large() ? 14 : 4); it++) {
     pf_case tc = {rnd(3) ? 1 + rnd(12) : 2 * rnd(4) + 1, rnd(3) ? rnd(6000) : rnd(40000),
                   ks[rnd(6)], (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
     if (rnd(5) == 0) tc.k = (int32_t)(1 + rnd(2048));
@@ -306,7 +309,7 @@ static void test_decode(void) {
       {6, 3, 50, 2, 2, 0, 4},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_decode(&fixed[i]);
-  for (int it = 0; it < 14; it++) {
+  for (int it = 0; it < (dsa_test_large() ? 14 : 4); it++) { /* as in test_prefill */
     dc_case tc = {rnd(4) ? 1 + rnd(6) : 0, 1 + rnd(4), rnd(3) ? rnd(5000) : rnd(40000), ks[rnd(6)],
                   1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4)};
     run_decode(&tc);
@@ -555,7 +558,7 @@ static void test_forced(void) {
         {6, 3, 50, 2, 2, 0, 4},
     };
     for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
-    for (int it = 0; it < 4; it++) {
+    for (int it = 0; it < (dsa_test_large() ? 4 : 1); it++) { /* fixed cases above */
       pf_case p = {1 + rnd(6), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)], (int)rnd(NKINDS + 1) - 1,
                    (int)rnd(4)};
       run_prefill(&p);
