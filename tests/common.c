@@ -7,6 +7,11 @@
 
 int dsa_test_passed, dsa_test_failed;
 
+int dsa_test_large(void) {
+  const char *v = getenv("DSACL_TEST_LARGE");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 int dsa_test_summary(void) {
   printf("%d passed, %d failed\n", dsa_test_passed, dsa_test_failed);
   fflush(stdout);

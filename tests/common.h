@@ -131,4 +131,9 @@ typedef struct dsa_bad_args {
 
 void dsa_test_run_bad(dsa_queue *q, const dsa_bad_args *spec);
 
+/* DSACL_TEST_LARGE=1 (the GPU runs, tools/gpu-check.sh): the full count of
+ * random cases. Unset (CI on 2 CPU cores), tests run fewer random cases
+ * that repeat what their fixed cases already cover; never fewer kinds. */
+int dsa_test_large(void);
+
 #endif

@@ -331,7 +331,9 @@ static void test_ragged(void) {
       {1, 2, 1, 32, 40, 1, 1, 0, 0, 0, 1, 1},     {1, 3, 128, 96, 66, 1, 0, 1, 0, 0, 0, 4},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_ragged(&fixed[i]);
-  for (int it = 0; it < 24; it++) {
+  /* Random combinations on top of the fixed cases (which hold each
+   * format, layout and range kind): 8 in CI, 24 with DSACL_TEST_LARGE. */
+  for (int it = 0; it < (dsa_test_large() ? 24 : 8); it++) {
     rag_case tc = {(int)(rnd(4) == 0), rnd(3) ? 1 + 2 * rnd(4) : rnd(3), hs[rnd(5)],
                    32 * (1 + rnd(4)), 1 + rnd(200), (int)rnd(2), (int)(rnd(4) == 0),
                    (int)rnd(3), (int)rnd(3), (int)rnd(3), (int)rnd(2), 0};
@@ -503,7 +505,9 @@ static void test_paged(void) {
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_paged(&fixed[i]);
   static const int64_t hs[] = {1, 8, 16, 64, 128};
   static const int32_t bss[] = {1, 2, 3, 16, 17, 64};
-  for (int it = 0; it < 24; it++) {
+  /* Random combinations on top of the fixed cases (which hold each
+   * format, layout and range kind): 8 in CI, 24 with DSACL_TEST_LARGE. */
+  for (int it = 0; it < (dsa_test_large() ? 24 : 8); it++) {
     paged_case tc = {(int)(rnd(4) == 0), rnd(3) ? 1 + 2 * rnd(3) : 2, 1 + rnd(4), hs[rnd(5)],
                      1 + rnd(4), 1 + rnd(8), bss[rnd(6)], (int)rnd(4), 1 + (int)rnd(2),
                      (int)rnd(2), (int)(rnd(4) == 0), (int)rnd(3), rnd(3) ? 0 : 1,

@@ -242,7 +242,10 @@ static void test_prefill(void) {
       {13, 300, 7, -1, 3, 1},   {3, 40000, 2048, 0, 1, 1}, {4, 3000, 512, 2, 1, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_prefill(&fixed[i]);
-  for (int it = 0; it < 14; it++) {
+  /* The fixed cases hold every shape class (n around k, > 32768 columns,
+   * each value family and range kind); the random ones add combinations:
+   * 4 in CI, 14 with DSACL_TEST_LARGE. */
+  for (int it = 0; it < (dsa_test_large() ? 14 : 4); it++) {
     pf_case tc = {rnd(3) ? 1 + rnd(12) : 2 * rnd(4) + 1, rnd(3) ? rnd(6000) : rnd(40000),
                   ks[rnd(6)], (int)rnd(NKINDS + 1) - 1, (int)rnd(4), (int)rnd(2)};
     if (rnd(5) == 0) tc.k = (int32_t)(1 + rnd(2048));
@@ -353,7 +356,7 @@ static void test_decode(void) {
       {5, 2, 1000, 128, 1, 3, 0, 1},   {3, 4, 2500, 2048, 2, -1, 2, 1}, {6, 4, 50, 1, 1, 0, 4, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_decode(&fixed[i]);
-  for (int it = 0; it < 14; it++) {
+  for (int it = 0; it < (dsa_test_large() ? 14 : 4); it++) { /* as in test_prefill */
     dc_case tc = {rnd(4) ? 1 + rnd(6) : 0, 1 + rnd(4), rnd(3) ? rnd(5000) : rnd(40000), ks[rnd(6)],
                   1 + (int)rnd(2), (int)rnd(NKINDS + 1) - 1, (int)rnd(4), (int)rnd(2)};
     run_decode(&tc);
@@ -609,7 +612,7 @@ static void test_forced(void) {
         {1, 1, 32768, 2048, 1, 0, 1, 1}, {2, 2, 1500, 64, 2, 3, 3, 1},
     };
     for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
-    for (int it = 0; it < 4; it++) {
+    for (int it = 0; it < (dsa_test_large() ? 4 : 1); it++) { /* fixed cases above */
       pf_case p = {1 + rnd(6), 1 + rnd(rnd(2) ? 3000 : 12000), ks[rnd(6)], (int)rnd(NKINDS + 1) - 1,
                    (int)rnd(4), (int)rnd(2)};
       run_prefill(&p);
