@@ -556,6 +556,7 @@ dsa_status dsa_indexer_logits(dsa_queue *q, const dsa_tensor *query,
 static dsa_tensor split_rows(const dsa_tensor *t, int64_t b, int64_t next_n) {
   dsa_tensor v = *t;
   v.ndim = 4;
+  /* (The caller checked that stride[0] * next_n fits.) */
   v.shape[0] = b, v.stride[0] = t->stride[0] * next_n;
   v.shape[1] = next_n, v.stride[1] = t->stride[0];
   v.shape[2] = t->shape[1], v.stride[2] = t->stride[1];
@@ -590,7 +591,14 @@ dsa_status dsa_indexer_paged_logits(dsa_queue *q, const dsa_tensor *query_in,
   if (qrank == 3) {
     const int64_t tq = query_in->shape[0], nb = context_lens->shape[0];
     const int64_t nn = rank == 2 ? context_lens->shape[1] : nb > 0 ? tq / nb : 1;
-    if (nn < 1 || tq != nb * nn)
+    int64_t rows, qs0, ss0;
+    /* Hostile shapes and strides must not overflow the view (fuzz_validation
+     * found stride 2^40 x next_n 2.2e10). */
+    if (nn >= 1 && (__builtin_mul_overflow(query_in->stride[0], nn, &qs0) ||
+                    (fp4 && query_scale_in &&
+                     __builtin_mul_overflow(query_scale_in->stride[0], nn, &ss0))))
+      return BAD("%s: query stride[0] x next_n (%lld) overflows", op, (long long)nn);
+    if (nn < 1 || __builtin_mul_overflow(nb, nn, &rows) || tq != rows)
       return BAD("%s: query has %lld rows, which is not B x next_n for context_lens [%lld%s%lld]",
                  op, (long long)tq, (long long)nb, rank == 2 ? ", " : "",
                  rank == 2 ? (long long)context_lens->shape[1] : 0ll);
