@@ -39,32 +39,7 @@ DSA_INLINE uint dsa_nv_shfl_xor_u32(uint v, int m) {
   return r;
 }
 
-/* Whether v is nonzero on any lane of the warp. */
-DSA_INLINE int dsa_nv_any(int v) {
-  int r;
-  __asm__ __volatile__("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; vote.sync.any.pred q, p, 0xffffffff;"
-                       " selp.s32 %0, 1, 0, q; }"
-                       : "=r"(r) : "r"(v));
-  return r;
-}
-
 #if defined(DSA_NV_SM) && DSA_NV_SM >= 89
-/* c += a * b for one m16n8k32 tile of e4m3 bytes (4 a word, the lowest
- * index in the low byte), fp32 C. A: a0 (row g, k 4t..4t+3), a1 (g + 8,
- * 4t..), a2 (g, 16 + 4t..), a3 (g + 8, 16 + 4t..); B: b0 (k 4t.., column
- * g), b1 (16 + 4t.., g); C as m16n8k16. The hardware reads the codes
- * 0x7F / 0xFF as NaN (callers keep them away). */
-DSA_INLINE void dsa_nv_mma_e4m3(float *c, const uint a0, const uint a1, const uint a2,
-                                const uint a3, const uint b0, const uint b1) {
-  float d0, d1, d2, d3;
-  __asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
-                       "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                       : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-                       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]),
-                         "f"(c[1]), "f"(c[2]), "f"(c[3]));
-  c[0] = d0, c[1] = d1, c[2] = d2, c[3] = d3;
-}
-
 /* e4m3 bytes of two floats (lo in bits 0..7, hi in 8..15): round to nearest
  * even, finite values saturate at +-448, NaN gives 0x7F. */
 DSA_INLINE uint dsa_nv_e4m3x2(float lo, float hi) {

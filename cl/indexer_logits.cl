@@ -772,7 +772,8 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * against the tile kernel with B in registers (236 registers, 8 warps an
  * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps).
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
- * mma.m16n8k32 (KM_F8, 2x slower on sm_90) did not help. */
+ * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
+ * help. */
 #if DSA_TILE == DSA_TILE_NV
 #define KM_W (KM_NT / 32)
 #define KM_CH (16 * KM_MT)             /* keys per chunk */
@@ -794,62 +795,6 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #error "indexer_logits.cl: KM_PF >= 1"
 #endif
 #define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
-/* KM_F8 1 (with KM_QL): e4m3 x e4m3 mma.m16n8k32 (sm_89+, or its emulation):
- * half the MMAs, no e4m3 -> f16 conversion, B fragments stored as e4m3.
- * The hardware reads 0x7F / 0xFF as NaN where the spec reads +-480: a
- * warp's chunk holding such a key byte (or a token whose query holds one)
- * takes the f16 path from the same bytes. */
-#if KM_F8 && KM_QL && (DSA_TILE_EMU || (defined(DSA_NV_SM) && DSA_NV_SM >= 89))
-#define KM_F8_ON 1
-#else
-#define KM_F8_ON 0
-#endif
-#if KM_F8_ON
-/* Nonzero when a byte of w is 0x7F or 0xFF (the low 7 bits all set: + 1
- * carries into bit 7 of that byte only). */
-DSA_INLINE uint km_nan_bytes(uint w) { return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u; }
-#if DSA_TILE_EMU
-DSA_INLINE int km_any(int v) {
-  uint x = v != 0;
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) x |= intel_sub_group_shuffle_xor(x, (uint)m);
-  return x != 0u;
-}
-/* The instruction over the fragment map of dsa_nv_mma_e4m3: A[r][k] from
- * lane 4 (r % 8) + (k % 16) / 4, register (r >= 8) + 2 (k >= 16), byte
- * k % 4; B[k][n] from lane 4 n + (k % 16) / 4, register k >= 16. Products
- * exact, f32 sums; 0x7F / 0xFF are NaN as on the hardware (so the
- * emulated runs check that the callers keep them away). */
-DSA_INLINE dsa_tile_c km_mma8(dsa_tile_c c, const uint a0, const uint a1, const uint a2,
-                              const uint a3, const uint b0, const uint b1) {
-  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
-  const uint a[4] = {a0, a1, a2, a3}, bb[2] = {b0, b1};
-#pragma unroll
-  for (int e = 0; e < 4; e++) {
-    const uint n = 2u * t + (uint)(e & 1);
-    float acc = c.v[e];
-#pragma unroll
-    for (int k = 0; k < 32; k++) {
-      const uint wa = intel_sub_group_shuffle(a[(e >> 1) + 2 * (k >> 4)], 4u * g + (uint)((k & 15) >> 2));
-      const uint wb = intel_sub_group_shuffle(bb[k >> 4], 4u * n + (uint)((k & 15) >> 2));
-      const uint ba = (wa >> (8 * (k & 3))) & 0xFFu, bb2 = (wb >> (8 * (k & 3))) & 0xFFu;
-      const float x = (ba & 0x7Fu) == 0x7Fu ? NAN : il_e4m3(ba);
-      const float y = (bb2 & 0x7Fu) == 0x7Fu ? NAN : il_e4m3(bb2);
-      acc = fma(x, y, acc);
-    }
-    c.v[e] = acc;
-  }
-  return c;
-}
-#else
-DSA_INLINE int km_any(int v) { return dsa_nv_any(v); }
-DSA_INLINE dsa_tile_c km_mma8(dsa_tile_c c, const uint a0, const uint a1, const uint a2,
-                              const uint a3, const uint b0, const uint b1) {
-  dsa_nv_mma_e4m3(c.v, a0, a1, a2, a3, b0, b1);
-  return c;
-}
-#endif
-#endif
 #if KM_QL
 #define KM_ST uchar
 #else
@@ -939,18 +884,10 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
       __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
-#if KM_F8_ON
-      /* k32-step 2 c2 + s: b0 = bytes 8 s .. 8 s + 3 of the lane's 16, b1
-       * the next 4 (the A words below take the same bytes of the keys). */
-#pragma unroll
-      for (int s = 0; s < 2; s++)
-        qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + s) * 32 + (int)lane] = (uint2)(xs[2 * s], xs[2 * s + 1]);
-#else
 #pragma unroll
       for (int s = 0; s < 4; s++)
         qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
             (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
-#endif
     }
     if (gq == 0u) {
       float we[2];
@@ -996,15 +933,6 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   }
 #endif
   barrier(CLK_LOCAL_MEM_FENCE);
-#if KM_F8_ON
-  /* A NaN code in the token's query: every chunk on the f16 path. */
-  uint qn = 0;
-  for (int i = 0; i < KM_NTW * 4; i++) {
-    const uint2 q2 = qf[(tok * KM_NTW * 4 + i) * 32 + (int)lane];
-    qn |= km_nan_bytes(q2.x) | km_nan_bytes(q2.y);
-  }
-  const int q_nan = km_any((int)qn);
-#endif
 
   /* The chunks holding valid keys (empty range: no trip). */
   const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
@@ -1029,67 +957,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
         }
     if (c + KM_PF * NKS < c_hi)
       km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
-#if KM_F8_ON
-    uint kn = 0;
-#pragma unroll
-    for (int m = 0; m < KM_MT; m++)
-#pragma unroll
-      for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-        for (int c2 = 0; c2 < 2; c2++)
-          kn |= km_nan_bytes(cur[m][hr][c2].x) | km_nan_bytes(cur[m][hr][c2].y) |
-                km_nan_bytes(cur[m][hr][c2].z) | km_nan_bytes(cur[m][hr][c2].w);
-    const int slow = q_nan || km_any((int)kn);
-#endif
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
-#if KM_F8_ON
-      float sc = 1.0f;
-      if (!slow) {
-#pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
-          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
-#pragma unroll
-          for (int s = 0; s < 2; s++)
-#pragma unroll
-            for (int nt = 0; nt < KM_NTW; nt++) {
-              const uint2 q2 = qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + s) * 32 + (int)lane];
-              acc[nt] = km_mma8(acc[nt], wg[2 * s], w8[2 * s], wg[2 * s + 1], w8[2 * s + 1],
-                                q2.x, q2.y);
-            }
-        }
-      } else {
-        /* The same bytes as two m16n8k16 f16 steps each (k 2t, 2t + 1 the
-         * word's bytes 0, 1; 2t + 8, 2t + 9 bytes 2, 3), x 2^-8 each side. */
-        sc = 0x1p16f;
-#pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
-          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
-#pragma unroll
-          for (int s = 0; s < 4; s++) {
-            dsa_tile_a a;
-            a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
-            a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
-            a.v[2] = dsa_e4m3x2_to_f16x2_scaled(wg[s] >> 16);
-            a.v[3] = dsa_e4m3x2_to_f16x2_scaled(w8[s] >> 16);
-#pragma unroll
-            for (int nt = 0; nt < KM_NTW; nt++) {
-              const uint2 q2 = qf[((tok * KM_NTW + nt) * 4 + c2 * 2 + (s >> 1)) * 32 + (int)lane];
-              const uint qw = (s & 1) ? q2.y : q2.x;
-              dsa_tile_b bf;
-              bf.v[0] = dsa_e4m3x2_to_f16x2_scaled(qw);
-              bf.v[1] = dsa_e4m3x2_to_f16x2_scaled(qw >> 16);
-              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
-            }
-          }
-        }
-      }
-#else
       const float sc = 0x1p16f;
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++) {
@@ -1117,7 +989,6 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
           }
         }
       }
-#endif
       /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
        * heads, then the quad's. */
       const int kk = c * KM_CH + m * 16 + (int)gq;

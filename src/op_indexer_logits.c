@@ -98,12 +98,6 @@ typedef cl_ulong u64;
 #ifndef KM_PF
 #define KM_PF 1
 #endif
-/* KM_F8 1: e4m3 mma.m16n8k32 where the device has it (sm_89+, or the
- * emulation), the f16 path for chunks holding the NaN codes. Passes the
- * tests on the H200 but runs 2.1x slower there: off. */
-#ifndef KM_F8
-#define KM_F8 0
-#endif
 /* Warps an SM runs of this kernel (16 at <= 128 registers), for the choice
  * of group size. */
 #ifndef KM_WARPS_CU
@@ -114,7 +108,7 @@ const char dsa__defines_indexer_logits[] =
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF) DSA_KDEF(KM_F8);
+                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
