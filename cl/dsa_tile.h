@@ -48,9 +48,12 @@
  *
  * A unit is DSA_TILE_LANES consecutive work-items of the linear local id
  * (a warp, a sub-group, a wave); work-groups are multiples of it.
- * Include after dsa_common.h, in the programs that use it. */
+ * dsa_async.h (asynchronous global -> local copies, NVIDIA ldmatrix) comes
+ * with it. Include after dsa_common.h, in the programs that use it. */
 #ifndef DSA_TILE_H
 #define DSA_TILE_H
+
+#include "dsa_async.h"
 
 #define DSA_TILE_PORTABLE 0
 #define DSA_TILE_NV 1
