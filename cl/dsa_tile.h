@@ -174,34 +174,6 @@ DSA_INLINE float dsa_tile_col_sum(float v) {
 }
 DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 4u; }
 #define DSA_TILE_HAS_F16 1
-/* dsa_tile_e4m3x2_f16x2(x): the two e4m3 bytes in the low half of x as two
- * f16 (low byte in the low half), exact; the codes 0x7F / 0xFF give NaN.
- * NVIDIA sm_89+: cvt.rn.f16x2.e4m3x2, one instruction; emulated: the same
- * values in integer arithmetic (so the emulated tests see the NaN codes as
- * the hardware does). DSA_TILE_HAS_E4M3_CVT says it exists. */
-#if DSA_TILE_EMU
-#define DSA_TILE_HAS_E4M3_CVT 1
-DSA_INLINE uint dsa_tile_e4m3_f16_emu(uint b) {
-  const uint s = (b & 0x80u) << 8, e = (b >> 3) & 15u, m = b & 7u;
-  if (e == 15u && m == 7u) return s | 0x7E00u;
-  if (e) return s | ((e + 8u) << 10) | (m << 7);
-  if (!m) return s;
-  const uint u = as_uint((float)m * 0x1p-9f); /* 2^-9 .. 1.75 2^-7: f16 normals */
-  return s | (((u >> 23) - 112u) << 10) | ((u >> 13) & 0x3FFu);
-}
-DSA_INLINE uint dsa_tile_e4m3x2_f16x2(uint x) {
-  return dsa_tile_e4m3_f16_emu(x & 0xFFu) | (dsa_tile_e4m3_f16_emu((x >> 8) & 0xFFu) << 16);
-}
-#elif defined(DSA_NV_SM) && DSA_NV_SM >= 89
-#define DSA_TILE_HAS_E4M3_CVT 1
-DSA_INLINE uint dsa_tile_e4m3x2_f16x2(uint x) {
-  uint r;
-  __asm__("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((ushort)x));
-  return r;
-}
-#else
-#define DSA_TILE_HAS_E4M3_CVT 0
-#endif
 
 #elif DSA_TILE == DSA_TILE_INTEL16 || DSA_TILE == DSA_TILE_INTEL8
 /* ---- Intel DPAS (cl_intel_subgroup_matrix_multiply_accumulate), M = 8.

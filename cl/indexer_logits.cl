@@ -794,82 +794,18 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_PF < 1
 #error "indexer_logits.cl: KM_PF >= 1"
 #endif
+#ifndef KM_BTP
+#define KM_BTP 1
+#endif
+#if KM_BTP && KM_KPG % KM_NT
+#error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
+#endif
 #define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
 #if KM_QL
 #define KM_ST uchar
 #else
 #define KM_ST int
 #endif
-/* KM_QV 1: B fragments read as one 16-byte word a lane per two k-steps
- * (half the local-memory instructions of 8-byte reads, same bytes).
- * KM_AS: slots of the ring kernel's per-warp cp.async ring (0: no ring
- * kernel); KM_RKPG its keys per group. KM_ABL: bench-only ablations (wrong
- * results; tuning runs through DSACL_BUILD_OPTIONS): 1 no e4m3 conversion of
- * the keys, 2 B fragments from registers (no local reads), 4 keys read from
- * one row (L1 hits, no stream), 8 no MMA. */
-#ifndef KM_QV
-#define KM_QV 0
-#endif
-#ifndef KM_AS
-#define KM_AS 0
-#endif
-#ifndef KM_RKPG
-#define KM_RKPG KM_KPG
-#endif
-#ifndef KM_ABL
-#define KM_ABL 0
-#endif
-#ifndef KM_RMT
-#define KM_RMT 2
-#endif
-/* KM_CVT 1: the keys' e4m3 -> f16 by the tile layer's conversion
- * (dsa_tile_e4m3x2_f16x2: one instruction a pair on sm_89+) instead of the
- * shift; a word holding a NaN code (0x7F / 0xFF: +-480 for the shift, NaN
- * for the instruction) takes km_f16_exact. The keys are then unscaled, the
- * queries still x 2^-8: the epilogue scales by 2^8. */
-#ifndef KM_CVT
-#define KM_CVT DSA_TILE_HAS_E4M3_CVT
-#endif
-#if KM_CVT && !DSA_TILE_HAS_E4M3_CVT
-#undef KM_CVT
-#define KM_CVT 0
-#endif
-#define KM_SC (KM_CVT ? 0x1p8f : 0x1p16f)
-#if KM_RMT != 1 && KM_RMT != 2
-#error "indexer_logits.cl: KM_RMT is 1 or 2"
-#endif
-#if KM_AS == 1 || KM_AS > 4 || (KM_AS && !KM_QL)
-#error "indexer_logits.cl: KM_AS is 0, 2, 3 or 4, with KM_QL"
-#endif
-#if KM_QV && !KM_QL
-#error "indexer_logits.cl: KM_QV needs KM_QL"
-#endif
-
-/* e4m3 byte b as f16 bits, exact, 0x7F / 0xFF as +-480 (the shift's
- * reading of them, scaled back by 2^8): the rare words with those codes. */
-DSA_INLINE uint km_f16_exact(uint b) {
-  const uint s = (b & 0x80u) << 8, e = (b >> 3) & 15u, m = b & 7u;
-  if (e) return s | ((e + 8u) << 10) | (m << 7);
-  if (!m) return s;
-  const uint u = as_uint((float)m * 0x1p-9f); /* 2^-9 .. 1.75 2^-7: f16 normals */
-  return s | (((u >> 23) - 112u) << 10) | ((u >> 13) & 0x3FFu);
-}
-
-/* Four key bytes of word w as f16 pairs: lo (bytes 0, 1), hi (2, 3). */
-DSA_INLINE_ALWAYS void km_cvt4(const uint w, uint *lo, uint *hi) {
-#if KM_CVT
-  if ((((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) == 0u) {
-    *lo = dsa_tile_e4m3x2_f16x2(w);
-    *hi = dsa_tile_e4m3x2_f16x2(w >> 16);
-  } else {
-    *lo = km_f16_exact(w & 0xFFu) | (km_f16_exact((w >> 8) & 0xFFu) << 16);
-    *hi = km_f16_exact((w >> 16) & 0xFFu) | (km_f16_exact(w >> 24) << 16);
-  }
-#else
-  *lo = dsa_e4m3x2_to_f16x2_scaled(w);
-  *hi = dsa_e4m3x2_to_f16x2_scaled(w >> 16);
-#endif
-}
 
 /* Lane (g, t)'s bytes of chunk c: 16 of key rows g and g + 8 of each
  * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
@@ -882,91 +818,22 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
     for (int hr = 0; hr < 2; hr++) {
       const int kk = c * KM_CH + m * 16 + (int)gq + 8 * hr;
       const int ok = kstate[kk] == IL_KEY_OK;
-      __global const uchar *kp = cache + koff[(KM_ABL & 4) ? 0 : kk] + (ulong)(16 * (int)t4);
+      __global const uchar *kp = cache + koff[kk] + (ulong)(16 * (int)t4);
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++)
         x[m][hr][c2] = ok ? dsa_load16(kp + 64 * c2, k_al) : (uint4)(0u);
     }
 }
 
-/* The ring kernel: 64-dim half c2 of chunk c (16 KM_RMT keys) into this
- * lane's ring slot, [m-tile][row g, g + 8][lane] (a warp's 16-byte reads of
- * one piece are 512 contiguous bytes: no bank conflicts). Only the lane that
- * copies reads the bytes back, so cp.async.wait_group of that lane is all
- * the synchronisation (no barrier). Keys out of range are zeros stored
- * directly (no read at offset 0), and unaligned caches take plain loads
- * (cp.async needs 16-byte sources). */
-DSA_INLINE_ALWAYS void km_load_async(__local uint4 *slot, __global const uchar *cache,
-                                     __local const ulong *koff, __local const KM_ST *kstate,
-                                     const int c, const int c2, const uint gq, const uint t4,
-                                     const uint lane, const int k_al) {
-#pragma unroll
-  for (int m = 0; m < KM_RMT; m++)
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const int kk = c * 16 * KM_RMT + m * 16 + (int)gq + 8 * hr;
-      const int ok = kstate[kk] == IL_KEY_OK;
-      __global const uchar *kp =
-          cache + koff[(KM_ABL & 4) ? 0 : kk] + (ulong)(64 * c2 + 16 * (int)t4);
-      __local uint4 *d = slot + (m * 2 + hr) * 32 + (int)lane;
-      if (ok && k_al)
-        dsa_async_copy16(d, kp);
-      else
-        *d = ok ? dsa_load16(kp, k_al) : (uint4)(0u);
-    }
-}
-
-#if KM_AS
-/* The ring kernel's epilogue of one m-tile (16 keys from kk - g): k_scale
- * (2^16 first, exact), ReLU, weights, the lane's heads, then the quad's;
- * the warp holds all heads of its token, so these are the logits. */
-DSA_INLINE_ALWAYS void km_epilogue(const dsa_tile_c acc[KM_NTW], const int kk,
-                                   __local const float *kscale, __local const KM_ST *kstate,
-                                   __local const float2 *wf, const int tok, const uint t4,
-                                   const int tok_ok, const int my_lo, const int my_hi,
-                                   const int n0, const int ncols, const int clean,
-                                   __global uchar *out, const ulong o_off, const ulong o_rs,
-                                   const uint r, const int out_bf16) {
-  /* acc 2^k s == acc (2^k s): the first product is exact, one rounding
-   * either way; the folded form saves a multiply an element. */
-  const float s0 = kscale[kk] * KM_SC, s1 = kscale[kk + 8] * KM_SC;
-  float p0 = 0.0f, p1 = 0.0f;
-#pragma unroll
-  for (int nt = 0; nt < KM_NTW; nt++) {
-    const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)t4];
-    const float wv_[2] = {w2.x, w2.y};
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
-      p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
-    }
-  }
-  p0 += dsa_tile_shfl_xor(p0, 1);
-  p1 += dsa_tile_shfl_xor(p1, 1);
-  p0 += dsa_tile_shfl_xor(p0, 2);
-  p1 += dsa_tile_shfl_xor(p1, 2);
-  if (t4 == 0u && tok_ok)
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const int k2 = kk + 8 * hr, col = n0 + k2;
-      const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
-      if (col < ncols && (st != IL_KEY_OUT || clean))
-        il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY,
-                 out_bf16);
-    }
-}
-#endif
-
 DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local ulong *koff,
                                __local float *kscale, __local KM_ST *kstate, __local float *red,
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
-                               __local int *thi, __local uint4 *ring, const int AS,
-                               const int KPG) {
+                               __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
   const uint gq = lane >> 2, t4 = lane & 3u;
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
   const uint rg = row0 + grow;
-  const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KPG;
+  const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
   const int HP = (H + KM_COLS - 1) / KM_COLS * KM_COLS;
   const int nchunk = (next_n + tq - 1) / tq;
   const uint b = rg / (uint)nchunk;
@@ -994,8 +861,51 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   for (int t = 0; t < nq; t++)
     if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
 
-  /* Where each key of the group lives (block-table reads once per key). */
-  for (int t = (int)lid; t < KPG; t += knt) {
+  /* Where each key of the group lives (block-table reads once per key).
+   * KM_BTP: il_locate_key's work (paged FP8) in three unrolled passes, all
+   * block-table reads, then all scale reads, then the stores and faults, so
+   * a work-item has its KM_KPG / KM_NT keys' reads in flight together
+   * instead of two dependent global reads a key one after the other (the
+   * fault's atomic and the local stores between them kept the compiler
+   * from overlapping the iterations). */
+#if KM_BTP
+  {
+#define KM_TU (KM_KPG / KM_NT)
+    int kin[KM_TU], blk[KM_TU], row[KM_TU];
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt, j = n0 + t;
+      kin[u] = t < KM_KPG && j >= lo && j < hi;
+      const int tb = j / bs;
+      row[u] = j - tb * bs;
+      blk[u] = kin[u] ? *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs)
+                      : 0;
+    }
+    float sc[KM_TU];
+    ulong ko[KM_TU];
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int ok = kin[u] && blk[u] >= 0 && (long)blk[u] < num_blocks;
+      const ulong base = c_off + (ulong)(ok ? blk[u] : 0) * c_bstride;
+      ko[u] = ok ? base + (ulong)row[u] * 128u : 0;
+      sc[u] = ok ? *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row[u] * 4u)
+                 : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt;
+      const int bad = kin[u] && (blk[u] < 0 || (long)blk[u] >= num_blocks);
+      if (bad) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+      if (t < KM_KPG) {
+        koff[t] = ko[u];
+        kscale[t] = sc[u];
+        kstate[t] = (KM_ST)(!kin[u] ? IL_KEY_OUT : bad ? IL_KEY_MASKED : IL_KEY_OK);
+      }
+    }
+#undef KM_TU
+  }
+#else
+  for (int t = (int)lid; t < KM_KPG; t += knt) {
     const int j = n0 + t;
     int st = j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
     ulong ko = 0, so = 0;
@@ -1005,6 +915,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     kscale[t] = sc;
     kstate[t] = (KM_ST)st;
   }
+#endif
 
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
@@ -1023,21 +934,10 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
       __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
-#if KM_QV
-      /* [token][n-tile][k-step pair][lane] (b0, b1 of step 2p, of step 2p + 1) */
-#pragma unroll
-      for (int sp = 0; sp < 2; sp++)
-        ((__local uint4 *)qf)[((tok * KM_NTW + nt) * 4 + c2 * 2 + sp) * 32 + (int)lane] =
-            (uint4)(dsa_e4m3x2_to_f16x2_scaled(xs[2 * sp]),
-                    dsa_e4m3x2_to_f16x2_scaled(xs[2 * sp] >> 16),
-                    dsa_e4m3x2_to_f16x2_scaled(xs[2 * sp + 1]),
-                    dsa_e4m3x2_to_f16x2_scaled(xs[2 * sp + 1] >> 16));
-#else
 #pragma unroll
       for (int s = 0; s < 4; s++)
         qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
             (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
-#endif
     }
     if (gq == 0u) {
       float we[2];
@@ -1085,163 +985,49 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* The chunks holding valid keys (empty range: no trip). */
-  const int CH = AS ? 16 * KM_RMT : KM_CH; /* keys a chunk */
-  const int nch = KPG / CH;
-  const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / CH;
-  const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + CH - 1) / CH, 0, nch);
-  /* Register pipeline (AS 0): a ring of KM_PF chunks in flight,
-   * [slot][m-tile][row g, g + 8][64-dim chunk]. Ring kernel (AS > 0): AS
-   * slots of this warp's local ring, AS - 1 chunks in flight (cp.async). */
+  const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
+  const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
+  /* A ring of KM_PF chunks in flight: [slot][m-tile][row g, g + 8][64-dim chunk]. */
   uint4 x[KM_PF][KM_MT][2][2];
   int c = c_lo + kslc;
-#if KM_ABL & 2
-  const uint2 qreg = qf[lane];
-#endif
-#if KM_AS
-  if (AS) {
-    /* The ring kernel: the warp's chunks as a sequence of 64-dim halves,
-     * AS - 1 of them in flight (cp.async) while one is multiplied; each B
-     * fragment read from local memory serves KM_RMT m-tiles. */
-    __local uint4 *wring = ring + (int)warp * AS * KM_RMT * 2 * 32;
-    const int nh = c < c_hi ? 2 * ((c_hi - c + NKS - 1) / NKS) : 0;
-    for (int p = 0; p + 1 < AS; p++) {
-      if (p < nh)
-        km_load_async(wring + p * KM_RMT * 2 * 32, cache, koff, kstate, c + (p >> 1) * NKS, p & 1,
-                      gq, t4, lane, k_al);
-      dsa_async_commit();
-    }
-    dsa_tile_c acc[KM_RMT][KM_NTW];
-    int slot = 0;
-    for (int hh = 0; hh < nh; hh++) {
-      /* Refill the slot read last trip (its values are in registers and
-       * used), then wait for this half: AS - 1 groups may stay in flight. */
-      const int nx = hh + AS - 1, ls = slot == 0 ? AS - 1 : slot - 1;
-      if (nx < nh)
-        km_load_async(wring + ls * KM_RMT * 2 * 32, cache, koff, kstate, c + (nx >> 1) * NKS,
-                      nx & 1, gq, t4, lane, k_al);
-      dsa_async_commit();
-      dsa_async_wait(KM_AS > 0 ? KM_AS - 1 : 0);
-      uint4 cur[KM_RMT][2];
 #pragma unroll
-      for (int m = 0; m < KM_RMT; m++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) cur[m][hr] = wring[((slot * KM_RMT + m) * 2 + hr) * 32 + (int)lane];
-      slot = slot + 1 == AS ? 0 : slot + 1;
-      const int c2 = hh & 1;
-      if (c2 == 0)
-#pragma unroll
-        for (int m = 0; m < KM_RMT; m++)
-#pragma unroll
-          for (int nt = 0; nt < KM_NTW; nt++) acc[m][nt] = dsa_tile_zero();
-#pragma unroll
-      for (int s = 0; s < 4; s++) {
-        dsa_tile_a a[KM_RMT];
-#pragma unroll
-        for (int m = 0; m < KM_RMT; m++) {
-          const uint4 xg = cur[m][0], x8 = cur[m][1];
-          const uint wg = s == 0 ? xg.x : s == 1 ? xg.y : s == 2 ? xg.z : xg.w;
-          const uint w8 = s == 0 ? x8.x : s == 1 ? x8.y : s == 2 ? x8.z : x8.w;
-#if KM_ABL & 1
-          a[m].v[0] = wg;
-          a[m].v[1] = w8;
-          a[m].v[2] = wg ^ w8;
-          a[m].v[3] = wg + w8;
-#else
-          km_cvt4(wg, &a[m].v[0], &a[m].v[2]);
-          km_cvt4(w8, &a[m].v[1], &a[m].v[3]);
-#endif
-        }
-#pragma unroll
-        for (int nt = 0; nt < KM_NTW; nt++) {
-          dsa_tile_b bf;
-#if KM_ABL & 2
-          bf.v[0] = qreg.x;
-          bf.v[1] = qreg.y;
-#else
-          const uint2 q2 = qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
-          bf.v[0] = q2.x;
-          bf.v[1] = q2.y;
-#endif
-#pragma unroll
-          for (int m = 0; m < KM_RMT; m++) {
-#if KM_ABL & 8
-            acc[m][nt].v[0] += as_float(a[m].v[0] ^ bf.v[0]);
-            acc[m][nt].v[3] += as_float(a[m].v[3] ^ bf.v[1]);
-#else
-            acc[m][nt] = dsa_tile_mma_h(acc[m][nt], a[m], bf);
-#endif
-          }
-        }
-      }
-      if (c2 == 1) {
-        const int cc = c + (hh >> 1) * NKS;
-#pragma unroll
-        for (int m = 0; m < KM_RMT; m++)
-          km_epilogue(acc[m], cc * 16 * KM_RMT + m * 16 + (int)gq, kscale, kstate, wf, tok, t4,
-                      tok_ok, my_lo, my_hi, n0, ncols, clean, out, o_off, o_rs, r, out_bf16);
-      }
-    }
-    c = c_hi; /* the register pipeline's loop below: no trip */
-  } else
-#endif
-  {
-#pragma unroll
-    for (int p = 0; p < KM_PF; p++)
-      if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
-  }
+  for (int p = 0; p < KM_PF; p++)
+    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
-    {
 #pragma unroll
-      for (int m = 0; m < KM_MT; m++)
+    for (int m = 0; m < KM_MT; m++)
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++)
+      for (int hr = 0; hr < 2; hr++)
 #pragma unroll
-          for (int c2 = 0; c2 < 2; c2++) {
-            cur[m][hr][c2] = x[0][m][hr][c2];
+        for (int c2 = 0; c2 < 2; c2++) {
+          cur[m][hr][c2] = x[0][m][hr][c2];
 #pragma unroll
-            for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
-          }
-      if (c + KM_PF * NKS < c_hi)
-        km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
-    }
+          for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
+        }
+    if (c + KM_PF * NKS < c_hi)
+      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+      const float sc = 0x1p16f;
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++) {
         const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
         const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
-#if KM_QV && !(KM_ABL & 2)
-        uint4 q4[KM_NTW];
-#endif
 #pragma unroll
         for (int s = 0; s < 4; s++) {
           dsa_tile_a a;
-#if KM_ABL & 1
-          a.v[0] = wg[s];
-          a.v[1] = w8[s];
-          a.v[2] = wg[s] ^ w8[s];
-          a.v[3] = wg[s] + w8[s];
-#else
-          km_cvt4(wg[s], &a.v[0], &a.v[2]);
-          km_cvt4(w8[s], &a.v[1], &a.v[3]);
-#endif
+          a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
+          a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
+          a.v[2] = dsa_e4m3x2_to_f16x2_scaled_hi(wg[s]);
+          a.v[3] = dsa_e4m3x2_to_f16x2_scaled_hi(w8[s]);
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
-#if KM_ABL & 2
-            bf.v[0] = qreg.x;
-            bf.v[1] = qreg.y;
-#elif KM_QV
-            if ((s & 1) == 0)
-              q4[nt] = ((__local const uint4 *)qf)[((tok * KM_NTW + nt) * 4 + c2 * 2 + s / 2) * 32 +
-                                                   (int)lane];
-            bf.v[0] = (s & 1) ? q4[nt].z : q4[nt].x;
-            bf.v[1] = (s & 1) ? q4[nt].w : q4[nt].y;
-#elif KM_QL
+#if KM_QL
             const uint2 q2 = qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
             bf.v[0] = q2.x;
             bf.v[1] = q2.y;
@@ -1249,21 +1035,17 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
             bf.v[0] = qb[nt][c2 * 4 + s][0];
             bf.v[1] = qb[nt][c2 * 4 + s][1];
 #endif
-#if KM_ABL & 8
-            acc[nt].v[0] += as_float(a.v[0] ^ bf.v[0]);
-            acc[nt].v[3] += as_float(a.v[3] ^ bf.v[1]);
-#else
             acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
-#endif
           }
         }
       }
       /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
        * heads, then the quad's. */
       const int kk = c * KM_CH + m * 16 + (int)gq;
-      /* acc 2^k s == acc (2^k s): the first product is exact, one rounding
-       * either way; the folded form saves a multiply an element. */
-      const float s0 = kscale[kk] * KM_SC, s1 = kscale[kk + 8] * KM_SC;
+      /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
+       * rounding either way; folded, it saves a multiply an element (H200,
+       * B = 64 next_n = 1: -3 %). */
+      const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
       float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) {
@@ -1296,8 +1078,8 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
         }
 #else
       if (t4 == 0u) {
-        red[cs * KPG + kk] = p0;
-        red[cs * KPG + kk + 8] = p1;
+        red[cs * KM_KPG + kk] = p0;
+        red[cs * KM_KPG + kk + 8] = p1;
       }
 #endif
     }
@@ -1305,8 +1087,8 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 #if KM_QL
   /* Chunks without valid keys (not in the loop): -inf when clean. */
   if (clean)
-    for (int idx = (int)lid; idx < nq * KPG; idx += knt) {
-      const int t = idx / KPG, kk = idx - t * KPG, col = n0 + kk, ch = kk / CH;
+    for (int idx = (int)lid; idx < nq * KM_KPG; idx += knt) {
+      const int t = idx / KM_KPG, kk = idx - t * KM_KPG, col = n0 + kk, ch = kk / KM_CH;
       if ((ch < c_lo || ch >= c_hi) && col < ncols)
         il_store(out, o_off, o_rs, r_base + (uint)t, col, -INFINITY, out_bf16);
     }
@@ -1327,10 +1109,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 }
 
 /* Two group sizes, one body: KM_NT work-items, and (paged_mqa_logits_keys2)
- * 2 KM_NT for grids too small to fill the device otherwise (the host picks).
- * paged_mqa_logits_keysr (KM_AS > 0): one token a group (next_n = 1 or one
- * row), KM_RKPG keys, the keys through a per-warp ring of KM_AS chunks in
- * local memory (cp.async on NVIDIA). */
+ * 2 KM_NT for grids too small to fill the device otherwise (the host picks). */
 #if KM_QL
 #define KM_KERNEL(NAME, NT)                                                                   \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
@@ -1338,12 +1117,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     __local ulong koff[KM_KPG];                                                               \
     __local float kscale[KM_KPG];                                                             \
     __local KM_ST kstate[KM_KPG];                                                             \
-    __local uint4 qf[KM_TQ * KM_NTW * 8 * 32 / 2];                                            \
+    __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
     __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
     __local int tlo[4], thi[4];                                                               \
     (void)nrows;                                                                              \
-    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, 0, (__local uint2 *)qf, wf,    \
-            tlo, thi, 0, 0, KM_KPG);                                                          \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, 0, qf, wf, tlo, thi);          \
   }
 #else
 #define KM_KERNEL(NAME, NT)                                                                   \
@@ -1355,25 +1133,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     __local float red[KM_TQ * KM_KPG];                                                        \
     __local int tlo[4], thi[4];                                                               \
     (void)nrows;                                                                              \
-    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, red, 0, 0, tlo, thi, 0, 0,     \
-            KM_KPG);                                                                          \
+    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, red, 0, 0, tlo, thi);          \
   }
 #endif
 KM_KERNEL(paged_mqa_logits_keys, KM_NT)
 KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT)
-#if KM_AS
-__kernel __attribute__((reqd_work_group_size(KM_NT, 1, 1))) DSA_TILE_KERNEL void
-paged_mqa_logits_keysr(IL_KARGS, int tq, int nrows) {
-  __local ulong koff[KM_RKPG];
-  __local float kscale[KM_RKPG];
-  __local KM_ST kstate[KM_RKPG];
-  __local uint4 qf[KM_NTW * 8 * 32 / 2];
-  __local float2 wf[KM_NTW * 4];
-  __local uint4 ring[KM_W * KM_AS * KM_RMT * 2 * 32];
-  __local int tlo[4], thi[4];
-  (void)nrows;
-  km_body(IL_FROM_KARGS(1, 0), KM_NT, tq, koff, kscale, kstate, 0, (__local uint2 *)qf, wf, tlo,
-          thi, ring, KM_AS, KM_RKPG);
-}
-#endif
 #endif

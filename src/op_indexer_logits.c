@@ -98,25 +98,6 @@ typedef cl_ulong u64;
 #ifndef KM_PF
 #define KM_PF 1
 #endif
-/* KM_AS > 0: paged_mqa_logits_keysr, for one token a group (next_n = 1):
- * the keys go through a ring of KM_AS chunks a warp in local memory
- * (cp.async on NVIDIA, KM_AS - 1 chunks in flight) instead of registers;
- * KM_RKPG keys a group (its tables and the ring share the 48 KiB with one
- * token's B fragments). */
-#ifndef KM_AS
-#define KM_AS 2
-#endif
-#ifndef KM_RKPG
-#define KM_RKPG 1024
-#endif
-#ifndef KM_RING_N2
-#define KM_RING_N2 1
-#endif
-/* m-tiles (16 keys) of a ring kernel chunk: each B fragment read from
- * local memory serves KM_RMT of them. */
-#ifndef KM_RMT
-#define KM_RMT 2
-#endif
 /* Warps an SM runs of this kernel (16 at <= 128 registers), for the choice
  * of group size. */
 #ifndef KM_WARPS_CU
@@ -127,7 +108,7 @@ const char dsa__defines_indexer_logits[] =
         DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF) DSA_KDEF(KM_AS) DSA_KDEF(KM_RKPG) DSA_KDEF(KM_RMT);
+                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
  * partials, and per key its two offsets, scale and state. */
@@ -230,13 +211,6 @@ static size_t km_local_bytes(void) {
   return (size_t)KM_KPG * (8 + 4 + 4) + tq * KM_KPG * 4 + 32;
 }
 
-/* The ring kernel's: tables of KM_RKPG keys, one token's B fragments and
- * weights, KM_AS slots a warp of 16 KM_RMT keys x 64 bytes. */
-static size_t km_ring_local_bytes(void) {
-  return (size_t)KM_RKPG * (8 + 4 + 1) + (KM_NTW * 8 * 32 * 8 + KM_NTW * 4 * 8) +
-         (size_t)(KM_NT / 32) * KM_AS * KM_RMT * 16 * 64 + 32;
-}
-
 /* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
  * H rounded up to a warp's 8 KM_NTW), so the column slices (tq * HP / (8
  * KM_NTW)) divide the warps. */
@@ -261,12 +235,10 @@ dsa_status dsa__il_keys_env(dsa_context *c) {
     c->il_keys = KM_NT;
   } else if (atoi(v) == 2 * KM_NT && strspn(v, "0123456789") == strlen(v)) {
     c->il_keys = 2 * KM_NT;
-  } else if (!strcmp(v, "ring")) {
-    c->il_keys = 1;
   } else {
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
-                     "DSACL_IL_KEYS = \"%s\": known values are auto, off, ring, %d and %d", v,
-                     KM_NT, 2 * KM_NT);
+                     "DSACL_IL_KEYS = \"%s\": known values are auto, off, %d and %d", v, KM_NT,
+                     2 * KM_NT);
   }
   return DSA_OK;
 }
@@ -370,20 +342,6 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;
     kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
     nt = wide ? 2 * KM_NT : KM_NT;
-    /* The ring kernel (one token a group), where its local memory fits:
-     * auto takes it for the grids that fill the device (not wide) and, with
-     * KM_RING_N2, for next_n > 1 too (each token its own group);
-     * DSACL_IL_KEYS=ring forces it (tests), 128 / 256 refuse it. */
-    char lb[96];
-    const int ring_auto = q->ctx->il_keys == 0 && !wide && (tq == 1 || KM_RING_N2);
-    if (KM_AS > 0 && (ring_auto || q->ctx->il_keys == 1) &&
-        !dsa__refuse_local_mem(q->ctx, km_ring_local_bytes(), lb, sizeof lb)) {
-      kname = "paged_mqa_logits_keysr";
-      nt = KM_NT;
-      tk = KM_RKPG;
-      tq = 1;
-      rows = j->rows;
-    }
   }
   cl_kernel k;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
