@@ -753,7 +753,11 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *     column g) reads the query row at the same physical bytes. A dot
  *     product does not care in which order the dims come.
  *   - the loads of a warp's next 16-key chunk are issued before the MMAs of
- *     this one (software pipelining in registers: no cp.async here).
+ *     this one (software pipelining in registers). A cp.async ring of key
+ *     slots in local memory (cl/dsa_async.h) was measured 3-8 % slower in
+ *     every geometry tried (docs/PERFORMANCE.md, round 3): with the keys
+ *     read from L1 instead of memory the kernel is only 3 % faster, so the
+ *     key stream's latency is not what bounds it.
  * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
  * operands, 2^16 back in the epilogue, exact).
  *
@@ -770,7 +774,9 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *
  * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
  * against the tile kernel with B in registers (236 registers, 8 warps an
- * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps).
+ * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps);
+ * -> 145 us with the set-up's block-table reads batched (KM_BTP), the prmt
+ * e4m3 -> f16 and the folded epilogue.
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
  * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
  * help. */
