@@ -817,17 +817,17 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
 DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
                                __local const ulong *koff, __local const KM_ST *kstate,
-                               const int c, const uint gq, const uint t4, const int k_al) {
+                               const int c, const int k_al) {
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      const int kk = c * KM_CH + m * 16 + (int)gq + 8 * hr;
+      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_kp_row(hr);
       const int ok = kstate[kk] == IL_KEY_OK;
-      __global const uchar *kp = cache + koff[kk] + (ulong)(16 * (int)t4);
+      __global const uchar *kp = cache + koff[kk] + (ulong)dsa_tile_kp_k0();
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++)
-        x[m][hr][c2] = ok ? dsa_load16(kp + 64 * c2, k_al) : (uint4)(0u);
+        x[m][hr][c2] = ok ? dsa_load16(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
     }
 }
 
@@ -836,7 +836,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
                                __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
-  const uint gq = lane >> 2, t4 = lane & 3u;
+  const uint gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
   const uint rg = row0 + grow;
   const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
@@ -937,24 +937,25 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     const int ok = tok_ok && h < H;
     const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
     for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-      for (int s = 0; s < 4; s++)
-        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
-            (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
+      for (int s = 0; s < 4; s++) {
+        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
+        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
+      }
     }
     if (gq == 0u) {
       float we[2];
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+        const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
         we[e] = tok_ok && hc < H
                     ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
                     : 0.0f;
       }
-      wf[(tok * KM_NTW + nt) * 4 + (int)t4] = (float2)(we[0], we[1]);
+      wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
     }
   }
   const int my_lo = tok_ok ? tlo[tok] : 0, my_hi = tok_ok ? thi[tok] : 0;
@@ -970,18 +971,19 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
 #pragma unroll
     for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
       for (int s = 0; s < 4; s++) {
-        qb[nt][c2 * 4 + s][0] = dsa_e4m3x2_to_f16x2_scaled(xs[s]);
-        qb[nt][c2 * 4 + s][1] = dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16);
+        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
+        qb[nt][c2 * 4 + s][0] = bq.v[0];
+        qb[nt][c2 * 4 + s][1] = bq.v[1];
       }
     }
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-      const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+      const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
       wv[nt][e] = tok_ok && hc < H
                       ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
                       : 0.0f;
@@ -998,7 +1000,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   int c = c_lo + kslc;
 #pragma unroll
   for (int p = 0; p < KM_PF; p++)
-    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
+    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -1012,7 +1014,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
     if (c + KM_PF * NKS < c_hi)
-      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
+      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
@@ -1025,11 +1027,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
         const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-          dsa_tile_a a;
-          a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
-          a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
-          a.v[2] = dsa_e4m3x2_to_f16x2_scaled_hi(wg[s]);
-          a.v[3] = dsa_e4m3x2_to_f16x2_scaled_hi(w8[s]);
+          const dsa_tile_a a = dsa_tile_a_kp_e4m3(wg[s], w8[s]);
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
@@ -1047,7 +1045,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
       }
       /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
        * heads, then the quad's. */
-      const int kk = c * KM_CH + m * 16 + (int)gq;
+      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
       /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
        * rounding either way; folded, it saves a multiply an element (H200,
        * B = 64 next_n = 1: -3 %). */
@@ -1056,7 +1054,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
-        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)t4];
+        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
         const float wv_[2] = {w2.x, w2.y};
 #else
         const float wv_[2] = {wv[nt][0], wv[nt][1]};
@@ -1067,13 +1065,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
           p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
         }
       }
-      p0 += dsa_tile_shfl_xor(p0, 1);
-      p1 += dsa_tile_shfl_xor(p1, 1);
-      p0 += dsa_tile_shfl_xor(p0, 2);
-      p1 += dsa_tile_shfl_xor(p1, 2);
+      p0 = dsa_tile_row_sum(p0);
+      p1 = dsa_tile_row_sum(p1);
 #if KM_QL
       /* The warp holds all heads of its token: these are the logits. */
-      if (t4 == 0u && tok_ok)
+      if (dsa_tile_row_leader() && tok_ok)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
           const int k2 = kk + 8 * hr, col = n0 + k2;
@@ -1083,7 +1079,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
                      st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
         }
 #else
-      if (t4 == 0u) {
+      if (dsa_tile_row_leader()) {
         red[cs * KM_KPG + kk] = p0;
         red[cs * KM_KPG + kk + 8] = p1;
       }
