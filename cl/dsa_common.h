@@ -170,8 +170,27 @@ DSA_INLINE float dsa_f16_to_f32(uint h) {
  * no conversion instruction; a kernel folds 2^8 back in after the product
  * (cl/dsa_tile.h's f16 multiply, the indexer logits). */
 DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled(uint x) {
-  const uint y = (x & 0xFFu) | ((x & 0xFF00u) << 8); /* bytes 0 and 2 */
-  return ((y & 0x007F007Fu) << 7) | ((y & 0x00800080u) << 8);
+  /* Bytes 0 and 1 of x to bytes 0 and 2 (one prmt on NVIDIA); then per
+   * 16-bit half b (b + (b & 0x80)) << 7 = (b & 0x7F) << 7 | (b & 0x80) << 8
+   * (the sign bit carries into bit 8, no further): 4 operations a pair
+   * where the masks-and-shifts form took 6-7. */
+#if DSA_HAS_NV_PTX
+  uint y;
+  __asm__("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(y) : "r"(x), "r"(0u));
+#else
+  const uint y = (x & 0xFFu) | ((x & 0xFF00u) << 8);
+#endif
+  return (y + (y & 0x00800080u)) << 7;
+}
+/* The same for bytes 2 and 3 of x (no shift first on NVIDIA). */
+DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled_hi(uint x) {
+#if DSA_HAS_NV_PTX
+  uint y;
+  __asm__("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(y) : "r"(x), "r"(0u));
+  return (y + (y & 0x00800080u)) << 7;
+#else
+  return dsa_e4m3x2_to_f16x2_scaled(x >> 16);
+#endif
 }
 
 /* Exact bf16 of e4m3 byte b times 2^(u-127), through fp32. */

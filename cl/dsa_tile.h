@@ -44,6 +44,12 @@
  *                                       same columns (all of them get it)
  *   dsa_tile_col_leader()               the lane that writes such a sum
  *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
+ *   (NVIDIA only, for nv-keys:) dsa_tile_row_sum(v), dsa_tile_row_leader()
+ *                                       the same over a row's columns
+ *   DSA_TILE_KP_CHUNK, dsa_tile_kp_row(h), dsa_tile_kp_col(), dsa_tile_kp_k0()
+ *   dsa_tile_a_kp_e4m3(w0, w1), dsa_tile_b_kp_e4m3(w)
+ *                                       fragments read from memory in a
+ *                                       permuted k order (16 bytes a row)
  *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
  *
  * A unit is DSA_TILE_LANES consecutive work-items of the linear local id
@@ -173,7 +179,44 @@ DSA_INLINE float dsa_tile_col_sum(float v) {
   return v + dsa_tile_shfl_xor(v, 16);
 }
 DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 4u; }
+/* The sum over a C row's columns held by this unit (lanes 4g .. 4g + 3 hold
+ * row g's and g + 8's), and the lane that holds it after. */
+DSA_INLINE float dsa_tile_row_sum(float v) {
+  v += dsa_tile_shfl_xor(v, 1);
+  return v + dsa_tile_shfl_xor(v, 2);
+}
+DSA_INLINE int dsa_tile_row_leader(void) { return (dsa_tile_lane() & 3u) == 0u; }
 #define DSA_TILE_HAS_F16 1
+/* Fragments straight from memory in a permuted k order (the paged logits'
+ * nv-keys kernel, cl/indexer_logits.cl): within each DSA_TILE_KP_CHUNK-wide
+ * k chunk, this lane needs the 16 consecutive elements from dsa_tile_kp_k0()
+ * of A rows dsa_tile_kp_row(0) and (1) and of B column dsa_tile_kp_col() —
+ * one 16-byte load each for 1-byte elements — and their word s (elements
+ * k0 + 4s .. k0 + 4s + 3) makes k-step s of the chunk: the fragment map's
+ * k {2t, 2t + 1, 2t + 8, 2t + 9} are those four. A dot product takes its
+ * terms in any order as long as A and B take the same map. C stays as
+ * dsa_tile_row / dsa_tile_col say. */
+#define DSA_TILE_KP_CHUNK 64
+DSA_INLINE uint dsa_tile_kp_row(int h) { return (dsa_tile_lane() >> 2) + 8u * (uint)h; }
+DSA_INLINE uint dsa_tile_kp_col(void) { return dsa_tile_lane() >> 2; }
+DSA_INLINE uint dsa_tile_kp_k0(void) { return 16u * (dsa_tile_lane() & 3u); }
+/* Words of four e4m3 elements (rows kp_row(0), kp_row(1); B: column
+ * kp_col()) as one k-step's f16 fragments, x 2^-8 (dsa_e4m3x2_to_f16x2_scaled:
+ * exact; the kernel folds 2^16 back in after the product). */
+DSA_INLINE dsa_tile_a dsa_tile_a_kp_e4m3(uint w0, uint w1) {
+  dsa_tile_a a;
+  a.v[0] = dsa_e4m3x2_to_f16x2_scaled(w0);
+  a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w1);
+  a.v[2] = dsa_e4m3x2_to_f16x2_scaled_hi(w0);
+  a.v[3] = dsa_e4m3x2_to_f16x2_scaled_hi(w1);
+  return a;
+}
+DSA_INLINE dsa_tile_b dsa_tile_b_kp_e4m3(uint w) {
+  dsa_tile_b b;
+  b.v[0] = dsa_e4m3x2_to_f16x2_scaled(w);
+  b.v[1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
+  return b;
+}
 
 #elif DSA_TILE == DSA_TILE_INTEL16 || DSA_TILE == DSA_TILE_INTEL8
 /* ---- Intel DPAS (cl_intel_subgroup_matrix_multiply_accumulate), M = 8.

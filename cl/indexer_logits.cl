@@ -753,7 +753,11 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *     column g) reads the query row at the same physical bytes. A dot
  *     product does not care in which order the dims come.
  *   - the loads of a warp's next 16-key chunk are issued before the MMAs of
- *     this one (software pipelining in registers: no cp.async here).
+ *     this one (software pipelining in registers). A cp.async ring of key
+ *     slots in local memory (cl/dsa_async.h) was measured 3-8 % slower in
+ *     every geometry tried (docs/PERFORMANCE.md, round 3): with the keys
+ *     read from L1 instead of memory the kernel is only 3 % faster, so the
+ *     key stream's latency is not what bounds it.
  * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
  * operands, 2^16 back in the epilogue, exact).
  *
@@ -770,7 +774,9 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *
  * Measured (H200, docs/PERFORMANCE.md): B = 64 next_n = 1 332 -> 231 us
  * against the tile kernel with B in registers (236 registers, 8 warps an
- * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps).
+ * SM); -> 175 us with B in local memory (KM_QL, 121 registers, 16 warps);
+ * -> 145 us with the set-up's block-table reads batched (KM_BTP), the prmt
+ * e4m3 -> f16 and the folded epilogue.
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
  * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
  * help. */
@@ -794,6 +800,12 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_PF < 1
 #error "indexer_logits.cl: KM_PF >= 1"
 #endif
+#ifndef KM_BTP
+#define KM_BTP 1
+#endif
+#if KM_BTP && KM_KPG % KM_NT
+#error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
+#endif
 #define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
 #if KM_QL
 #define KM_ST uchar
@@ -805,17 +817,17 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
 DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
                                __local const ulong *koff, __local const KM_ST *kstate,
-                               const int c, const uint gq, const uint t4, const int k_al) {
+                               const int c, const int k_al) {
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      const int kk = c * KM_CH + m * 16 + (int)gq + 8 * hr;
+      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_kp_row(hr);
       const int ok = kstate[kk] == IL_KEY_OK;
-      __global const uchar *kp = cache + koff[kk] + (ulong)(16 * (int)t4);
+      __global const uchar *kp = cache + koff[kk] + (ulong)dsa_tile_kp_k0();
 #pragma unroll
       for (int c2 = 0; c2 < 2; c2++)
-        x[m][hr][c2] = ok ? dsa_load16(kp + 64 * c2, k_al) : (uint4)(0u);
+        x[m][hr][c2] = ok ? dsa_load16(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
     }
 }
 
@@ -824,7 +836,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
                                __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
-  const uint gq = lane >> 2, t4 = lane & 3u;
+  const uint gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
   const uint rg = row0 + grow;
   const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
@@ -855,7 +867,50 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   for (int t = 0; t < nq; t++)
     if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
 
-  /* Where each key of the group lives (block-table reads once per key). */
+  /* Where each key of the group lives (block-table reads once per key).
+   * KM_BTP: il_locate_key's work (paged FP8) in three unrolled passes, all
+   * block-table reads, then all scale reads, then the stores and faults, so
+   * a work-item has its KM_KPG / KM_NT keys' reads in flight together
+   * instead of two dependent global reads a key one after the other (the
+   * fault's atomic and the local stores between them kept the compiler
+   * from overlapping the iterations). */
+#if KM_BTP
+  {
+#define KM_TU (KM_KPG / KM_NT)
+    int kin[KM_TU], blk[KM_TU], row[KM_TU];
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt, j = n0 + t;
+      kin[u] = t < KM_KPG && j >= lo && j < hi;
+      const int tb = j / bs;
+      row[u] = j - tb * bs;
+      blk[u] = kin[u] ? *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs)
+                      : 0;
+    }
+    float sc[KM_TU];
+    ulong ko[KM_TU];
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int ok = kin[u] && blk[u] >= 0 && (long)blk[u] < num_blocks;
+      const ulong base = c_off + (ulong)(ok ? blk[u] : 0) * c_bstride;
+      ko[u] = ok ? base + (ulong)row[u] * 128u : 0;
+      sc[u] = ok ? *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row[u] * 4u)
+                 : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt;
+      const int bad = kin[u] && (blk[u] < 0 || (long)blk[u] >= num_blocks);
+      if (bad) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+      if (t < KM_KPG) {
+        koff[t] = ko[u];
+        kscale[t] = sc[u];
+        kstate[t] = (KM_ST)(!kin[u] ? IL_KEY_OUT : bad ? IL_KEY_MASKED : IL_KEY_OK);
+      }
+    }
+#undef KM_TU
+  }
+#else
   for (int t = (int)lid; t < KM_KPG; t += knt) {
     const int j = n0 + t;
     int st = j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
@@ -866,6 +921,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     kscale[t] = sc;
     kstate[t] = (KM_ST)st;
   }
+#endif
 
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
@@ -881,24 +937,25 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     const int ok = tok_ok && h < H;
     const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
     for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-      for (int s = 0; s < 4; s++)
-        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] =
-            (uint2)(dsa_e4m3x2_to_f16x2_scaled(xs[s]), dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16));
+      for (int s = 0; s < 4; s++) {
+        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
+        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
+      }
     }
     if (gq == 0u) {
       float we[2];
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+        const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
         we[e] = tok_ok && hc < H
                     ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
                     : 0.0f;
       }
-      wf[(tok * KM_NTW + nt) * 4 + (int)t4] = (float2)(we[0], we[1]);
+      wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
     }
   }
   const int my_lo = tok_ok ? tlo[tok] : 0, my_hi = tok_ok ? thi[tok] : 0;
@@ -914,18 +971,19 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
 #pragma unroll
     for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(64 * c2 + 16 * (int)t4);
+      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       const uint xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
       for (int s = 0; s < 4; s++) {
-        qb[nt][c2 * 4 + s][0] = dsa_e4m3x2_to_f16x2_scaled(xs[s]);
-        qb[nt][c2 * 4 + s][1] = dsa_e4m3x2_to_f16x2_scaled(xs[s] >> 16);
+        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
+        qb[nt][c2 * 4 + s][0] = bq.v[0];
+        qb[nt][c2 * 4 + s][1] = bq.v[1];
       }
     }
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-      const int hc = h0 + nt * 8 + 2 * (int)t4 + e;
+      const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
       wv[nt][e] = tok_ok && hc < H
                       ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
                       : 0.0f;
@@ -942,7 +1000,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   int c = c_lo + kslc;
 #pragma unroll
   for (int p = 0; p < KM_PF; p++)
-    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, gq, t4, k_al);
+    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -956,7 +1014,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
     if (c + KM_PF * NKS < c_hi)
-      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, gq, t4, k_al);
+      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       dsa_tile_c acc[KM_NTW];
@@ -969,11 +1027,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
         const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-          dsa_tile_a a;
-          a.v[0] = dsa_e4m3x2_to_f16x2_scaled(wg[s]);
-          a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w8[s]);
-          a.v[2] = dsa_e4m3x2_to_f16x2_scaled(wg[s] >> 16);
-          a.v[3] = dsa_e4m3x2_to_f16x2_scaled(w8[s] >> 16);
+          const dsa_tile_a a = dsa_tile_a_kp_e4m3(wg[s], w8[s]);
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
             dsa_tile_b bf;
@@ -991,30 +1045,31 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
       }
       /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
        * heads, then the quad's. */
-      const int kk = c * KM_CH + m * 16 + (int)gq;
-      const float s0 = kscale[kk], s1 = kscale[kk + 8];
+      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
+      /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
+       * rounding either way; folded, it saves a multiply an element (H200,
+       * B = 64 next_n = 1: -3 %). */
+      const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
       float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
-        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)t4];
+        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
         const float wv_[2] = {w2.x, w2.y};
 #else
         const float wv_[2] = {wv[nt][0], wv[nt][1]};
 #endif
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          p0 += fmax(acc[nt].v[e] * sc * s0, 0.0f) * wv_[e];
-          p1 += fmax(acc[nt].v[2 + e] * sc * s1, 0.0f) * wv_[e];
+          p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
+          p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
         }
       }
-      p0 += dsa_tile_shfl_xor(p0, 1);
-      p1 += dsa_tile_shfl_xor(p1, 1);
-      p0 += dsa_tile_shfl_xor(p0, 2);
-      p1 += dsa_tile_shfl_xor(p1, 2);
+      p0 = dsa_tile_row_sum(p0);
+      p1 = dsa_tile_row_sum(p1);
 #if KM_QL
       /* The warp holds all heads of its token: these are the logits. */
-      if (t4 == 0u && tok_ok)
+      if (dsa_tile_row_leader() && tok_ok)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
           const int k2 = kk + 8 * hr, col = n0 + k2;
@@ -1024,7 +1079,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
                      st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
         }
 #else
-      if (t4 == 0u) {
+      if (dsa_tile_row_leader()) {
         red[cs * KM_KPG + kk] = p0;
         red[cs * KM_KPG + kk + 8] = p1;
       }
