@@ -739,8 +739,8 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)
 #define FD_KBUF (FD_KBUF0 > MT_HG * MLA_DIM / 2 ? FD_KBUF0 : MT_HG * MLA_DIM / 2)
 #define FD_PART (MT_DS * MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_DS * MT_HG * MT_NT : 2 * MT_HG * MT_PP)
-#if MT_WG != 16 * MT_NT || MT_ST != 2 || (MT_NT * MT_KDP) % 4 || MT_NT % (MT_WG / 32)
-#error "sparse_mla.cl: the fused tile kernel's copy mapping needs MT_WG = 16 MT_NT, MT_ST = 2"
+#if MT_WG != 16 * MT_NT || MT_ST < 1 || (MT_NT * MT_KDP) % 4 || MT_NT % (MT_WG / 32)
+#error "sparse_mla.cl: the fused tile kernel's copy mapping needs MT_WG = 16 MT_NT, MT_ST >= 1"
 #endif
 
 /* Issue the copies of entry e's piece(s) for item q (0..15) of the ring
@@ -772,7 +772,7 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
 /* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
  * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
-                           __local uint *kd) {
+                           __local uint *kd, __local int *vk) {
 #pragma unroll
   for (int r = 0; r < MT_NT / (MT_WG / 32); r++) {
     const uint e = tid / 32u + (uint)r * (MT_WG / 32), l = tid % 32u;
@@ -780,6 +780,7 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
     dsa_raw raw;
     raw.u = raw.ush = 0u;
     raw.valid = vms[e];
+    if (l == 0u) vk[e] = raw.valid; /* the ring slot's masks are rewritten first */
     if (l < NOPE_LANES) {
       raw.r0 = *(__local const uint4 *)(rs + 16u * l);
       raw.r1 = (uint4)(0u);
@@ -869,13 +870,16 @@ DSA_INLINE void tile_body(
   dsa_raw r0, r1;
   dsa_lazy_ref n0, n1;
   if (fused) {
-    const dsa_ref r = ref_resolve(sa, sb, ref_read(sa, sb, len_a, len, t, j0 + (int)ce), cq, 1,
-                                  faults);
-    fd_issue(sa, sb, r, cq, ring + ce * FD_EB);
-    if (cq == 0u) vm[ce] = r.slot >= 0;
-    dsa_async_commit();
-    n0 = ref_read(sa, sb, len_a, len, t, j0 + MT_NT + (int)ce);
-    dsa_async_wait(0);
+#pragma unroll
+    for (int i = 0; i < MT_ST; i++) {
+      const dsa_ref r = ref_resolve(
+          sa, sb, ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)ce), cq, 1, faults);
+      fd_issue(sa, sb, r, cq, ring + ((uint)i * MT_NT + ce) * FD_EB);
+      if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
+      dsa_async_commit();
+    }
+    n0 = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)ce);
+    dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   } else {
     r0 = fetch_entry(sa, sb, len_a, len, t, e0, sg, fused, faults);
@@ -886,19 +890,18 @@ DSA_INLINE void tile_body(
   for (int it = 0; it < ntiles; it++) {
     const uint slot = (uint)it % MT_ST;
     if (fused)
-      fd_dequant(ring + slot * (MT_NT * FD_EB), vm + slot * MT_NT, tid, kd);
+      fd_dequant(ring + slot * (MT_NT * FD_EB), vm + slot * MT_NT, tid, kd, vm + MT_ST * MT_NT);
     else
       mt_stage(&r0, &r1, sp, sg, fused, kd, vt, vm);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (fused) {
-      /* Tile it + 1 into the other slot (its last reader, the dequant of
-       * tile it - 1, is behind the barrier); waited for at the loop's end. */
-      if (it + 1 < ntiles) {
-        const uint si = (uint)(it + 1) % MT_ST;
+      /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
+       * flight through the steps below); waited for at the loop's end. */
+      if (it + MT_ST < ntiles) {
         const dsa_ref r = ref_resolve(sa, sb, n0, cq, 1, faults);
-        fd_issue(sa, sb, r, cq, ring + (si * MT_NT + ce) * FD_EB);
-        if (cq == 0u) vm[si * MT_NT + ce] = r.slot >= 0;
-        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + 2) * MT_NT + (int)ce);
+        fd_issue(sa, sb, r, cq, ring + (slot * MT_NT + ce) * FD_EB);
+        if (cq == 0u) vm[slot * MT_NT + ce] = r.slot >= 0;
+        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 1) * MT_NT + (int)ce);
       }
       dsa_async_commit();
     } else if (it + 1 < ntiles) {
@@ -945,7 +948,7 @@ DSA_INLINE void tile_body(
     for (int d = 0; d < MT_DS; d++)
       s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
     {
-      __local const int *vs = vm + (fused ? (uint)it % MT_ST * MT_NT : 0u);
+      __local const int *vs = vm + (fused ? MT_ST * MT_NT : 0); /* fused: the dequant's copy */
       s.x = vs[2u * sp] ? s.x * scale : -INFINITY;
       s.y = vs[2u * sp + 1u] ? s.y * scale : -INFINITY;
     }
@@ -1007,7 +1010,7 @@ DSA_INLINE void tile_body(
       }
     }
     /* kd, vt, vm, pw rewritten next; fused: tile it + 1 has landed. */
-    dsa_async_wait(0);
+    dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
@@ -1057,10 +1060,10 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local float sl[MT_HG * MT_NT] __attribute__((aligned(16)));              \
   __local float al[MT_HG];                                                   \
   __local float fin[MT_HG];                                                  \
-  __local int vm[MT_ST * MT_NT]
+  __local int vm[(MT_ST + 1) * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
 #define FD_LOCAL_BYTES \
-  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + MT_HG * MT_NT + 2 * MT_HG + MT_ST * MT_NT))
+  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + MT_HG * MT_NT + 2 * MT_HG + (MT_ST + 1) * MT_NT))
 
 /* The fused kernel also splits the keys (flash-decoding): nsplit > 1
  * work-groups along x per (token, heads), each over `chunk` entries (a

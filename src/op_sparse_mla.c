@@ -95,7 +95,7 @@ static size_t fd_local_bytes(const mt_geom *g) {
   const size_t qst = g->be->a_regs ? 4 : (size_t)MT_HG * MT_KDP;
   size_t part = ds * MT_HG * MT_NT;
   if (part < 2 * (size_t)MT_HG * (MT_NT / 2 + 4)) part = 2 * (size_t)MT_HG * (MT_NT / 2 + 4);
-  return 4 * (kbuf + qst + part + (size_t)MT_HG * MT_NT + 2 * (size_t)MT_HG + MT_ST * MT_NT);
+  return 4 * (kbuf + qst + part + (size_t)MT_HG * MT_NT + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT);
 }
 
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
