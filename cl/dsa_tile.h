@@ -48,6 +48,9 @@
  *   dsa_tile_col_sum(v)                 sum of v over the lanes that hold the
  *                                       same columns (all of them get it)
  *   dsa_tile_col_leader()               the lane that writes such a sum
+ *   DSA_TILE_MAX8, dsa_tile_max8(v)     1: the largest v over the 8 work-items
+ *                                       8i .. 8i + 7 of a unit (shuffles; all
+ *                                       of them get it); 0 (portable): none
  *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
  *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
  *
@@ -201,6 +204,12 @@ DSA_INLINE float dsa_tile_col_sum(float v) {
 }
 DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 4u; }
 #define DSA_TILE_HAS_F16 1
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = fmax(v, dsa_tile_shfl_xor(v, 1));
+  v = fmax(v, dsa_tile_shfl_xor(v, 2));
+  return fmax(v, dsa_tile_shfl_xor(v, 4));
+}
 
 #elif DSA_TILE == DSA_TILE_INTEL16 || DSA_TILE == DSA_TILE_INTEL8
 /* ---- Intel DPAS (cl_intel_subgroup_matrix_multiply_accumulate), M = 8.
@@ -308,6 +317,12 @@ DSA_INLINE int dsa_tile_slot(int e) { return (void)e, 0; }
 DSA_INLINE uint dsa_tile_slot_col(int s) { return (void)s, dsa_tile_lane(); }
 DSA_INLINE float dsa_tile_col_sum(float v) { return v; }
 DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = fmax(v, intel_sub_group_shuffle_xor(v, 1u));
+  v = fmax(v, intel_sub_group_shuffle_xor(v, 2u));
+  return fmax(v, intel_sub_group_shuffle_xor(v, 4u));
+}
 
 #elif DSA_TILE == DSA_TILE_MFMA || DSA_TILE == DSA_TILE_WMMA
 /* ---- AMD. r = lane % 16.
@@ -346,6 +361,9 @@ DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
 DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
   return v + intel_sub_group_shuffle_xor(v, m);
 }
+DSA_INLINE float dsa_tile_xor_max(float v, uint m) {
+  return fmax(v, intel_sub_group_shuffle_xor(v, m));
+}
 #else
 #define DSA_TILE_KERNEL
 DSA_INLINE uint dsa_tile_lane(void) {
@@ -354,6 +372,10 @@ DSA_INLINE uint dsa_tile_lane(void) {
 DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
   return v + as_float(__builtin_amdgcn_ds_bpermute((int)((dsa_tile_lane() ^ m) << 2),
                                                    as_int(v)));
+}
+DSA_INLINE float dsa_tile_xor_max(float v, uint m) {
+  return fmax(v, as_float(__builtin_amdgcn_ds_bpermute((int)((dsa_tile_lane() ^ m) << 2),
+                                                       as_int(v))));
 }
 #endif
 DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
@@ -452,6 +474,12 @@ DSA_INLINE float dsa_tile_col_sum(float v) {
   return v;
 }
 DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 16u; }
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = dsa_tile_xor_max(v, 1u);
+  v = dsa_tile_xor_max(v, 2u);
+  return dsa_tile_xor_max(v, 4u);
+}
 
 #else
 /* ---- portable: one work-item is a unit; a 4 x 4 atom over 8 k, the
@@ -521,6 +549,9 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 
 #ifndef DSA_TILE_HAS_F16
 #define DSA_TILE_HAS_F16 0
+#endif
+#ifndef DSA_TILE_MAX8
+#define DSA_TILE_MAX8 0
 #endif
 
 DSA_INLINE dsa_tile_c dsa_tile_zero(void) {

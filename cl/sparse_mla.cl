@@ -738,7 +738,19 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
 #define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)
 #define FD_KBUF (FD_KBUF0 > MT_HG * MLA_DIM / 2 ? FD_KBUF0 : MT_HG * MLA_DIM / 2)
+/* P hi and lo (2 MT_HG MT_PP words) share the logits' space where the
+ * softmax takes its max by shuffles (FD_SHFL; sl is then free during the
+ * loop), else the partials' (free once the logits are summed, a barrier
+ * before). */
+#if DSA_TILE_MAX8 && FD_SHFL
+#define FD_PART (MT_DS * MT_HG * MT_NT)
+#define FD_SL (MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_HG * MT_NT : 2 * MT_HG * MT_PP)
+#define FD_PW sl
+#else
 #define FD_PART (MT_DS * MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_DS * MT_HG * MT_NT : 2 * MT_HG * MT_PP)
+#define FD_SL (MT_HG * MT_NT)
+#define FD_PW part
+#endif
 #if MT_WG != 16 * MT_NT || MT_ST < 1 || (MT_NT * MT_KDP) % 4 || MT_NT % (MT_WG / 32)
 #error "sparse_mla.cl: the fused tile kernel's copy mapping needs MT_WG = 16 MT_NT, MT_ST >= 1"
 #endif
@@ -769,6 +781,49 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   }
 }
 
+/* Four e4m3 bytes (x) times 2^(u-127) as bf16, NaN codes read as 0 (what
+ * the attention does with a NaN element of K): dsa_dequant4_e4m3_bf16's
+ * packed integer path for normal codes and zeros, with the subnormal codes
+ * (m 2^-9: bf16 of (float)m, exponent moved by u - 136) and the NaN codes
+ * selected per byte instead of a branch to the fp32 path. That branch was
+ * taken by most warps (a subnormal in any of a warp's 512 bytes), so every
+ * warp ran both paths: without it the fused tile decode spent 62 of its
+ * 143 us at T=64 H=64 dequantizing (H200, docs/PERFORMANCE.md). Scale
+ * bytes whose products could leave bf16's normal range (u < 10, u > 246:
+ * exponent u - 9 for the smallest subnormal, u - 7 + 15 for 448) still
+ * take the exact fp32 path; a block's scale is one per 64 dims, so a warp
+ * rarely diverges there. */
+DSA_INLINE uint2 fd_dequant4(uint x, uint u) {
+  if (u < 10u || u > 246u) {
+    uint2 r = dsa_dequant4_e4m3_bf16(x, u);
+    r.x = sm_nonan(r.x), r.y = sm_nonan(r.y);
+    return r;
+  }
+  const uint bias = ((u - 7u) << 7) * 0x00010001u; /* as dsa_dequant4_e4m3_bf16 */
+  uint r[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint w = h ? (x >> 16) : x;
+    const uint p = (w & 0xFFu) | ((w & 0xFF00u) << 8); /* bytes at bits 0 and 16 */
+    const uint mag = p & 0x007F007Fu;
+    const uint nz = ((mag + 0x007F007Fu) >> 7) & 0x00010001u;
+    uint v = ((mag << 4) + bias) & (nz * 0xFFFFu);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const uint mk = (mag >> (16 * k)) & 0x7Fu;
+      const uint sub = ((as_uint((float)mk) >> 16) + ((u - 136u) << 7)) & 0xFFFFu;
+      uint vk = (v >> (16 * k)) & 0xFFFFu;
+      vk = mk != 0u && mk < 8u ? sub : vk;
+      vk = mk == 0x7Fu ? 0u : vk;
+      v = (v & ~(0xFFFFu << (16 * k))) | (vk << (16 * k));
+    }
+    /* The sign, except on a NaN code's 0 (+0: any zero gives the same sums). */
+    const uint nan = ((mag + 0x00010001u) >> 7) & 0x00010001u; /* mag == 0x7F */
+    r[h] = v | (((p & 0x00800080u) << 8) & ~(nan * 0xFFFFu));
+  }
+  return (uint2)(r[0], r[1]);
+}
+
 /* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
  * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
@@ -790,9 +845,18 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
       raw.r1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
     }
     uint w[8];
-    lane_bf16(&raw, l, 1, w);
+    if (l < NOPE_LANES) {
+      const uint2 a = fd_dequant4(raw.r0.x, raw.u), b = fd_dequant4(raw.r0.y, raw.u);
+      const uint2 c = fd_dequant4(raw.r0.z, raw.u), d = fd_dequant4(raw.r0.w, raw.u);
+      w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y, w[4] = c.x, w[5] = c.y, w[6] = d.x,
+      w[7] = d.y;
+    } else {
+      w[0] = sm_nonan(raw.r0.x), w[1] = sm_nonan(raw.r0.y), w[2] = sm_nonan(raw.r0.z);
+      w[3] = sm_nonan(raw.r0.w), w[4] = sm_nonan(raw.r1.x), w[5] = sm_nonan(raw.r1.y);
+      w[6] = sm_nonan(raw.r1.z), w[7] = sm_nonan(raw.r1.w);
+    }
 #pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = raw.valid ? sm_nonan(w[i]) : 0u;
+    for (int i = 0; i < 8; i++) w[i] = raw.valid ? w[i] : 0u;
     __local uint4 *d = (__local uint4 *)(kd + e * MT_KDP + l * 8u);
     d[0] = (uint4)(w[0], w[1], w[2], w[3]);
     d[1] = (uint4)(w[4], w[5], w[6], w[7]);
@@ -952,15 +1016,29 @@ DSA_INLINE void tile_body(
       s.x = vs[2u * sp] ? s.x * scale : -INFINITY;
       s.y = vs[2u * sp + 1u] ? s.y * scale : -INFINITY;
     }
-    *(__local float2 *)(sl + sg * MT_NT + 2u * sp) = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* Online softmax over the head's 16 logits. */
+    /* The head's largest logit of the tile. With sub-group shuffles
+     * (DSA_TILE_MAX8) the head's 8 items are 8 lanes of one unit: no round
+     * trip through local memory, one barrier fewer; the bf16 kernel takes
+     * that (2-3 % on the H200), the fused one only with FD_SHFL (it was 7 %
+     * slower there, docs/PERFORMANCE.md). */
+    float mt;
+#if DSA_TILE_MAX8
+    if (!fused || FD_SHFL)
+      mt = dsa_tile_max8(fmax(s.x, s.y));
+    else
+#endif
     {
+      *(__local float2 *)(sl + sg * MT_NT + 2u * sp) = s;
+      barrier(CLK_LOCAL_MEM_FENCE);
       __local const float4 *s4 = (__local const float4 *)(sl + sg * MT_NT);
       const float4 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
       const float4 mx = fmax(fmax(x0, x1), fmax(x2, x3));
-      const float m_new = fmax(m_run, fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w)));
+      mt = fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w));
+    }
+
+    /* Online softmax over the head's 16 logits. */
+    {
+      const float m_new = fmax(m_run, mt);
       const bool live = m_new != -INFINITY;
       const float p0 = live ? exp(s.x - m_new) : 0.0f, p1 = live ? exp(s.y - m_new) : 0.0f;
       const float alpha = live ? exp(m_run - m_new) : 1.0f;
@@ -1057,13 +1135,13 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local uint4 kbuf4[FD_KBUF / 4];                                          \
   __local uint4 qst4[MT_QST_WORDS / 4];                                      \
   __local float part[FD_PART] __attribute__((aligned(16)));                  \
-  __local float sl[MT_HG * MT_NT] __attribute__((aligned(16)));              \
+  __local float sl[FD_SL] __attribute__((aligned(16)));                     \
   __local float al[MT_HG];                                                   \
   __local float fin[MT_HG];                                                  \
   __local int vm[(MT_ST + 1) * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
 #define FD_LOCAL_BYTES \
-  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + MT_HG * MT_NT + 2 * MT_HG + (MT_ST + 1) * MT_NT))
+  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + FD_SL + 2 * MT_HG + (MT_ST + 1) * MT_NT))
 
 /* The fused kernel also splits the keys (flash-decoding): nsplit > 1
  * work-groups along x per (token, heads), each over `chunk` entries (a
@@ -1076,12 +1154,12 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
   FD_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  /* P hi and lo in the partials' space (free once the logits are summed). */
+  /* P hi and lo: FD_PW. */
   tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
             SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u,
             SA_LSE_ARGS, nsplit, chunk, ws, (__local uint *)kbuf4,
             (__local uchar *)(kbuf4 + MT_NT * MT_KDP / 4), (__local uint *)qst4,
-            (__local uint *)part, part, sl, al, fin, vm);
+            (__local uint *)FD_PW, part, sl, al, fin, vm);
 }
 #endif
 

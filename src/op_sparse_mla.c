@@ -37,10 +37,14 @@ _Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
  * 48 KiB next to the bf16 tile (fd_local_bytes). */
 #define MT_ST 2
 #define FD_EB 592 /* ring bytes an entry: 576 data + 8 scale bytes, 16-byte pieces */
+/* 1: the fused kernel takes the softmax's max by sub-group shuffles where
+ * the back-end has them (one barrier a tile fewer): 7 % slower on the H200
+ * (docs/PERFORMANCE.md), so off; the bf16 kernel always does. */
+#define FD_SHFL 0
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
-            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP) DSA_KDEF(MT_ST);
+            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP) DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
@@ -93,9 +97,15 @@ static size_t fd_local_bytes(const mt_geom *g) {
   if (kbuf < (size_t)MT_HG * MT_KDP) kbuf = (size_t)MT_HG * MT_KDP;
   if (kbuf < (size_t)MT_HG * MLA_DIM / 2) kbuf = (size_t)MT_HG * MLA_DIM / 2;
   const size_t qst = g->be->a_regs ? 4 : (size_t)MT_HG * MT_KDP;
-  size_t part = ds * MT_HG * MT_NT;
-  if (part < 2 * (size_t)MT_HG * (MT_NT / 2 + 4)) part = 2 * (size_t)MT_HG * (MT_NT / 2 + 4);
-  return 4 * (kbuf + qst + part + (size_t)MT_HG * MT_NT + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT);
+  /* P hi and lo share the logits' space (back-ends with sub-group shuffles:
+   * DSA_TILE_MAX8) or the partials'. */
+  const size_t pw = 2 * (size_t)MT_HG * (MT_NT / 2 + 4);
+  size_t part = ds * MT_HG * MT_NT, sl = (size_t)MT_HG * MT_NT;
+  if (g->be->lanes >= 8 && FD_SHFL)
+    sl = sl > pw ? sl : pw;
+  else
+    part = part > pw ? part : pw;
+  return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT);
 }
 
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
