@@ -546,7 +546,9 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  * fused one with its split-K arguments after them), grid (MT_WG x splits,
  * ceil(H / MT_HG), T), one work-group per (token, MT_HG heads, split); its
  * units (DSA_TILE_LANES work-items each) issue the tile atoms. Per tile of
- * MT_NT = 16 entries of the virtual list:
+ * MT_NT = 16 entries of the virtual list (the bf16 kernel's stage here;
+ * the fused kernel's copy ring and single bf16 copy: below, before
+ * fd_issue):
  *   stage  item (pair p = tid % 8, segment l = tid / 8) dequantizes entries
  *          2p, 2p+1, dims [16 l, +16) to bf16 once for all the group's heads
  *          (NaN -> 0, masked -> 0) and writes them twice: kd[entry][dim pair]
@@ -559,8 +561,10 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *          DSA_TILE_A_REGS, else read from local memory) by the keys of its
  *          blocks over dims [ds MT_DSD, +MT_DSD); partial logits to `part`;
  *   soft   item (head h = tid / 8, keys 2q, 2q+1, q = tid % 8): the sum of the
- *          MT_DS partials, scale, mask -> sl; then over the head's 16 logits
- *          the online softmax in fp32: running max (the same in the 8 items
+ *          MT_DS partials, scale, mask; the head's max over its 16 logits by
+ *          sub-group shuffles (dsa_tile_max8; the bf16 kernel, and the fused
+ *          one with FD_SHFL) or through sl and a barrier; then the online
+ *          softmax in fp32: running max (the same in the 8 items
  *          of a head), this item's share of the running sum (the shares are
  *          added at the end), alpha per head, and P split into bf16 hi + lo
  *          (P as one bf16 is 2^-9 relative per weight: outside SPEC.md's
@@ -568,7 +572,8 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *   PV     unit (row block rb, dim slice ps): O[rows x dims [ps MT_PD, +MT_PD)]
  *          = O * alpha + P_hi . V + P_lo . V, fp32 accumulators in the atoms'
  *          C fragments (registers, MT_HG * 512 / MT_WG a work-item).
- * Five barriers a tile (stage | QK | logits | P | PV). The output is staged
+ * Five barriers a tile (stage | QK | logits | P | PV), four with the
+ * shuffled max. The output is staged
  * as bf16 in the tile buffer and written in 16-byte pieces. Each item
  * reads its two entries' indices one tile ahead of their data read and
  * checks them (ref_resolve) only when that read needs them. Local memory:
@@ -704,35 +709,34 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
   }
 }
 
-/* ---- The fused decode's pipelined tile kernel -------------------------------
- * sparse_mla_decode_fused_tile: the tile body above with the cache entries
- * fetched by asynchronous copies (cl/dsa_async.h: cp.async on NVIDIA, a
- * plain load and store elsewhere) into a ring of MT_ST raw tiles in local
- * memory, issued MT_ST - 1 tiles ahead of their use, the indices one tile
- * before that. The old body's 16-entry tile spent half its time waiting for
- * its reads although they were issued a tile ahead into registers
- * (docs/PERFORMANCE.md): the register prefetch held ~20 registers an item
- * and its stores waited for the data. Here a raw entry is its 576 data
- * bytes and 8 scale bytes (592 with padding: fp8 is smaller than bf16, so
- * two stages fit next to the bf16 tile in 48 KiB), copied by 16 items an
- * entry (item (e = tid / 16, q = tid % 16): 16-byte pieces q, q + 16,
- * q + 32 < 36, the scales by q = 15) without waiting; each item resolves
- * one index a tile. Per tile:
- *   wait, barrier    the tile's copies have landed (every item's), and the
- *                    last tile's P x V is done with kd and pw;
- *   issue            tile it + MT_ST - 1 into the ring slot the last tile
- *                    emptied; the index of the tile after it is read;
- *   dequant          warp-row mapping (item: entry tid / 32 + 8 r, lane
- *                    tid % 32 = dims [16 lane, +16)) from the ring into kd,
- *                    one bf16 copy (NaN -> 0, unused -> 0): QK reads its
- *                    keys as B (dsa_tile_load_b), P x V the same rows as B
- *                    transposed (dsa_tile_load_bt: ldmatrix .trans on
- *                    NVIDIA), so the old transposed copy vt and its 16
- *                    scattered stores an item are gone;
- *   QK, logits, softmax, PV   as tile_body (P in hi + lo); pw lives in the
- *                    partials' space (free once the logits are summed).
- * Local memory: max(kd + ring, query rows, bf16 output) + partials +
- * logits + alpha + 1/l + the ring's masks: 46,208 B on NVIDIA (48 KiB). */
+/* ---- The fused decode's copy ring (sparse_mla_decode_fused_tile) ----------
+ * tile_body with fused = 1 fetches the cache entries by asynchronous copies
+ * (cl/dsa_async.h: cp.async on NVIDIA, a plain load and store elsewhere)
+ * into a ring of MT_ST raw tiles in local memory. The register prefetch it
+ * replaces (the bf16 kernel's, one tile ahead) held ~20 registers an item
+ * and waited for its data at the stage's stores: half of the old fused
+ * tile's time was that wait (docs/PERFORMANCE.md). A raw entry is its 576
+ * data bytes and 8 scale bytes (FD_EB = 592 with padding; FP8 is half the
+ * size of bf16, so two slots fit next to the bf16 tile in 48 KiB), copied
+ * by 16 items (item (ce = tid / 16, cq = tid % 16): 16-byte pieces cq,
+ * cq + 16, cq + 32 < 36, the scales by cq = 15). Per tile it:
+ *   dequant   slot it % MT_ST into kd, one bf16 copy (fd_dequant: item entry
+ *             tid / 32 + 8 r, lane tid % 32, NaN -> 0, unused -> 0), and
+ *             the masks into vk for the logits step; barrier;
+ *   issue     tile it + MT_ST into the slot just emptied (its index, read a
+ *             tile earlier, resolved now), so MT_ST tiles are in flight
+ *             through QK, softmax and P x V; the next index read;
+ *   QK, logits, softmax, P x V   as for the bf16 kernel, except that P x V
+ *             reads V as kd's rows transposed (dsa_tile_load_bt: ldmatrix
+ *             .trans on NVIDIA), so there is no transposed copy vt, and P
+ *             hi and lo live in the partials' space (FD_PW);
+ *   wait      for tile it + 1's copies (cp.async.wait_group MT_ST - 1),
+ *             barrier.
+ * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
+ * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
+ * ring's and the tile's masks: 46,272 B on NVIDIA. The portable back-end's
+ * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
+ * devices without a matrix back-end keep the portable kernels. */
 #define FD_EB 592                         /* ring bytes an entry */
 #define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
@@ -781,49 +785,6 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   }
 }
 
-/* Four e4m3 bytes (x) times 2^(u-127) as bf16, NaN codes read as 0 (what
- * the attention does with a NaN element of K): dsa_dequant4_e4m3_bf16's
- * packed integer path for normal codes and zeros, with the subnormal codes
- * (m 2^-9: bf16 of (float)m, exponent moved by u - 136) and the NaN codes
- * selected per byte instead of a branch to the fp32 path. That branch was
- * taken by most warps (a subnormal in any of a warp's 512 bytes), so every
- * warp ran both paths: without it the fused tile decode spent 62 of its
- * 143 us at T=64 H=64 dequantizing (H200, docs/PERFORMANCE.md). Scale
- * bytes whose products could leave bf16's normal range (u < 10, u > 246:
- * exponent u - 9 for the smallest subnormal, u - 7 + 15 for 448) still
- * take the exact fp32 path; a block's scale is one per 64 dims, so a warp
- * rarely diverges there. */
-DSA_INLINE uint2 fd_dequant4(uint x, uint u) {
-  if (u < 10u || u > 246u) {
-    uint2 r = dsa_dequant4_e4m3_bf16(x, u);
-    r.x = sm_nonan(r.x), r.y = sm_nonan(r.y);
-    return r;
-  }
-  const uint bias = ((u - 7u) << 7) * 0x00010001u; /* as dsa_dequant4_e4m3_bf16 */
-  uint r[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const uint w = h ? (x >> 16) : x;
-    const uint p = (w & 0xFFu) | ((w & 0xFF00u) << 8); /* bytes at bits 0 and 16 */
-    const uint mag = p & 0x007F007Fu;
-    const uint nz = ((mag + 0x007F007Fu) >> 7) & 0x00010001u;
-    uint v = ((mag << 4) + bias) & (nz * 0xFFFFu);
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      const uint mk = (mag >> (16 * k)) & 0x7Fu;
-      const uint sub = ((as_uint((float)mk) >> 16) + ((u - 136u) << 7)) & 0xFFFFu;
-      uint vk = (v >> (16 * k)) & 0xFFFFu;
-      vk = mk != 0u && mk < 8u ? sub : vk;
-      vk = mk == 0x7Fu ? 0u : vk;
-      v = (v & ~(0xFFFFu << (16 * k))) | (vk << (16 * k));
-    }
-    /* The sign, except on a NaN code's 0 (+0: any zero gives the same sums). */
-    const uint nan = ((mag + 0x00010001u) >> 7) & 0x00010001u; /* mag == 0x7F */
-    r[h] = v | (((p & 0x00800080u) << 8) & ~(nan * 0xFFFFu));
-  }
-  return (uint2)(r[0], r[1]);
-}
-
 /* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
  * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
@@ -845,18 +806,9 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
       raw.r1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
     }
     uint w[8];
-    if (l < NOPE_LANES) {
-      const uint2 a = fd_dequant4(raw.r0.x, raw.u), b = fd_dequant4(raw.r0.y, raw.u);
-      const uint2 c = fd_dequant4(raw.r0.z, raw.u), d = fd_dequant4(raw.r0.w, raw.u);
-      w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y, w[4] = c.x, w[5] = c.y, w[6] = d.x,
-      w[7] = d.y;
-    } else {
-      w[0] = sm_nonan(raw.r0.x), w[1] = sm_nonan(raw.r0.y), w[2] = sm_nonan(raw.r0.z);
-      w[3] = sm_nonan(raw.r0.w), w[4] = sm_nonan(raw.r1.x), w[5] = sm_nonan(raw.r1.y);
-      w[6] = sm_nonan(raw.r1.z), w[7] = sm_nonan(raw.r1.w);
-    }
+    lane_bf16(&raw, l, 1, w);
 #pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = raw.valid ? w[i] : 0u;
+    for (int i = 0; i < 8; i++) w[i] = raw.valid ? sm_nonan(w[i]) : 0u;
     __local uint4 *d = (__local uint4 *)(kd + e * MT_KDP + l * 8u);
     d[0] = (uint4)(w[0], w[1], w[2], w[3]);
     d[1] = (uint4)(w[4], w[5], w[6], w[7]);
@@ -1019,7 +971,7 @@ DSA_INLINE void tile_body(
     /* The head's largest logit of the tile. With sub-group shuffles
      * (DSA_TILE_MAX8) the head's 8 items are 8 lanes of one unit: no round
      * trip through local memory, one barrier fewer; the bf16 kernel takes
-     * that (2-3 % on the H200), the fused one only with FD_SHFL (it was 7 %
+     * that (2-3 % on the H200), the fused one only with FD_SHFL (it was 8 %
      * slower there, docs/PERFORMANCE.md). */
     float mt;
 #if DSA_TILE_MAX8
