@@ -642,13 +642,14 @@ DSA_INLINE void mt_stage(const dsa_raw *r0, const dsa_raw *r1, uint p, uint l, i
  * (head sg, pair sp) holds one in l_part), then the unsplit finish (sink,
  * lse, the bf16 rows staged in kbuf and written in 16-byte pieces) or a
  * split's partial rows and (m, l). Called by every item after the loop. */
-DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_part, uint tid, uint sg,
-                                 uint sp, uint rb, uint ps, int g, ulong t, int split, int n_heads,
-                          __global const uchar *sink, ulong sink_off, ulong sink_st,
-                          int has_sink, __global uchar *out, ulong o_off, ulong o_ts,
-                          ulong o_hs, int o16, __global uchar *lse, ulong lse_off, ulong lse_ts,
-                          ulong lse_hs, int has_lse, const int nsplit, __global uchar *ws,
-                          __local uint *kbuf, __local float *sl, __local float *fin) {
+DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_part, uint tid,
+                                 uint sg, uint sp, uint rb, uint ps, int g, ulong t, int split,
+                                 int n_heads, __global const uchar *sink, ulong sink_off,
+                                 ulong sink_st, int has_sink, __global uchar *out, ulong o_off,
+                                 ulong o_ts, ulong o_hs, int o16, __global uchar *lse,
+                                 ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+                                 const int nsplit, __global uchar *ws, __local uint *kbuf,
+                                 __local float *sl, __local float *fin) {
   sl[sg * (MT_NT / 2) + sp] = l_part;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (nsplit > 1) {
@@ -751,7 +752,8 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #define FD_SL (MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_HG * MT_NT : 2 * MT_HG * MT_PP)
 #define FD_PW sl
 #else
-#define FD_PART (MT_DS * MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_DS * MT_HG * MT_NT : 2 * MT_HG * MT_PP)
+#define FD_PART                                                                        \
+  (MT_DS * MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_DS * MT_HG * MT_NT : 2 * MT_HG * MT_PP)
 #define FD_SL (MT_HG * MT_NT)
 #define FD_PW part
 #endif

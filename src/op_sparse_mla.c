@@ -38,14 +38,15 @@ _Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
 #define MT_ST 2
 #define FD_EB 592 /* ring bytes an entry: 576 data + 8 scale bytes, 16-byte pieces */
 /* 1: the fused kernel takes the softmax's max by sub-group shuffles where
- * the back-end has them (one barrier a tile fewer): slower on the H200 (T=64
- * H=64: 142.9 vs 132.5 us, same call)
- * (docs/PERFORMANCE.md), so off; the bf16 kernel always does. */
+ * the back-end has them (one barrier a tile fewer), as the bf16 kernel
+ * always does. Off: slower on the H200 (T=64 H=64: 142.9 vs 132.5 us, same
+ * call; docs/PERFORMANCE.md). */
 #define FD_SHFL 0
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
-            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP) DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL);
+            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP)
+                DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
@@ -89,7 +90,7 @@ static size_t mt_local_bytes(const mt_geom *g) {
 /* The fused tile kernel (FD_LOCALS): max(the bf16 tile and the ring, the
  * query rows, the bf16 output rows), the query rows again without A in
  * registers, the partials (P hi and lo share their space), the logits,
- * alpha, 1/l, the ring's masks. */
+ * alpha, 1/l, the ring's and the tile's masks. */
 static size_t fd_local_bytes(const mt_geom *g) {
   const size_t units = MT_WG / (size_t)g->be->lanes, rb = MT_HG / (size_t)g->be->m;
   const size_t kg = g->be->a_regs ? 1 : MT_NT / (size_t)g->be->n;
@@ -98,8 +99,8 @@ static size_t fd_local_bytes(const mt_geom *g) {
   if (kbuf < (size_t)MT_HG * MT_KDP) kbuf = (size_t)MT_HG * MT_KDP;
   if (kbuf < (size_t)MT_HG * MLA_DIM / 2) kbuf = (size_t)MT_HG * MLA_DIM / 2;
   const size_t qst = g->be->a_regs ? 4 : (size_t)MT_HG * MT_KDP;
-  /* P hi and lo share the logits' space (back-ends with sub-group shuffles:
-   * DSA_TILE_MAX8) or the partials'. */
+  /* P hi and lo share the logits' space (FD_SHFL on a back-end with
+   * sub-group shuffles) or the partials'. */
   const size_t pw = 2 * (size_t)MT_HG * (MT_NT / 2 + 4);
   size_t part = ds * MT_HG * MT_NT, sl = (size_t)MT_HG * MT_NT;
   if (g->be->lanes >= 8 && FD_SHFL)
