@@ -35,6 +35,11 @@
  *   dsa_tile_lane()                     this work-item's lane in its unit
  *   dsa_tile_load_a(p, pitch)           A atom at p: row r, word w at p[r * pitch + w]
  *   dsa_tile_load_b(p, pitch)           B atom at p: column n, word w at p[n * pitch + w]
+ *   dsa_tile_load_bt(p, pitch)          B atom stored the other way: row k (of K) at
+ *                                       p[k * pitch], element n in half n % 2 of word
+ *                                       n / 2 (B^T of load_b: the keys x dims tile of
+ *                                       an attention read as P x V's B operand, so
+ *                                       one staged copy serves QK and PV)
  *   dsa_tile_zero(), dsa_tile_mma(c, a, b)
  *   DSA_TILE_CE                         accumulator elements per lane: c.v[e]
  *   dsa_tile_row(e), dsa_tile_col(e)    their coordinates in the atom
@@ -43,6 +48,9 @@
  *   dsa_tile_col_sum(v)                 sum of v over the lanes that hold the
  *                                       same columns (all of them get it)
  *   dsa_tile_col_leader()               the lane that writes such a sum
+ *   DSA_TILE_MAX8, dsa_tile_max8(v)     1: the largest v over the 8 work-items
+ *                                       8i .. 8i + 7 of a unit (shuffles; all
+ *                                       of them get it); 0 (portable): none
  *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
  *   (NVIDIA only, for nv-keys:) dsa_tile_row_sum(v), dsa_tile_row_leader()
  *                                       the same over a row's columns
@@ -78,6 +86,14 @@
 /* bf16 halves of a word, as f32 (exact). */
 DSA_INLINE float dsa_tile_lo(uint w) { return as_float(w << 16); }
 DSA_INLINE float dsa_tile_hi(uint w) { return as_float(w & 0xFFFF0000u); }
+/* dsa_tile_load_bt's elements: bf16 bits of B[k][n], and the pair B[k][n],
+ * B[k + 1][n] as a word (k in the low half), B row-major over K rows. */
+DSA_INLINE uint dsa_tile_kn(__local const uint *p, uint pitch, uint k, uint n) {
+  return (p[k * pitch + (n >> 1)] >> (16u * (n & 1u))) & 0xFFFFu;
+}
+DSA_INLINE uint dsa_tile_kn2(__local const uint *p, uint pitch, uint k, uint n) {
+  return dsa_tile_kn(p, pitch, k, n) | (dsa_tile_kn(p, pitch, k + 1u, n) << 16);
+}
 
 #if DSA_TILE == DSA_TILE_NV
 /* ---- NVIDIA: mma.sync.m16n8k16 (PTX ISA "Matrix Fragments for mma.m16n8k16
@@ -125,6 +141,20 @@ DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
   dsa_tile_b b;
   b.v[0] = p[g * pitch + t];
   b.v[1] = p[g * pitch + t + 4u];
+  return b;
+}
+/* b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., g): ldmatrix .trans of the two
+ * 8 x 8 blocks (rows k 0-7 and 8-15, columns n 0-7; lanes 0-15 give their
+ * row addresses, 16-byte aligned: p and pitch multiples of 4 words). */
+DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
+  dsa_tile_b b;
+#if DSA_TILE_EMU
+  const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+  b.v[0] = dsa_tile_kn2(p, pitch, 2u * t, g);
+  b.v[1] = dsa_tile_kn2(p, pitch, 2u * t + 8u, g);
+#else
+  dsa_nv_ldsm_x2_t(b.v, p + (dsa_tile_lane() & 15u) * pitch);
+#endif
   return b;
 }
 #if DSA_TILE_EMU
@@ -217,6 +247,12 @@ DSA_INLINE dsa_tile_b dsa_tile_b_kp_e4m3(uint w) {
   b.v[1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
   return b;
 }
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = fmax(v, dsa_tile_shfl_xor(v, 1));
+  v = fmax(v, dsa_tile_shfl_xor(v, 2));
+  return fmax(v, dsa_tile_shfl_xor(v, 4));
+}
 
 #elif DSA_TILE == DSA_TILE_INTEL16 || DSA_TILE == DSA_TILE_INTEL8
 /* ---- Intel DPAS (cl_intel_subgroup_matrix_multiply_accumulate), M = 8.
@@ -261,6 +297,13 @@ DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
   dsa_tile_b b;
 #pragma unroll
   for (int j = 0; j < 8; j++) b.v[j] = p[n * pitch + (uint)j];
+  return b;
+}
+DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
+  const uint n = dsa_tile_lane();
+  dsa_tile_b b;
+#pragma unroll
+  for (int j = 0; j < 8; j++) b.v[j] = dsa_tile_kn2(p, pitch, 2u * (uint)j, n);
   return b;
 }
 #if DSA_TILE_EMU
@@ -317,6 +360,12 @@ DSA_INLINE int dsa_tile_slot(int e) { return (void)e, 0; }
 DSA_INLINE uint dsa_tile_slot_col(int s) { return (void)s, dsa_tile_lane(); }
 DSA_INLINE float dsa_tile_col_sum(float v) { return v; }
 DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = fmax(v, intel_sub_group_shuffle_xor(v, 1u));
+  v = fmax(v, intel_sub_group_shuffle_xor(v, 2u));
+  return fmax(v, intel_sub_group_shuffle_xor(v, 4u));
+}
 
 #elif DSA_TILE == DSA_TILE_MFMA || DSA_TILE == DSA_TILE_WMMA
 /* ---- AMD. r = lane % 16.
@@ -355,6 +404,9 @@ DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
 DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
   return v + intel_sub_group_shuffle_xor(v, m);
 }
+DSA_INLINE float dsa_tile_xor_max(float v, uint m) {
+  return fmax(v, intel_sub_group_shuffle_xor(v, m));
+}
 #else
 #define DSA_TILE_KERNEL
 DSA_INLINE uint dsa_tile_lane(void) {
@@ -363,6 +415,10 @@ DSA_INLINE uint dsa_tile_lane(void) {
 DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
   return v + as_float(__builtin_amdgcn_ds_bpermute((int)((dsa_tile_lane() ^ m) << 2),
                                                    as_int(v)));
+}
+DSA_INLINE float dsa_tile_xor_max(float v, uint m) {
+  return fmax(v, as_float(__builtin_amdgcn_ds_bpermute((int)((dsa_tile_lane() ^ m) << 2),
+                                                       as_int(v))));
 }
 #endif
 DSA_INLINE dsa_tile_a dsa_tile_load_a(__local const uint *p, uint pitch) {
@@ -382,6 +438,19 @@ DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
   dsa_tile_b b;
 #pragma unroll
   for (int w = 0; w < DSA_TILE_AW; w++) b.v[w] = t.v[w];
+  return b;
+}
+/* Column r = lane % 16, the same k as load_b's words (MFMA: k 4q + 2w). */
+DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
+  const uint r = dsa_tile_lane() & 15u;
+#if DSA_TILE == DSA_TILE_MFMA
+  const uint k0 = 4u * (dsa_tile_lane() >> 4);
+#else
+  const uint k0 = 0u;
+#endif
+  dsa_tile_b b;
+#pragma unroll
+  for (int w = 0; w < DSA_TILE_AW; w++) b.v[w] = dsa_tile_kn2(p, pitch, k0 + 2u * (uint)w, r);
   return b;
 }
 #if DSA_TILE_EMU
@@ -448,6 +517,12 @@ DSA_INLINE float dsa_tile_col_sum(float v) {
   return v;
 }
 DSA_INLINE int dsa_tile_col_leader(void) { return dsa_tile_lane() < 16u; }
+#define DSA_TILE_MAX8 1
+DSA_INLINE float dsa_tile_max8(float v) {
+  v = dsa_tile_xor_max(v, 1u);
+  v = dsa_tile_xor_max(v, 2u);
+  return dsa_tile_xor_max(v, 4u);
+}
 
 #else
 /* ---- portable: one work-item is a unit; a 4 x 4 atom over 8 k, the
@@ -488,6 +563,16 @@ DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
     for (int k = 0; k < 8; k++) b.v[n][k] = t.v[n][k];
   return b;
 }
+DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
+  dsa_tile_b b;
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const uint2 x = *(__local const uint2 *)(p + (uint)k * pitch); /* n 0..3 */
+    b.v[0][k] = dsa_tile_lo(x.x), b.v[1][k] = dsa_tile_hi(x.x);
+    b.v[2][k] = dsa_tile_lo(x.y), b.v[3][k] = dsa_tile_hi(x.y);
+  }
+  return b;
+}
 DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
 #pragma unroll
   for (int k = 0; k < 8; k++)
@@ -507,6 +592,9 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 
 #ifndef DSA_TILE_HAS_F16
 #define DSA_TILE_HAS_F16 0
+#endif
+#ifndef DSA_TILE_MAX8
+#define DSA_TILE_MAX8 0
 #endif
 
 DSA_INLINE dsa_tile_c dsa_tile_zero(void) {

@@ -546,7 +546,9 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  * fused one with its split-K arguments after them), grid (MT_WG x splits,
  * ceil(H / MT_HG), T), one work-group per (token, MT_HG heads, split); its
  * units (DSA_TILE_LANES work-items each) issue the tile atoms. Per tile of
- * MT_NT = 16 entries of the virtual list:
+ * MT_NT = 16 entries of the virtual list (the bf16 kernel's stage here;
+ * the fused kernel's copy ring and single bf16 copy: below, before
+ * fd_issue):
  *   stage  item (pair p = tid % 8, segment l = tid / 8) dequantizes entries
  *          2p, 2p+1, dims [16 l, +16) to bf16 once for all the group's heads
  *          (NaN -> 0, masked -> 0) and writes them twice: kd[entry][dim pair]
@@ -559,8 +561,10 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *          DSA_TILE_A_REGS, else read from local memory) by the keys of its
  *          blocks over dims [ds MT_DSD, +MT_DSD); partial logits to `part`;
  *   soft   item (head h = tid / 8, keys 2q, 2q+1, q = tid % 8): the sum of the
- *          MT_DS partials, scale, mask -> sl; then over the head's 16 logits
- *          the online softmax in fp32: running max (the same in the 8 items
+ *          MT_DS partials, scale, mask; the head's max over its 16 logits by
+ *          sub-group shuffles (dsa_tile_max8; the bf16 kernel, and the fused
+ *          one with FD_SHFL) or through sl and a barrier; then the online
+ *          softmax in fp32: running max (the same in the 8 items
  *          of a head), this item's share of the running sum (the shares are
  *          added at the end), alpha per head, and P split into bf16 hi + lo
  *          (P as one bf16 is 2^-9 relative per weight: outside SPEC.md's
@@ -568,7 +572,8 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *   PV     unit (row block rb, dim slice ps): O[rows x dims [ps MT_PD, +MT_PD)]
  *          = O * alpha + P_hi . V + P_lo . V, fp32 accumulators in the atoms'
  *          C fragments (registers, MT_HG * 512 / MT_WG a work-item).
- * Five barriers a tile (stage | QK | logits | P | PV). The output is staged
+ * Five barriers a tile (stage | QK | logits | P | PV), four with the
+ * shuffled max. The output is staged
  * as bf16 in the tile buffer and written in 16-byte pieces. Each item
  * reads its two entries' indices one tile ahead of their data read and
  * checks them (ref_resolve) only when that read needs them. Local memory:
@@ -633,183 +638,18 @@ DSA_INLINE void mt_stage(const dsa_raw *r0, const dsa_raw *r1, uint p, uint l, i
   if (l == 0u) vm[2u * p] = r0->valid, vm[2u * p + 1u] = r1->valid;
 }
 
-DSA_INLINE void tile_body(
-    const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
-    ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
-    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
-    int q16, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
-    int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
-    int o16, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
-    __global volatile uint *faults, const int nsplit, const int chunk, __global uchar *ws,
-    __local uint *kbuf, __local uint *qst, __local uint *pw, __local float *part,
-    __local float *sl, __local float *al, __local float *fin, __local int *vm) {
-  const uint tid = get_local_id(0), unit = tid / DSA_TILE_LANES;
-  const int g = get_group_id(1);
-  const ulong t = get_group_id(2);
-
-  int bad = 0;
-  const int len_a = set_len(lens_a, la_off, la_st, has_len_a, sa->width, t, &bad);
-  const int len_b = fused ? set_len(lens_b, lb_off, lb_st, has_len_b, sb->width, t, &bad) : 0;
-  if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
-  /* Split-K: this work-group's entries [j0, len) of the virtual list. */
-  const int split = (int)get_group_id(0), j0 = split * chunk;
-  const int len = nsplit > 1 ? min(len_a + len_b, j0 + chunk) : len_a + len_b;
-  const int ntiles = (max(len - j0, 0) + MT_NT - 1) / MT_NT;
-
-  /* The group's query rows as bf16 pairs (MT_KDP words a row; absent heads
-   * zero): in the tile buffer while the fragments are loaded, or for good. */
-#if DSA_TILE_A_REGS
-  __local uint *qs = kbuf;
-  (void)qst;
-#else
-  __local uint *qs = qst;
-#endif
-  for (uint idx = tid; idx < MT_HG * 64u; idx += MT_WG) {
-    const uint h = idx >> 6, c = idx & 63u;
-    const int head = g * MT_HG + (int)h;
-    uint4 v = (uint4)(0u);
-    if (head < n_heads) v = dsa_load16(qp + q_off + t * q_ts + (ulong)head * q_hs + c * 16u, q16);
-    *(__local uint4 *)(qs + h * MT_KDP + c * 4u) = v;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-
-  /* Unit roles. QK: row block rb, key group kg, dim slice ds; PV: rb and
-   * dim slice ps. */
-  const uint rb = unit % MT_RB, kg = (unit / MT_RB) % MT_KG, ds = unit / (MT_RB * MT_KG);
-  const uint ps = unit / MT_RB;
-  const uint qoff = rb * DSA_TILE_M * MT_KDP + ds * (MT_DSD / 2);
-#if DSA_TILE_A_REGS
-  dsa_tile_a qa[MT_KS];
-#pragma unroll
-  for (int ks = 0; ks < MT_KS; ks++)
-    qa[ks] = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
-  barrier(CLK_LOCAL_MEM_FENCE); /* the tile buffer is rewritten next */
-#endif
-
-  /* Stage and softmax items. */
-  const uint sp = tid % (MT_NT / 2), sg = tid / (MT_NT / 2);
-  float m_run = -INFINITY, l_part = 0.0f;
-  dsa_tile_c acc[MT_PJ];
-#pragma unroll
-  for (int j = 0; j < MT_PJ; j++) acc[j] = dsa_tile_zero();
-
-  __local uint *kd = kbuf, *vt = kbuf + MT_NT * MT_KDP;
-  /* Entries 2sp, 2sp+1 of a tile: the raw bytes of the next tile to stage
-   * and the slots of the one after (the index reads run a tile ahead of the
-   * data reads that need them). */
-  const int e0 = j0 + (int)(2u * sp);
-  dsa_raw r0 = fetch_entry(sa, sb, len_a, len, t, e0, sg, fused, faults);
-  dsa_raw r1 = fetch_entry(sa, sb, len_a, len, t, e0 + 1, sg, fused, faults);
-  dsa_lazy_ref n0 = ref_read(sa, sb, len_a, len, t, MT_NT + e0);
-  dsa_lazy_ref n1 = ref_read(sa, sb, len_a, len, t, MT_NT + e0 + 1);
-  for (int it = 0; it < ntiles; it++) {
-    mt_stage(&r0, &r1, sp, sg, fused, kd, vt, vm);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (it + 1 < ntiles) {
-      r0 = load_entry(sa, sb, ref_resolve(sa, sb, n0, sg, fused, faults), sg, fused);
-      r1 = load_entry(sa, sb, ref_resolve(sa, sb, n1, sg, fused, faults), sg, fused);
-      const int j0 = (it + 2) * MT_NT + e0;
-      n0 = ref_read(sa, sb, len_a, len, t, j0);
-      n1 = ref_read(sa, sb, len_a, len, t, j0 + 1);
-    }
-
-    /* QK: partial logits of this unit's rows over its dims, its key blocks
-     * kg + MT_KG i side by side (independent accumulator chains). */
-    {
-      dsa_tile_c c[MT_NKB];
-#pragma unroll
-      for (int i = 0; i < MT_NKB; i++) c[i] = dsa_tile_zero();
-      __local const uint *kp = kd + kg * DSA_TILE_N * MT_KDP + ds * (MT_DSD / 2);
-#pragma unroll
-      for (int ks = 0; ks < MT_KS; ks++) {
-#if DSA_TILE_A_REGS
-        const dsa_tile_a a = qa[ks];
-#else
-        const dsa_tile_a a = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
-#endif
-#pragma unroll
-        for (int i = 0; i < MT_NKB; i++)
-          c[i] = dsa_tile_mma(c[i], a,
-                              dsa_tile_load_b(kp + (uint)(i * MT_KG * DSA_TILE_N) * MT_KDP +
-                                                  (uint)ks * (DSA_TILE_K / 2),
-                                              MT_KDP));
-      }
-#pragma unroll
-      for (int i = 0; i < MT_NKB; i++)
-#pragma unroll
-        for (int e = 0; e < DSA_TILE_CE; e++)
-          part[(ds * MT_HG + rb * DSA_TILE_M + dsa_tile_row(e)) * MT_NT +
-               (kg + (uint)(i * MT_KG)) * DSA_TILE_N + dsa_tile_col(e)] = c[i].v[e];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* Logits of keys 2sp, 2sp+1 of head sg. */
-    float2 s = (float2)(0.0f);
-#pragma unroll
-    for (int d = 0; d < MT_DS; d++)
-      s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
-    s.x = vm[2u * sp] ? s.x * scale : -INFINITY;
-    s.y = vm[2u * sp + 1u] ? s.y * scale : -INFINITY;
-    *(__local float2 *)(sl + sg * MT_NT + 2u * sp) = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* Online softmax over the head's 16 logits. */
-    {
-      __local const float4 *s4 = (__local const float4 *)(sl + sg * MT_NT);
-      const float4 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
-      const float4 mx = fmax(fmax(x0, x1), fmax(x2, x3));
-      const float m_new = fmax(m_run, fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w)));
-      const bool live = m_new != -INFINITY;
-      const float p0 = live ? exp(s.x - m_new) : 0.0f, p1 = live ? exp(s.y - m_new) : 0.0f;
-      const float alpha = live ? exp(m_run - m_new) : 1.0f;
-      l_part = l_part * alpha + (p0 + p1);
-      m_run = m_new;
-      const uint hi0 = dsa_f32_to_bf16(p0), hi1 = dsa_f32_to_bf16(p1);
-      pw[sg * MT_PP + sp] = hi0 | (hi1 << 16);
-      pw[MT_HG * MT_PP + sg * MT_PP + sp] =
-          (uint)dsa_f32_to_bf16(p0 - as_float(hi0 << 16)) |
-          ((uint)dsa_f32_to_bf16(p1 - as_float(hi1 << 16)) << 16);
-      if (sp == 0u) al[sg] = alpha;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* PV over this unit's rows and dims. */
-    {
-      dsa_tile_a ph[MT_PK], pl[MT_PK];
-#pragma unroll
-      for (int k = 0; k < MT_PK; k++) {
-        ph[k] = dsa_tile_load_a(pw + rb * DSA_TILE_M * MT_PP + (uint)k * (DSA_TILE_K / 2), MT_PP);
-        pl[k] = dsa_tile_load_a(pw + MT_HG * MT_PP + rb * DSA_TILE_M * MT_PP +
-                                    (uint)k * (DSA_TILE_K / 2),
-                                MT_PP);
-      }
-      float ae[DSA_TILE_CE];
-#pragma unroll
-      for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
-      __local const uint *vp = vt;
-#pragma unroll
-      for (int j = 0; j < MT_PJ; j++) {
-        dsa_tile_c c = acc[j];
-#pragma unroll
-        for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] *= ae[e];
-#pragma unroll
-        for (int k = 0; k < MT_PK; k++) {
-          const uint d0 = ps * MT_PD + (uint)j * DSA_TILE_N; /* N divides 16 */
-          const dsa_tile_b b = dsa_tile_load_b(
-              vp + (d0 >> 4) * MT_VTG + (d0 & 15u) * MT_VTP + (uint)k * (DSA_TILE_K / 2),
-              MT_VTP);
-          c = dsa_tile_mma(c, ph[k], b);
-          c = dsa_tile_mma(c, pl[k], b);
-        }
-        acc[j] = c;
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE); /* kd, vt, vm, pw rewritten next */
-  }
-
-  /* Final: the head's running sum from its 8 shares; fin[h] = 1 / (l +
-   * e^{sink - m}) (0 for an empty row), lse. A split writes its unscaled
-   * rows and (m, l) for sparse_mla_split_combine instead. */
+/* The end of a tile body: the head's running sum from its 8 shares (item
+ * (head sg, pair sp) holds one in l_part), then the unsplit finish (sink,
+ * lse, the bf16 rows staged in kbuf and written in 16-byte pieces) or a
+ * split's partial rows and (m, l). Called by every item after the loop. */
+DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_part, uint tid,
+                                 uint sg, uint sp, uint rb, uint ps, int g, ulong t, int split,
+                                 int n_heads, __global const uchar *sink, ulong sink_off,
+                                 ulong sink_st, int has_sink, __global uchar *out, ulong o_off,
+                                 ulong o_ts, ulong o_hs, int o16, __global uchar *lse,
+                                 ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+                                 const int nsplit, __global uchar *ws, __local uint *kbuf,
+                                 __local float *sl, __local float *fin) {
   sl[sg * (MT_NT / 2) + sp] = l_part;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (nsplit > 1) {
@@ -870,6 +710,347 @@ DSA_INLINE void tile_body(
   }
 }
 
+/* ---- The fused decode's copy ring (sparse_mla_decode_fused_tile) ----------
+ * tile_body with fused = 1 fetches the cache entries by asynchronous copies
+ * (cl/dsa_async.h: cp.async on NVIDIA, a plain load and store elsewhere)
+ * into a ring of MT_ST raw tiles in local memory. The register prefetch it
+ * replaces (the bf16 kernel's, one tile ahead) held ~20 registers an item
+ * and waited for its data at the stage's stores: half of the old fused
+ * tile's time was that wait (docs/PERFORMANCE.md). A raw entry is its 576
+ * data bytes and 8 scale bytes (FD_EB = 592 with padding; FP8 is half the
+ * size of bf16, so two slots fit next to the bf16 tile in 48 KiB), copied
+ * by 16 items (item (ce = tid / 16, cq = tid % 16): 16-byte pieces cq,
+ * cq + 16, cq + 32 < 36, the scales by cq = 15). Per tile it:
+ *   dequant   slot it % MT_ST into kd, one bf16 copy (fd_dequant: item entry
+ *             tid / 32 + 8 r, lane tid % 32, NaN -> 0, unused -> 0), and
+ *             the masks into vk for the logits step; barrier;
+ *   issue     tile it + MT_ST into the slot just emptied (its index, read a
+ *             tile earlier, resolved now), so MT_ST tiles are in flight
+ *             through QK, softmax and P x V; the next index read;
+ *   QK, logits, softmax, P x V   as for the bf16 kernel, except that P x V
+ *             reads V as kd's rows transposed (dsa_tile_load_bt: ldmatrix
+ *             .trans on NVIDIA), so there is no transposed copy vt, and P
+ *             hi and lo live in the partials' space (FD_PW);
+ *   wait      for tile it + 1's copies (cp.async.wait_group MT_ST - 1),
+ *             barrier.
+ * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
+ * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
+ * ring's and the tile's masks: 46,272 B on NVIDIA. The portable back-end's
+ * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
+ * devices without a matrix back-end keep the portable kernels. */
+#define FD_EB 592                         /* ring bytes an entry */
+#define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
+#define FD_KV (MT_NT * MT_KDP + FD_RING)
+#define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)
+#define FD_KBUF (FD_KBUF0 > MT_HG * MLA_DIM / 2 ? FD_KBUF0 : MT_HG * MLA_DIM / 2)
+/* P hi and lo (2 MT_HG MT_PP words) share the logits' space where the
+ * softmax takes its max by shuffles (FD_SHFL; sl is then free during the
+ * loop), else the partials' (free once the logits are summed, a barrier
+ * before). */
+#if DSA_TILE_MAX8 && FD_SHFL
+#define FD_PART (MT_DS * MT_HG * MT_NT)
+#define FD_SL (MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_HG * MT_NT : 2 * MT_HG * MT_PP)
+#define FD_PW sl
+#else
+#define FD_PART                                                                        \
+  (MT_DS * MT_HG * MT_NT > 2 * MT_HG * MT_PP ? MT_DS * MT_HG * MT_NT : 2 * MT_HG * MT_PP)
+#define FD_SL (MT_HG * MT_NT)
+#define FD_PW part
+#endif
+#if MT_WG != 16 * MT_NT || MT_ST < 1 || (MT_NT * MT_KDP) % 4 || MT_NT % (MT_WG / 32)
+#error "sparse_mla.cl: the fused tile kernel's copy mapping needs MT_WG = 16 MT_NT, MT_ST >= 1"
+#endif
+
+/* Issue the copies of entry e's piece(s) for item q (0..15) of the ring
+ * slot at rs (FD_EB bytes an entry); slot < 0: nothing (masked). */
+DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q,
+                         __local uchar *rs) {
+  if (r.slot < 0) return;
+  const dsa_iset *s = r.in_b ? b : a;
+  const uint blk = (uint)r.slot / (uint)s->block_size;
+  const uint tok = (uint)r.slot - blk * (uint)s->block_size;
+  const ulong base = s->c_off + (ulong)blk * s->c_bstride;
+  __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
+  __global const uchar *sc =
+      s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u;
+  if (s->c_aligned) {
+    dsa_async_copy16(rs + 16u * q, data + 16u * q);
+    dsa_async_copy16(rs + 16u * (q + 16u), data + 16u * (q + 16u));
+    if (q < 4u) dsa_async_copy16(rs + 16u * (q + 32u), data + 16u * (q + 32u));
+    if (q == 15u) dsa_async_copy8(rs + MLA_DATA_BYTES, sc);
+  } else {
+    /* Unaligned cache (a view at an odd offset): plain loads, done here. */
+    *(__local uint4 *)(rs + 16u * q) = dsa_load16(data + 16u * q, 0);
+    *(__local uint4 *)(rs + 16u * (q + 16u)) = dsa_load16(data + 16u * (q + 16u), 0);
+    if (q < 4u) *(__local uint4 *)(rs + 16u * (q + 32u)) = dsa_load16(data + 16u * (q + 32u), 0);
+    if (q == 15u) *(__local uint2 *)(rs + MLA_DATA_BYTES) = dsa_load8(sc, 0);
+  }
+}
+
+/* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
+ * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
+DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
+                           __local uint *kd, __local int *vk) {
+#pragma unroll
+  for (int r = 0; r < MT_NT / (MT_WG / 32); r++) {
+    const uint e = tid / 32u + (uint)r * (MT_WG / 32), l = tid % 32u;
+    __local const uchar *rs = rs0 + e * FD_EB;
+    dsa_raw raw;
+    raw.u = raw.ush = 0u;
+    raw.valid = vms[e];
+    if (l == 0u) vk[e] = raw.valid; /* the ring slot's masks are rewritten first */
+    if (l < NOPE_LANES) {
+      raw.r0 = *(__local const uint4 *)(rs + 16u * l);
+      raw.r1 = (uint4)(0u);
+      raw.u = rs[MLA_DATA_BYTES + (l >> 2)];
+    } else {
+      raw.r0 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES));
+      raw.r1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
+    }
+    uint w[8];
+    lane_bf16(&raw, l, 1, w);
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = raw.valid ? sm_nonan(w[i]) : 0u;
+    __local uint4 *d = (__local uint4 *)(kd + e * MT_KDP + l * 8u);
+    d[0] = (uint4)(w[0], w[1], w[2], w[3]);
+    d[1] = (uint4)(w[4], w[5], w[6], w[7]);
+  }
+}
+
+DSA_INLINE void tile_body(
+    const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
+    ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
+    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
+    int q16, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
+    int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
+    int o16, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
+    __global volatile uint *faults, const int nsplit, const int chunk, __global uchar *ws,
+    __local uint *kbuf, __local uchar *ring, __local uint *qst, __local uint *pw,
+    __local float *part, __local float *sl, __local float *al, __local float *fin,
+    __local int *vm) {
+  const uint tid = get_local_id(0), unit = tid / DSA_TILE_LANES;
+  const int g = get_group_id(1);
+  const ulong t = get_group_id(2);
+
+  int bad = 0;
+  const int len_a = set_len(lens_a, la_off, la_st, has_len_a, sa->width, t, &bad);
+  const int len_b = fused ? set_len(lens_b, lb_off, lb_st, has_len_b, sb->width, t, &bad) : 0;
+  if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  /* Split-K: this work-group's entries [j0, len) of the virtual list. */
+  const int split = (int)get_group_id(0), j0 = split * chunk;
+  const int len = nsplit > 1 ? min(len_a + len_b, j0 + chunk) : len_a + len_b;
+  const int ntiles = (max(len - j0, 0) + MT_NT - 1) / MT_NT;
+
+  /* The group's query rows as bf16 pairs (MT_KDP words a row; absent heads
+   * zero): in the tile buffer while the fragments are loaded, or for good. */
+#if DSA_TILE_A_REGS
+  __local uint *qs = kbuf;
+  (void)qst;
+#else
+  __local uint *qs = qst;
+#endif
+  for (uint idx = tid; idx < MT_HG * 64u; idx += MT_WG) {
+    const uint h = idx >> 6, c = idx & 63u;
+    const int head = g * MT_HG + (int)h;
+    uint4 v = (uint4)(0u);
+    if (head < n_heads) v = dsa_load16(qp + q_off + t * q_ts + (ulong)head * q_hs + c * 16u, q16);
+    *(__local uint4 *)(qs + h * MT_KDP + c * 4u) = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Unit roles. QK: row block rb, key group kg, dim slice ds; PV: rb and
+   * dim slice ps. */
+  const uint rb = unit % MT_RB, kg = (unit / MT_RB) % MT_KG, ds = unit / (MT_RB * MT_KG);
+  const uint ps = unit / MT_RB;
+  const uint qoff = rb * DSA_TILE_M * MT_KDP + ds * (MT_DSD / 2);
+#if DSA_TILE_A_REGS
+  dsa_tile_a qa[MT_KS];
+#pragma unroll
+  for (int ks = 0; ks < MT_KS; ks++)
+    qa[ks] = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
+  barrier(CLK_LOCAL_MEM_FENCE); /* the tile buffer is rewritten next */
+#endif
+
+  /* Stage and softmax items. */
+  const uint sp = tid % (MT_NT / 2), sg = tid / (MT_NT / 2);
+  float m_run = -INFINITY, l_part = 0.0f;
+  dsa_tile_c acc[MT_PJ];
+#pragma unroll
+  for (int j = 0; j < MT_PJ; j++) acc[j] = dsa_tile_zero();
+
+  __local uint *kd = kbuf, *vt = kbuf + MT_NT * MT_KDP;
+  /* bf16: entries 2sp, 2sp+1 of a tile: the raw bytes of the next tile to
+   * stage and the slots of the one after (the index reads run a tile ahead
+   * of the data reads that need them). Fused: the ring's copy mapping
+   * (entry ce, piece cq), tile 0 in flight, the index of tile 1 read. */
+  const int e0 = j0 + (int)(2u * sp);
+  const uint ce = tid / 16u, cq = tid % 16u;
+  dsa_raw r0, r1;
+  dsa_lazy_ref n0, n1;
+  if (fused) {
+#pragma unroll
+    for (int i = 0; i < MT_ST; i++) {
+      const dsa_ref r = ref_resolve(
+          sa, sb, ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)ce), cq, 1, faults);
+      fd_issue(sa, sb, r, cq, ring + ((uint)i * MT_NT + ce) * FD_EB);
+      if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
+      dsa_async_commit();
+    }
+    n0 = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)ce);
+    dsa_async_wait(MT_ST - 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  } else {
+    r0 = fetch_entry(sa, sb, len_a, len, t, e0, sg, fused, faults);
+    r1 = fetch_entry(sa, sb, len_a, len, t, e0 + 1, sg, fused, faults);
+    n0 = ref_read(sa, sb, len_a, len, t, MT_NT + e0);
+    n1 = ref_read(sa, sb, len_a, len, t, MT_NT + e0 + 1);
+  }
+  for (int it = 0; it < ntiles; it++) {
+    const uint slot = (uint)it % MT_ST;
+    if (fused)
+      fd_dequant(ring + slot * (MT_NT * FD_EB), vm + slot * MT_NT, tid, kd, vm + MT_ST * MT_NT);
+    else
+      mt_stage(&r0, &r1, sp, sg, fused, kd, vt, vm);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (fused) {
+      /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
+       * flight through the steps below); waited for at the loop's end. */
+      if (it + MT_ST < ntiles) {
+        const dsa_ref r = ref_resolve(sa, sb, n0, cq, 1, faults);
+        fd_issue(sa, sb, r, cq, ring + (slot * MT_NT + ce) * FD_EB);
+        if (cq == 0u) vm[slot * MT_NT + ce] = r.slot >= 0;
+        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 1) * MT_NT + (int)ce);
+      }
+      dsa_async_commit();
+    } else if (it + 1 < ntiles) {
+      r0 = load_entry(sa, sb, ref_resolve(sa, sb, n0, sg, fused, faults), sg, fused);
+      r1 = load_entry(sa, sb, ref_resolve(sa, sb, n1, sg, fused, faults), sg, fused);
+      const int j0 = (it + 2) * MT_NT + e0;
+      n0 = ref_read(sa, sb, len_a, len, t, j0);
+      n1 = ref_read(sa, sb, len_a, len, t, j0 + 1);
+    }
+
+    /* QK: partial logits of this unit's rows over its dims, its key blocks
+     * kg + MT_KG i side by side (independent accumulator chains). */
+    {
+      dsa_tile_c c[MT_NKB];
+#pragma unroll
+      for (int i = 0; i < MT_NKB; i++) c[i] = dsa_tile_zero();
+      __local const uint *kp = kd + kg * DSA_TILE_N * MT_KDP + ds * (MT_DSD / 2);
+#pragma unroll
+      for (int ks = 0; ks < MT_KS; ks++) {
+#if DSA_TILE_A_REGS
+        const dsa_tile_a a = qa[ks];
+#else
+        const dsa_tile_a a = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
+#endif
+#pragma unroll
+        for (int i = 0; i < MT_NKB; i++)
+          c[i] = dsa_tile_mma(c[i], a,
+                              dsa_tile_load_b(kp + (uint)(i * MT_KG * DSA_TILE_N) * MT_KDP +
+                                                  (uint)ks * (DSA_TILE_K / 2),
+                                              MT_KDP));
+      }
+#pragma unroll
+      for (int i = 0; i < MT_NKB; i++)
+#pragma unroll
+        for (int e = 0; e < DSA_TILE_CE; e++)
+          part[(ds * MT_HG + rb * DSA_TILE_M + dsa_tile_row(e)) * MT_NT +
+               (kg + (uint)(i * MT_KG)) * DSA_TILE_N + dsa_tile_col(e)] = c[i].v[e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Logits of keys 2sp, 2sp+1 of head sg. */
+    float2 s = (float2)(0.0f);
+#pragma unroll
+    for (int d = 0; d < MT_DS; d++)
+      s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
+    {
+      __local const int *vs = vm + (fused ? MT_ST * MT_NT : 0); /* fused: the dequant's copy */
+      s.x = vs[2u * sp] ? s.x * scale : -INFINITY;
+      s.y = vs[2u * sp + 1u] ? s.y * scale : -INFINITY;
+    }
+    /* The head's largest logit of the tile. With sub-group shuffles
+     * (DSA_TILE_MAX8) the head's 8 items are 8 lanes of one unit: no round
+     * trip through local memory, one barrier fewer; the bf16 kernel takes
+     * that (2-3 % on the H200), the fused one only with FD_SHFL (it was 8 %
+     * slower there, docs/PERFORMANCE.md). */
+    float mt;
+#if DSA_TILE_MAX8
+    if (!fused || FD_SHFL)
+      mt = dsa_tile_max8(fmax(s.x, s.y));
+    else
+#endif
+    {
+      *(__local float2 *)(sl + sg * MT_NT + 2u * sp) = s;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      __local const float4 *s4 = (__local const float4 *)(sl + sg * MT_NT);
+      const float4 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
+      const float4 mx = fmax(fmax(x0, x1), fmax(x2, x3));
+      mt = fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w));
+    }
+
+    /* Online softmax over the head's 16 logits. */
+    {
+      const float m_new = fmax(m_run, mt);
+      const bool live = m_new != -INFINITY;
+      const float p0 = live ? exp(s.x - m_new) : 0.0f, p1 = live ? exp(s.y - m_new) : 0.0f;
+      const float alpha = live ? exp(m_run - m_new) : 1.0f;
+      l_part = l_part * alpha + (p0 + p1);
+      m_run = m_new;
+      const uint hi0 = dsa_f32_to_bf16(p0), hi1 = dsa_f32_to_bf16(p1);
+      pw[sg * MT_PP + sp] = hi0 | (hi1 << 16);
+      pw[MT_HG * MT_PP + sg * MT_PP + sp] =
+          (uint)dsa_f32_to_bf16(p0 - as_float(hi0 << 16)) |
+          ((uint)dsa_f32_to_bf16(p1 - as_float(hi1 << 16)) << 16);
+      if (sp == 0u) al[sg] = alpha;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* PV over this unit's rows and dims. */
+    {
+      dsa_tile_a ph[MT_PK], pl[MT_PK];
+#pragma unroll
+      for (int k = 0; k < MT_PK; k++) {
+        ph[k] = dsa_tile_load_a(pw + rb * DSA_TILE_M * MT_PP + (uint)k * (DSA_TILE_K / 2), MT_PP);
+        pl[k] = dsa_tile_load_a(pw + MT_HG * MT_PP + rb * DSA_TILE_M * MT_PP +
+                                    (uint)k * (DSA_TILE_K / 2),
+                                MT_PP);
+      }
+      float ae[DSA_TILE_CE];
+#pragma unroll
+      for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
+      __local const uint *vp = vt;
+#pragma unroll
+      for (int j = 0; j < MT_PJ; j++) {
+        dsa_tile_c c = acc[j];
+#pragma unroll
+        for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] *= ae[e];
+#pragma unroll
+        for (int k = 0; k < MT_PK; k++) {
+          const uint d0 = ps * MT_PD + (uint)j * DSA_TILE_N; /* N divides 16 */
+          /* Fused: V is kd's rows read transposed (no vt copy). */
+          const dsa_tile_b b =
+              fused ? dsa_tile_load_bt(kd + (uint)k * DSA_TILE_K * MT_KDP + (d0 >> 1), MT_KDP)
+                    : dsa_tile_load_b(vp + (d0 >> 4) * MT_VTG + (d0 & 15u) * MT_VTP +
+                                          (uint)k * (DSA_TILE_K / 2),
+                                      MT_VTP);
+          c = dsa_tile_mma(c, ph[k], b);
+          c = dsa_tile_mma(c, pl[k], b);
+        }
+        acc[j] = c;
+      }
+    }
+    /* kd, vt, vm, pw rewritten next; fused: tile it + 1 has landed. */
+    dsa_async_wait(MT_ST - 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  mt_finish(acc, m_run, l_part, tid, sg, sp, rb, ps, g, t, split, n_heads, sink, sink_off,
+            sink_st, has_sink, out, o_off, o_ts, o_hs, o16, lse, lse_off, lse_ts, lse_hs, has_lse,
+            nsplit, ws, kbuf, sl, fin);
+}
+
 #if DSA_TILE_A_REGS
 #define MT_QST_WORDS 4 /* unused */
 #else
@@ -898,25 +1079,41 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   dsa_iset sa = SA_ISET_BF16;
   tile_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0,
             SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, 1, 0,
-            (__global uchar *)0, (__local uint *)kbuf4, (__local uint *)qst4,
-            (__local uint *)pw4, part, sl, al, fin, vm);
+            (__global uchar *)0, (__local uint *)kbuf4, (__local uchar *)kbuf4,
+            (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin, vm);
 }
+
+#endif
+
+#define FD_LOCALS                                                            \
+  __local uint4 kbuf4[FD_KBUF / 4];                                          \
+  __local uint4 qst4[MT_QST_WORDS / 4];                                      \
+  __local float part[FD_PART] __attribute__((aligned(16)));                  \
+  __local float sl[FD_SL] __attribute__((aligned(16)));                     \
+  __local float al[MT_HG];                                                   \
+  __local float fin[MT_HG];                                                  \
+  __local int vm[(MT_ST + 1) * MT_NT]
+/* FD_LOCALS in bytes (the host's fd_local_bytes). */
+#define FD_LOCAL_BYTES \
+  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + FD_SL + 2 * MT_HG + (MT_ST + 1) * MT_NT))
 
 /* The fused kernel also splits the keys (flash-decoding): nsplit > 1
  * work-groups along x per (token, heads), each over `chunk` entries (a
  * multiple of MT_NT) of the virtual list, write partial rows to ws:
  * o [T, nsplit, H, 512] f32 (unscaled), then (m, l) [T, nsplit, H, 2] f32;
  * sparse_mla_split_combine finishes. */
+#if FD_LOCAL_BYTES <= DSA_LOCAL_MEM_BYTES
 __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1))) DSA_TILE_KERNEL void
 sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uchar *ws) {
-  MT_LOCALS;
+  FD_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
+  /* P hi and lo: FD_PW. */
   tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
-            SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS,
-            q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, nsplit, chunk, ws,
-            (__local uint *)kbuf4, (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin,
-            vm);
+            SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u,
+            SA_LSE_ARGS, nsplit, chunk, ws, (__local uint *)kbuf4,
+            (__local uchar *)(kbuf4 + MT_NT * MT_KDP / 4), (__local uint *)qst4,
+            (__local uint *)FD_PW, part, sl, al, fin, vm);
 }
 #endif
 

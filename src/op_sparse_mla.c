@@ -33,10 +33,20 @@ _Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
 #define MT_HG 32
 #define MT_NT 16
 #define MT_KDP 260
+/* The fused tile kernel's ring of raw tiles (cp.async stages): two fit
+ * 48 KiB next to the bf16 tile (fd_local_bytes). */
+#define MT_ST 2
+#define FD_EB 592 /* ring bytes an entry: 576 data + 8 scale bytes, 16-byte pieces */
+/* 1: the fused kernel takes the softmax's max by sub-group shuffles where
+ * the back-end has them (one barrier a tile fewer), as the bf16 kernel
+ * always does. Off: slower on the H200 (T=64 H=64: 142.9 vs 132.5 us, same
+ * call; docs/PERFORMANCE.md). */
+#define FD_SHFL 0
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
-            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP);
+            DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP)
+                DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL);
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
@@ -77,10 +87,38 @@ static size_t mt_local_bytes(const mt_geom *g) {
               (size_t)MT_HG * MT_NT + 2 * (size_t)MT_HG + MT_NT);
 }
 
+/* The fused tile kernel (FD_LOCALS): max(the bf16 tile and the ring, the
+ * query rows, the bf16 output rows), the query rows again without A in
+ * registers, the partials (P hi and lo share their space), the logits,
+ * alpha, 1/l, the ring's and the tile's masks. */
+static size_t fd_local_bytes(const mt_geom *g) {
+  const size_t units = MT_WG / (size_t)g->be->lanes, rb = MT_HG / (size_t)g->be->m;
+  const size_t kg = g->be->a_regs ? 1 : MT_NT / (size_t)g->be->n;
+  const size_t ds = units / (rb * kg);
+  size_t kbuf = (size_t)MT_NT * MT_KDP + (size_t)MT_ST * MT_NT * FD_EB / 4;
+  if (kbuf < (size_t)MT_HG * MT_KDP) kbuf = (size_t)MT_HG * MT_KDP;
+  if (kbuf < (size_t)MT_HG * MLA_DIM / 2) kbuf = (size_t)MT_HG * MLA_DIM / 2;
+  const size_t qst = g->be->a_regs ? 4 : (size_t)MT_HG * MT_KDP;
+  /* P hi and lo share the logits' space (FD_SHFL on a back-end with
+   * sub-group shuffles) or the partials'. */
+  const size_t pw = 2 * (size_t)MT_HG * (MT_NT / 2 + 4);
+  size_t part = ds * MT_HG * MT_NT, sl = (size_t)MT_HG * MT_NT;
+  if (g->be->lanes >= 8 && FD_SHFL)
+    sl = sl > pw ? sl : pw;
+  else
+    part = part > pw ? part : pw;
+  return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT);
+}
+
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
   const mt_geom g = mt_geometry(c);
   return dsa__refuse_local_mem(c, mt_local_bytes(&g), buf, n);
+}
+static const char *refuse_fd(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)shape;
+  const mt_geom g = mt_geometry(c);
+  return dsa__refuse_local_mem(c, fd_local_bytes(&g), buf, n);
 }
 static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
@@ -99,12 +137,13 @@ static const char *refuse_1buf(const dsa_context *c, const void *shape, char *bu
  * tensor-core kernels (inline PTX), then the portable kernel with a double
  * tile buffer, then its single-buffer twin for 32 KiB devices. */
 enum { V_TILE, V_MMA, V_PORTABLE, V_LM32 };
-#define SA_VARIANTS                                                                         \
-  {"tile", 0, refuse_tile, "the context's matrix back-end"},                                \
-      {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL}, {"portable", 0, refuse_2buf, NULL},     \
-      {"portable-lm32", 0, refuse_1buf, NULL}
-DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16", SA_VARIANTS);
-DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode", SA_VARIANTS);
+#define SA_VARIANTS(REFUSE_TILE, TILE_NOTE)                                                 \
+  {"tile", 0, REFUSE_TILE, TILE_NOTE}, {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL},        \
+      {"portable", 0, refuse_2buf, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
+DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16",
+                  SA_VARIANTS(refuse_tile, "the context's matrix back-end"));
+DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode",
+                  SA_VARIANTS(refuse_fd, "the context's matrix back-end, cp.async ring"));
 /* The two-stage form's gather is portable; its attention is the bf16
  * kernel's table. */
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode_two_stage, "dsa_sparse_mla_decode_two_stage",
