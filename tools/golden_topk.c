@@ -3,7 +3,6 @@
  * description (tools/cases/topk.c), its call and its rule (the indices
  * byte for byte: SPEC.md's deterministic order). */
 #include "golden.h"
-#include "cases.h"
 
 #include <string.h>
 
@@ -34,14 +33,7 @@ static int run_topk_per_row(gcase *c) {
     return golden_fail(c, "meta form=%s: expected prefill or decode", form);
   }
   /* Not -1 or small values: every output word must be written. */
-  const case_dev d = {dsa_context_cl_context(c->ctx), dsa_queue_cl(c->q)};
-  char msg[512];
-  int rc = case_topk_upload(&d, &tc, 0xEE, msg, sizeof msg) ? golden_fail(c, "%s", msg) : 0;
-  if (!rc) rc = golden_op_status(c, "dsa_topk", case_topk_call(c->q, &tc, NULL));
-  if (!rc) rc = golden_no_faults(c);
-  if (!rc && case_topk_check(&d, &tc, want->data, msg, sizeof msg)) rc = golden_fail(c, "%s", msg);
-  case_topk_free(&tc);
-  return rc;
+  return golden_run_case(c, &case_topk_ops, &tc, 0xEE, want->data);
 }
 
 const golden_op golden_ops_topk[] = {

@@ -22,10 +22,10 @@ static case_topk *tk_make(cc_env *e, int decode, int64_t rows_or_b, int64_t nn, 
                           int32_t k, int rank, int bad) {
   case_topk *s = cc_xmalloc(sizeof *s);
   *s = (case_topk){.decode = decode, .rows = decode ? rows_or_b * nn : rows_or_b, .n = n,
-                   .b = rows_or_b, .next_n = (int32_t)nn, .lens_rank = rank, .k = k};
+                   .b = rows_or_b, .next_n = (int32_t)nn, .lens_rank = rank, .k = k, .bad = bad};
   char msg[256] = "out of memory";
   const case_dev d = {e->clctx, e->clq};
-  if (case_topk_gen_check(s, &e->rng, bad) || case_topk_upload(&d, s, 0, msg, sizeof msg)) {
+  if (case_topk_gen_check(s, &e->rng) || case_topk_upload(&d, s, 0, msg, sizeof msg)) {
     fprintf(stderr, "checkcl: top-k case: %s\n", msg);
     exit(2);
   }

@@ -20,6 +20,7 @@
 #define DSACL_TOOLS_CASES_H
 
 #include <dsacl/dsacl.h>
+#include <dsacl/indexer_logits.h>
 #include <dsacl/topk.h>
 
 #include <stddef.h>
@@ -42,10 +43,57 @@ void *case_alloc(size_t n);
  * (byte j): got 0x.., want 0x.." in msg. */
 int case_cmp_bytes(const void *got, const void *want, size_t n, size_t esz, const char *what,
                    char *msg, size_t msz);
+/* The case's ops defined from its typed functions (in the form's file). */
+#define CASE_OPS(T, W, name)                                                                \
+  static int T##_upload_v(const case_dev *d, void *c, unsigned char f, char *m, size_t n) { \
+    return case_##T##_upload(d, c, f, m, n);                                                \
+  }                                                                                         \
+  static dsa_status T##_call_v(dsa_queue *q, const void *c, const dsa_events *ev) {         \
+    return case_##T##_call(q, c, ev);                                                       \
+  }                                                                                         \
+  static int T##_check_v(const case_dev *d, const void *c, const void *w, char *m, size_t n) { \
+    return case_##T##_check(d, c, (const W *)w, m, n);                                      \
+  }                                                                                         \
+  static void T##_free_v(void *c) { case_##T##_free(c); }                                   \
+  const case_ops case_##T##_ops = {name, T##_upload_v, T##_call_v, T##_check_v, T##_free_v};
+
 /* Reads bytes of m (blocking); 0 or 1 with msg. */
 int case_read(const case_dev *d, cl_mem m, size_t bytes, void *dst, char *msg, size_t msz);
 /* The queue's fault word against want; 0 or 1 with msg. */
 int case_faults(dsa_queue *q, uint32_t want, const char *what, char *msg, size_t msz);
+
+/* Every form's upload / call / check / free, for the consumers' generic
+ * drivers (golden_run_case, the bench rows' run and teardown). The typed
+ * functions below are the same; a case struct passed as void * is the one
+ * of the ops' form. */
+typedef struct case_ops {
+  const char *op; /* the public function, for messages */
+  int (*upload)(const case_dev *d, void *c, unsigned char out_fill, char *msg, size_t msz);
+  dsa_status (*call)(dsa_queue *q, const void *c, const dsa_events *ev);
+  int (*check)(const case_dev *d, const void *c, const void *want, char *msg, size_t msz);
+  void (*free)(void *c);
+} case_ops;
+
+/* The typed functions of form T and their case_T_ops:
+ *   gen_check  checkcl's random inputs for the shape already set (0, or -1
+ *              when out of memory); gen_bench  dsacl-bench's (the same)
+ *   upload     device buffers and tensors, the output filled with out_fill
+ *              (a golden's sentinel); 0, or 1 with msg
+ *   call       the operator; check  the rule against want (W *): 0, or 1 with
+ *              the first difference in msg
+ *   free       the device buffers, and the host arrays when owned
+ *   bytes      bytes read + written at a bench row's p */
+#define CASE_FORM(T, W)                                                                    \
+  int case_##T##_gen_check(case_##T *c, uint64_t *rng);                                    \
+  int case_##T##_gen_bench(case_##T *c);                                                   \
+  double case_##T##_bytes(const int64_t *p);                                               \
+  int case_##T##_upload(const case_dev *d, case_##T *c, unsigned char out_fill, char *msg, \
+                        size_t msz);                                                       \
+  dsa_status case_##T##_call(dsa_queue *q, const case_##T *c, const dsa_events *ev);       \
+  int case_##T##_check(const case_dev *d, const case_##T *c, const W *want, char *msg,      \
+                       size_t msz);                                                        \
+  void case_##T##_free(case_##T *c);                                                       \
+  extern const case_ops case_##T##_ops;
 
 /* ---- indexer top-k (dsa_topk_prefill / dsa_topk_decode) --------------------
  * Rule: the indices byte for byte (the deterministic order of topk.h). */
@@ -62,25 +110,16 @@ typedef struct case_topk {
   void *logits;
   int32_t *lens, *ends;
   int owned; /* the host arrays are the case's (the generators') */
+  int bad;   /* gen_check: an out-of-range length */
   cl_mem ml, ma, mb, mo;
   dsa_tensor tl, ta, tb, to;
 } case_topk;
 
-/* checkcl's random inputs (ties, -inf and NaN now and then; random lengths,
- * an out-of-range one when bad) for the shape already set. 0 or -1 (memory). */
-int case_topk_gen_check(case_topk *c, uint64_t *rng, int bad);
-/* dsacl-bench's inputs: uniform logits in [-10, 10] from a fixed seed, every
- * row using all n columns (decode, next_n 1, lengths [b]). */
-int case_topk_gen_bench(case_topk *c);
-/* Output buffer filled with out_fill (a golden's sentinel). 0 or 1 with msg. */
-int case_topk_upload(const case_dev *d, case_topk *c, unsigned char out_fill, char *msg,
-                     size_t msz);
-dsa_status case_topk_call(dsa_queue *q, const case_topk *c, const dsa_events *ev);
-int case_topk_check(const case_dev *d, const case_topk *c, const int32_t *want, char *msg,
-                    size_t msz);
-void case_topk_free(case_topk *c);
-/* Bytes read (logits, lengths) and written (indices) by a decode row. */
-double case_topk_bytes(const int64_t *p);
+/* gen_check: ties, -inf and NaN now and then; random lengths, an
+ * out-of-range one when bad. gen_bench: uniform logits in [-10, 10] from a
+ * fixed seed, every row using all n columns. bytes: logits and lengths read,
+ * indices written by a decode row p = {rows, n, k, bf16}. */
+CASE_FORM(topk, int32_t)
 
 /* DeepSeek-V4 decode rows: X(rows, n, k, quick_rows, quick_n, bf16); the
  * first is checkcl --bench's shape. */
@@ -93,5 +132,73 @@ double case_topk_bytes(const int64_t *p);
   X(8192, 8192, 512, 64, 4096, 1)
 /* The prefill shape checkcl --bench times: X(rows, n, k, quick_rows, quick_n). */
 #define CASE_TOPK_PREFILL_ROW(X) X(4096, 65536, 512, 16, 8192)
+
+
+/* ---- indexer logits (dsa_indexer_logits / dsa_indexer_paged_logits) ---------
+ * Rule (SPEC.md): over a call's finite expected entries, |got - want| <=
+ * CASE_LOGITS_TOL * max|want| (max|want| = 0: <= CASE_LOGITS_TOL), bf16 output
+ * also allowing its final rounding (2^-8 relative); a non-finite expected
+ * entry (-inf past a row's keys) exactly matched. Calls run with clean = 1. */
+#define CASE_LOGITS_TOL 1e-5
+int case_logits_cmp(const void *got, int bf16, const double *want, int64_t rows, int64_t cols,
+                    const char *what, char *msg, size_t msz);
+
+/* Ragged prefill: q [m, h, d] (e4m3, or e2m1x2 [m, h, d/2] + ue8m0 scales
+ * [m, h, d/32]), k [n, d] likewise (scales f32 [n] for FP8, ue8m0 [n, d/32]
+ * for MXFP4), weights f32 [m, h], row key ranges [ks, ke), out [m, n]. */
+typedef struct case_logits {
+  int fp4, bf16;
+  int64_t m, h, d, n;
+  uint8_t *q, *qs, *k, *kss; /* qs, kss: MXFP4 only */
+  float *ksc, *w;            /* ksc: FP8 only */
+  int32_t *ks, *ke;
+  int owned;
+  cl_mem mq, mqs, mk, mks, mw, mks0, mke, mo;
+  dsa_tensor tq, tqs, tk, tks, tw, tks0, tke, to;
+} case_logits;
+
+/* gen_bench: random bytes, k scales 1/16 (MXFP4: every scale 2^0), weights
+ * in [-1, 1], every row over all n keys. A bench row's p = {m, n, h} (d =
+ * 128, FP8). */
+CASE_FORM(logits, double)
+double case_logits_flops(const int64_t *p);
+/* X(m, n, h, quick_m, quick_n) */
+#define CASE_LOGITS_ROWS(X) X(2048, 8192, 64, 64, 1024)
+
+/* Paged decode, D = 128: q [b, next_n, h, 128] e4m3 (or [.., 64] e2m1x2 +
+ * ue8m0 scales [.., 4]), an indexer cache of nb blocks of bs tokens (stride
+ * bytes apart; FP8 132 or MXFP4 68 bytes a token), weights f32
+ * [b * next_n, h], context lengths [b] or [b, next_n], block table [b, w],
+ * out [b * next_n, mml]. */
+typedef struct case_paged_logits {
+  int fp4, bf16, ctx_rank;
+  int64_t b, next_n, h, w, nb, mml, stride;
+  int32_t bs;
+  uint8_t *cache; /* nb * stride bytes; NULL: every byte cache_fill */
+  unsigned char cache_fill;
+  uint8_t *q, *qs;
+  float *wt;
+  int32_t *ctx, *table;
+  int owned;
+  cl_mem mc, mq, mqs, mw, mcl, mbt, mo;
+  dsa_paged_cache pc;
+  dsa_tensor tq, tqs, tw, tcl, tbt, to;
+} case_paged_logits;
+
+/* gen_check: sets stride and mml = w * bs. gen_bench: context lengths all
+ * mml (ctx_rank 1), the blocks a random permutation, the cache 0x3c
+ * everywhere (e4m3 1.5 values and finite f32 scales), random q bytes (MXFP4:
+ * q scales 2^0), weights in [-1, 1]; sets bs (64), w, nb and stride (64
+ * tokens rounded up to a multiple of 576 bytes, as vLLM pads). A bench row's
+ * p = {b, context, next_n, h}. */
+CASE_FORM(paged_logits, double)
+double case_paged_logits_flops(const int64_t *p);
+/* X(b, context, next_n, quick_b, quick_context); H = 64. The first is
+ * checkcl --bench's shape. */
+#define CASE_PAGED_LOGITS_ROWS(X) \
+  X(64, 32768, 1, 4, 2048)        \
+  X(8, 32768, 1, 2, 2048)         \
+  X(64, 32768, 2, 4, 2048)        \
+  X(8, 32768, 2, 2, 2048)
 
 #endif

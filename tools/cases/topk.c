@@ -27,7 +27,8 @@ static int alloc_host(case_topk *c) {
   return c->logits && c->lens && c->ends ? 0 : -1;
 }
 
-int case_topk_gen_check(case_topk *c, uint64_t *rng, int bad) {
+int case_topk_gen_check(case_topk *c, uint64_t *rng) {
+  const int bad = c->bad;
   if (alloc_host(c)) return -1;
   const int64_t n = c->n;
   for (int64_t i = 0; i < c->rows * n; i++) {
@@ -129,3 +130,5 @@ void case_topk_free(case_topk *c) {
 double case_topk_bytes(const int64_t *p) {
   return (double)p[0] * ((double)p[1] * (p[3] ? 2 : 4) + 4 + (double)p[2] * 4);
 }
+
+CASE_OPS(topk, int32_t, "dsa_topk")
