@@ -17,7 +17,7 @@ static int topk_setup(bench_env *e, const int64_t *p, void **out) {
 #define TOPK_OP(r, n, k, qr, qn, h)                                                        \
   {"topk_decode", (h) ? "%lldx%lld k=%lld bf16" : "%lldx%lld k=%lld", {r, n, k, h},        \
    {qr, qn, k, h}, topk_setup, bench_case_run, bench_case_teardown, case_topk_bytes,       \
-   bench_no_flops},
+   case_topk_flops},
 
 const bench_op bench_ops_topk[] = {
     CASE_TOPK_ROWS(TOPK_OP)

@@ -21,6 +21,7 @@
 
 #include <dsacl/dsacl.h>
 #include <dsacl/indexer_logits.h>
+#include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
 
 #include <stddef.h>
@@ -82,11 +83,15 @@ typedef struct case_ops {
  *   call       the operator; check  the rule against want (W *): 0, or 1 with
  *              the first difference in msg
  *   free       the device buffers, and the host arrays when owned
- *   bytes      bytes read + written at a bench row's p */
+ *   bytes      bytes read + written at a bench row's p; flops  its
+ *              arithmetic (0 where not compute-bound)
+ * A form's DeepSeek-V4 rows, CASE_<FORM>_ROWS(X), come before its struct;
+ * their first row is checkcl --bench's shape. */
 #define CASE_FORM(T, W)                                                                    \
   int case_##T##_gen_check(case_##T *c, uint64_t *rng);                                    \
   int case_##T##_gen_bench(case_##T *c);                                                   \
   double case_##T##_bytes(const int64_t *p);                                               \
+  double case_##T##_flops(const int64_t *p);                                               \
   int case_##T##_upload(const case_dev *d, case_##T *c, unsigned char out_fill, char *msg, \
                         size_t msz);                                                       \
   dsa_status case_##T##_call(dsa_queue *q, const case_##T *c, const dsa_events *ev);       \
@@ -97,6 +102,15 @@ typedef struct case_ops {
 
 /* ---- indexer top-k (dsa_topk_prefill / dsa_topk_decode) --------------------
  * Rule: the indices byte for byte (the deterministic order of topk.h). */
+/* DeepSeek-V4 decode rows: X(rows, n, k, quick_rows, quick_n, bf16). */
+#define CASE_TOPK_ROWS(X)               \
+  X(64, 32768, 512, 4, 8192, 0)         \
+  X(64, 32768, 2048, 4, 8192, 0)        \
+  X(8192, 8192, 512, 64, 4096, 0)       \
+  X(8192, 8192, 2048, 64, 4096, 0)      \
+  X(64, 32768, 512, 4, 8192, 1)         \
+  X(8192, 8192, 512, 64, 4096, 1)
+
 typedef struct case_topk {
   int decode;      /* dsa_topk_decode, else dsa_topk_prefill */
   int bf16;        /* logits dtype: bf16, else f32 */
@@ -121,15 +135,6 @@ typedef struct case_topk {
  * indices written by a decode row p = {rows, n, k, bf16}. */
 CASE_FORM(topk, int32_t)
 
-/* DeepSeek-V4 decode rows: X(rows, n, k, quick_rows, quick_n, bf16); the
- * first is checkcl --bench's shape. */
-#define CASE_TOPK_ROWS(X)               \
-  X(64, 32768, 512, 4, 8192, 0)         \
-  X(64, 32768, 2048, 4, 8192, 0)        \
-  X(8192, 8192, 512, 64, 4096, 0)       \
-  X(8192, 8192, 2048, 64, 4096, 0)      \
-  X(64, 32768, 512, 4, 8192, 1)         \
-  X(8192, 8192, 512, 64, 4096, 1)
 /* The prefill shape checkcl --bench times: X(rows, n, k, quick_rows, quick_n). */
 #define CASE_TOPK_PREFILL_ROW(X) X(4096, 65536, 512, 16, 8192)
 
@@ -146,6 +151,9 @@ int case_logits_cmp(const void *got, int bf16, const double *want, int64_t rows,
 /* Ragged prefill: q [m, h, d] (e4m3, or e2m1x2 [m, h, d/2] + ue8m0 scales
  * [m, h, d/32]), k [n, d] likewise (scales f32 [n] for FP8, ue8m0 [n, d/32]
  * for MXFP4), weights f32 [m, h], row key ranges [ks, ke), out [m, n]. */
+/* X(m, n, h, quick_m, quick_n) */
+#define CASE_LOGITS_ROWS(X) X(2048, 8192, 64, 64, 1024)
+
 typedef struct case_logits {
   int fp4, bf16;
   int64_t m, h, d, n;
@@ -161,15 +169,19 @@ typedef struct case_logits {
  * in [-1, 1], every row over all n keys. A bench row's p = {m, n, h} (d =
  * 128, FP8). */
 CASE_FORM(logits, double)
-double case_logits_flops(const int64_t *p);
-/* X(m, n, h, quick_m, quick_n) */
-#define CASE_LOGITS_ROWS(X) X(2048, 8192, 64, 64, 1024)
 
 /* Paged decode, D = 128: q [b, next_n, h, 128] e4m3 (or [.., 64] e2m1x2 +
  * ue8m0 scales [.., 4]), an indexer cache of nb blocks of bs tokens (stride
  * bytes apart; FP8 132 or MXFP4 68 bytes a token), weights f32
  * [b * next_n, h], context lengths [b] or [b, next_n], block table [b, w],
  * out [b * next_n, mml]. */
+/* X(b, context, next_n, quick_b, quick_context); H = 64. */
+#define CASE_PAGED_LOGITS_ROWS(X) \
+  X(64, 32768, 1, 4, 2048)        \
+  X(8, 32768, 1, 2, 2048)         \
+  X(64, 32768, 2, 4, 2048)        \
+  X(8, 32768, 2, 2, 2048)
+
 typedef struct case_paged_logits {
   int fp4, bf16, ctx_rank;
   int64_t b, next_n, h, w, nb, mml, stride;
@@ -192,13 +204,68 @@ typedef struct case_paged_logits {
  * tokens rounded up to a multiple of 576 bytes, as vLLM pads). A bench row's
  * p = {b, context, next_n, h}. */
 CASE_FORM(paged_logits, double)
-double case_paged_logits_flops(const int64_t *p);
-/* X(b, context, next_n, quick_b, quick_context); H = 64. The first is
- * checkcl --bench's shape. */
-#define CASE_PAGED_LOGITS_ROWS(X) \
-  X(64, 32768, 1, 4, 2048)        \
-  X(8, 32768, 1, 2, 2048)         \
-  X(64, 32768, 2, 4, 2048)        \
-  X(8, 32768, 2, 2, 2048)
+
+/* ---- sparse MLA decode (dsa_sparse_mla_decode, .._two_stage) -----------------
+ * Rule (SPEC.md): out within 1e-2 * max(1, |want|) per element and relative
+ * L2 <= 4e-3; lse within 1e-4 (-inf exactly where want has it). */
+typedef struct case_attn_want {
+  const double *out; /* [rows, 512] */
+  const double *lse; /* [rows] */
+} case_attn_want;
+int case_attn_cmp(const uint16_t *got, const float *lse, const case_attn_want *want, int64_t rows,
+                  const char *what, char *msg, size_t msz);
+
+/* One index set over an fp8_ds_mla cache of nb blocks of bs tokens, stride
+ * bytes apart: indices [t, k] (slots), lengths [t]. */
+typedef struct case_mla_set {
+  int64_t nb, stride, k;
+  int32_t bs;
+  uint8_t *cache; /* nb * stride bytes; NULL: every byte cache_fill (or the
+                     main set's cache, when shares_cache) */
+  unsigned char cache_fill;
+  int shares_cache; /* extra set: indexes the main set's cache */
+  int32_t *idx, *lens;
+  cl_mem mc, mi, ml;
+  dsa_paged_cache pc;
+  dsa_tensor ti, tl;
+  dsa_sparse_index_set set;
+} case_mla_set;
+
+/* q [t, h, 512] bf16, a main and/or an extra set, an optional sink [h],
+ * out [t, h, 512] bf16 and lse [t, h]; two: the two-stage decode (its
+ * workspace sized by the library). scale 0: the default softmax scale. */
+/* X(t, h, k2, quick_t, quick_h); k1 = 128 (the SWA window). */
+#define CASE_MLA_DECODE_ROWS(X) X(64, 64, 512, 4, 16) \
+  X(128, 64, 512, 8, 16)                                \
+  X(64, 128, 1024, 4, 16)                               \
+  X(128, 128, 1024, 8, 16)
+
+typedef struct case_mla_decode {
+  int two, has1, has2, bad;
+  int no_lse; /* the bench rows: no lse asked for */
+  int64_t t, h;
+  float scale;
+  uint16_t *q;
+  float *sink; /* NULL: none */
+  case_mla_set s1, s2;
+  int owned;
+  cl_mem mq, ms, mo, me, mw;
+  size_t mwb;
+  dsa_tensor tq, ts, to, te;
+} case_mla_decode;
+
+/* gen_check: the sets' nb, bs, k set (k < 0: no set; the extra set's cache
+ * its own), random valid caches (finite e4m3, scales 2^-4 .. 2^-1, RoPE bf16 in
+ * [-1, 1]; the reference decodes them), slots with -1 and, when bad, out of
+ * range ones, random lengths, q in [-2, 2], a sink in [-3, 3]. gen_bench:
+ * the main set's nb set (the pool); one 0x3c-filled cache of 64-token blocks
+ * (e4m3 1.5 values, finite scales, RoPE bf16 0x3c3c) that both sets index,
+ * random valid slots, full lengths, q and sink in [-1, 1]. A bench row's
+ * p = {t, h, k1, k2}. */
+CASE_FORM(mla_decode, case_attn_want)
+/* The bench pool: at least these many cache bytes (quick: the second). */
+#define CASE_MLA_POOL_BYTES 600e6
+#define CASE_MLA_POOL_BYTES_QUICK 64e6
+#define CASE_MLA_BENCH_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
 
 #endif

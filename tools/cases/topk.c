@@ -131,4 +131,9 @@ double case_topk_bytes(const int64_t *p) {
   return (double)p[0] * ((double)p[1] * (p[3] ? 2 : 4) + 4 + (double)p[2] * 4);
 }
 
+double case_topk_flops(const int64_t *p) {
+  (void)p;
+  return 0; /* memory-bound */
+}
+
 CASE_OPS(topk, int32_t, "dsa_topk")
