@@ -4,7 +4,9 @@
 
 #include <string.h>
 
-/* Q quant, FP8 (mxfp4 = 0) or MXFP4. */
+/* Q quant, FP8 (mxfp4 = 0) or MXFP4: the golden's arrays in the shared case
+ * description (tools/cases/indexer_quant.c), its call and its rule (every
+ * output byte). */
 static int run_q(gcase *c, int mxfp4) {
   npy_array *pos = golden_load(c, "positions", NPY_I8, 1), *qa = golden_load(c, "q", NPY_U2, 3),
             *cs = golden_load(c, "cos_sin", NPY_F4, 2), *w = golden_load(c, "weights", NPY_U2, 2),
@@ -14,40 +16,22 @@ static int run_q(gcase *c, int mxfp4) {
   if (c->failed || golden_meta_f64(c, "softmax_scale", &ss) ||
       golden_meta_f64(c, "head_scale", &hs))
     return -1;
-  dsa_indexer_q_quant_params p;
-  dsa_indexer_q_quant_params_default(&p);
-  p.softmax_scale = (float)ss;
-  p.head_scale = (float)hs;
+  case_q_quant qc = {.mx = mxfp4, .w_bf16 = 1, .t = qa->shape[0], .h = qa->shape[1],
+                     .d = qa->shape[2], .r = cs->shape[1], .np = cs->shape[0],
+                     .softmax_scale = (float)ss, .head_scale = (float)hs, .pos = pos->data,
+                     .q = qa->data, .cs = cs->data, .w = w->data};
   if (mxfp4) {
     const char *mode = golden_meta_str(c, "e2m1");
     if (!mode) return -1;
     if (!strcmp(mode, "rne"))
-      p.e2m1 = DSA_E2M1_RNE;
+      qc.e2m1 = DSA_E2M1_RNE;
     else if (!strcmp(mode, "legacy"))
-      p.e2m1 = DSA_E2M1_LEGACY;
+      qc.e2m1 = DSA_E2M1_LEGACY;
     else
       return golden_fail(c, "meta e2m1=%s is neither rne nor legacy", mode);
   }
-  cl_mem pm = golden_to_device(c, pos->data, pos->nbytes),
-         qm = golden_to_device(c, qa->data, qa->nbytes),
-         cm = golden_to_device(c, cs->data, cs->nbytes),
-         wm = golden_to_device(c, w->data, w->nbytes),
-         oqm = golden_filled(c, oq->nbytes, 0xEE), owm = golden_filled(c, ow->nbytes, 0xEE),
-         osm = mxfp4 ? golden_filled(c, osc->nbytes, 0xEE) : NULL;
-  if (c->failed) return -1;
-  dsa_tensor pt = golden_tensor_of(pm, pos, DSA_I64), qt = golden_tensor_of(qm, qa, DSA_BF16),
-             ct = golden_tensor_of(cm, cs, DSA_F32), wt = golden_tensor_of(wm, w, DSA_BF16),
-             oqt = golden_tensor_of(oqm, oq, mxfp4 ? DSA_E2M1X2 : DSA_E4M3),
-             owt = golden_tensor_of(owm, ow, DSA_F32),
-             ost = mxfp4 ? golden_tensor_of(osm, osc, DSA_UE8M0) : owt;
-  if (golden_op_status(c, "dsa_indexer_q_quant",
-                       dsa_indexer_q_quant(c->q, &pt, &qt, &ct, &wt, &oqt, mxfp4 ? &ost : NULL,
-                                           &owt, &p, NULL)))
-    return -1;
-  if (golden_no_faults(c) || golden_compare(c, "out_q", oqm, oq) ||
-      golden_compare(c, "out_weights", owm, ow))
-    return -1;
-  return mxfp4 && golden_compare(c, "out_scales", osm, osc) ? -1 : 0;
+  const case_q_quant_want want = {oq->data, osc ? osc->data : NULL, ow->data};
+  return golden_run_case(c, &case_q_quant_ops, &qc, 0xEE, &want);
 }
 
 static int run_indexer_q_fp8(gcase *c) { return run_q(c, 0); }

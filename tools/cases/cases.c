@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
+
 cl_mem case_buf(const case_dev *d, size_t bytes, const void *init, unsigned char fill) {
   cl_int err;
   if (!bytes) bytes = 1;
@@ -30,6 +32,29 @@ void case_release(cl_mem *m) {
 }
 
 void *case_alloc(size_t n) { return calloc(n ? n : 1, 1); }
+
+int64_t case_rnd(uint64_t *rng, int64_t n) {
+  return n > 0 ? (int64_t)(rng64_next(rng) % (uint64_t)n) : 0;
+}
+double case_uniform(uint64_t *rng, double lo, double hi) {
+  return lo + rng64_uniform(rng) * (hi - lo);
+}
+void case_fill_bytes(uint64_t *rng, void *p, size_t n) {
+  uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(rng64_next(rng) >> 56);
+}
+uint16_t case_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+double case_bf16_f(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 int case_cmp_bytes(const void *got, const void *want, size_t n, size_t esz, const char *what,
                    char *msg, size_t msz) {

@@ -21,6 +21,7 @@
 
 #include <dsacl/dsacl.h>
 #include <dsacl/indexer_logits.h>
+#include <dsacl/indexer_quant.h>
 #include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
 
@@ -39,6 +40,13 @@ cl_mem case_buf(const case_dev *d, size_t bytes, const void *init, unsigned char
 void case_release(cl_mem *m);
 /* malloc, zeroed, never NULL for n = 0; NULL when out of memory. */
 void *case_alloc(size_t n);
+
+/* The generators' helpers over the one random generator (rng.h). */
+int64_t case_rnd(uint64_t *rng, int64_t n); /* [0, n) */
+double case_uniform(uint64_t *rng, double lo, double hi);
+void case_fill_bytes(uint64_t *rng, void *p, size_t n);
+uint16_t case_bf16(float f); /* round to nearest even; finite f */
+double case_bf16_f(uint16_t h);
 
 /* Byte compare: 0 equal, else 1 with "what: first difference at element i
  * (byte j): got 0x.., want 0x.." in msg. */
@@ -267,5 +275,46 @@ CASE_FORM(mla_decode, case_attn_want)
 #define CASE_MLA_POOL_BYTES 600e6
 #define CASE_MLA_POOL_BYTES_QUICK 64e6
 #define CASE_MLA_BENCH_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
+
+/* ---- indexer Q RoPE + quantization (dsa_indexer_q_quant) --------------------
+ * Rule: every output byte exact (out_q, MXFP4's out_scales, out_weights). */
+typedef struct case_q_quant_want {
+  const uint8_t *q, *scales; /* scales: MXFP4 only */
+  const float *weights;
+} case_q_quant_want;
+
+/* X(name, mx, t, quick_t); H = 64, D = 128, 65536 positions (quick 4096). */
+#define CASE_Q_QUANT_ROWS(X)                         \
+  X("indexer_q_fp8", 0, 64, 16)                      \
+  X("indexer_q_fp8", 0, 8192, 256)                   \
+  X("indexer_q_mxfp4", 1, 64, 16)                    \
+  X("indexer_q_mxfp4", 1, 8192, 256)
+
+/* positions i64 [T] (< P), q bf16 [T, H, D], cos_sin f32 [P, R] (R RoPE
+ * dims, cos then sin), weights [T, H] (bf16 or f32); out_q [T, H, D]
+ * e4m3 or [T, H, D/2] e2m1x2 + out_scales ue8m0 [T, H, D/32]; out_weights
+ * f32 [T, H]. scales 0: the defaults. */
+typedef struct case_q_quant {
+  int mx, w_bf16, bad;
+  dsa_e2m1_mode e2m1;
+  int64_t t, h, d, r, np;
+  float softmax_scale, head_scale;
+  int64_t *pos;
+  uint16_t *q;
+  float *cs;
+  void *w;
+  int owned;
+  cl_mem mp, mq, mc, mw, moq, mos, mow;
+  dsa_tensor tp, tq, tc, tw, toq, tos, tow;
+} case_q_quant;
+
+/* gen_check: q in 32-wide blocks of random scale (2^-15 .. 2^14), positions
+ * (out of range now and then when bad), f32 weights in [-2, 2]. gen_bench
+ * (d = 128, r = 64): q in [-4, 4], bf16 weights in [-1, 1], random
+ * positions. Both: the cos/sin table of base 10000. A bench row's p =
+ * {t, h, positions, mx}. */
+CASE_FORM(q_quant, case_q_quant_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_indexer_q_quant_params case_q_quant_params(const case_q_quant *c);
 
 #endif

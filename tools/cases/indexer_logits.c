@@ -8,25 +8,12 @@
 
 #include "rng.h"
 
-static int64_t rnd(uint64_t *s, int64_t n) {
-  return n > 0 ? (int64_t)(rng64_next(s) % (uint64_t)n) : 0;
-}
-static double uniform(uint64_t *s, double lo, double hi) { return lo + rng64_uniform(s) * (hi - lo); }
-static void fill_bytes(uint64_t *s, uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(rng64_next(s) >> 56);
-}
 /* Finite e4m3 of moderate size, random sign; ue8m0 scales near 2^0. */
 static uint8_t e4m3(uint64_t *s) {
-  return (uint8_t)((rnd(s, 2) ? 0x80 : 0) | (0x20 + rnd(s, 0x30)));
+  return (uint8_t)((case_rnd(s, 2) ? 0x80 : 0) | (0x20 + case_rnd(s, 0x30)));
 }
-static uint8_t ue8m0(uint64_t *s) { return (uint8_t)(110 + rnd(s, 30)); }
+static uint8_t ue8m0(uint64_t *s) { return (uint8_t)(110 + case_rnd(s, 30)); }
 
-static float bf16_f(uint16_t h) {
-  const uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 int case_logits_cmp(const void *got, int bf16, const double *want, int64_t rows, int64_t cols,
                     const char *what, char *msg, size_t msz) {
@@ -35,7 +22,7 @@ int case_logits_cmp(const void *got, int bf16, const double *want, int64_t rows,
     if (isfinite(want[i]) && fabs(want[i]) > maxref) maxref = fabs(want[i]);
   const double lim = CASE_LOGITS_TOL * (maxref > 0 ? maxref : 1);
   for (int64_t i = 0; i < rows * cols; i++) {
-    const double g = bf16 ? bf16_f(((const uint16_t *)got)[i]) : ((const float *)got)[i];
+    const double g = bf16 ? case_bf16_f(((const uint16_t *)got)[i]) : ((const float *)got)[i];
     const double v = want[i];
     int bad;
     if (isnan(v))
@@ -88,21 +75,21 @@ int case_logits_gen_check(case_logits *c, uint64_t *rng) {
   for (int64_t i = 0; i < m * h * (d / 32); i++) c->qs[i] = ue8m0(rng);
   for (int64_t i = 0; i < n * (d / 32); i++) c->kss[i] = ue8m0(rng);
   if (c->fp4) {
-    fill_bytes(rng, c->q, (size_t)(m * h * qrow));
-    fill_bytes(rng, c->k, (size_t)(n * qrow));
+    case_fill_bytes(rng, c->q, (size_t)(m * h * qrow));
+    case_fill_bytes(rng, c->k, (size_t)(n * qrow));
   } else {
     for (int64_t i = 0; i < m * h * d; i++) c->q[i] = e4m3(rng);
     for (int64_t i = 0; i < n * d; i++) c->k[i] = e4m3(rng);
-    for (int64_t i = 0; i < n; i++) c->ksc[i] = ldexpf(1.0f, (int)rnd(rng, 12) - 6);
+    for (int64_t i = 0; i < n; i++) c->ksc[i] = ldexpf(1.0f, (int)case_rnd(rng, 12) - 6);
   }
-  for (int64_t i = 0; i < m * h; i++) c->w[i] = (float)uniform(rng, -0.6, 1.4);
+  for (int64_t i = 0; i < m * h; i++) c->w[i] = (float)case_uniform(rng, -0.6, 1.4);
   for (int64_t i = 0; i < m; i++) {
-    int64_t a = rnd(rng, n + 1), b = rnd(rng, n + 1);
+    int64_t a = case_rnd(rng, n + 1), b = case_rnd(rng, n + 1);
     if (a > b) {
       const int64_t t = a;
       a = b, b = t;
     }
-    if (rnd(rng, 6) == 0) a = 0, b = n;
+    if (case_rnd(rng, 6) == 0) a = 0, b = n;
     c->ks[i] = (int32_t)a, c->ke[i] = (int32_t)b;
   }
   return 0;
@@ -113,9 +100,9 @@ int case_logits_gen_bench(case_logits *c) {
   const int64_t m = c->m, h = c->h, n = c->n;
   const int64_t qrow = c->fp4 ? c->d / 2 : c->d;
   uint64_t seed = 0x5eed1002u; /* the row's data since it was written */
-  fill_bytes(&seed, c->q, (size_t)(m * h * qrow));
-  fill_bytes(&seed, c->k, (size_t)(n * qrow));
-  for (int64_t i = 0; i < m * h; i++) c->w[i] = (float)uniform(&seed, -1.0, 1.0);
+  case_fill_bytes(&seed, c->q, (size_t)(m * h * qrow));
+  case_fill_bytes(&seed, c->k, (size_t)(n * qrow));
+  for (int64_t i = 0; i < m * h; i++) c->w[i] = (float)case_uniform(&seed, -1.0, 1.0);
   for (int64_t i = 0; i < n; i++) c->ksc[i] = 0.0625f;
   memset(c->qs, 127, (size_t)(m * h * (c->d / 32))); /* MXFP4 scales 2^0 */
   memset(c->kss, 127, (size_t)(n * (c->d / 32)));
@@ -206,10 +193,10 @@ int case_paged_logits_gen_check(case_paged_logits *c, uint64_t *rng) {
   const int fp4 = c->fp4;
   const int64_t tokb = fp4 ? 68 : 132, rows = c->b * c->next_n, qrow = fp4 ? 64 : 128;
   const int32_t bs = c->bs;
-  c->stride = bs * tokb + 16 * rnd(rng, 2);
+  c->stride = bs * tokb + 16 * case_rnd(rng, 2);
   c->mml = c->w * bs;
   if (paged_alloc(c, 1)) return -1;
-  fill_bytes(rng, c->cache, (size_t)(c->nb * c->stride));
+  case_fill_bytes(rng, c->cache, (size_t)(c->nb * c->stride));
   for (int64_t blk = 0; blk < c->nb; blk++) {
     uint8_t *base = c->cache + blk * c->stride;
     for (int32_t t = 0; t < bs; t++) {
@@ -217,22 +204,22 @@ int case_paged_logits_gen_check(case_paged_logits *c, uint64_t *rng) {
         for (int k = 0; k < 4; k++) base[bs * 64 + t * 4 + k] = ue8m0(rng);
       } else {
         for (int k = 0; k < 128; k++) base[t * 128 + k] = e4m3(rng);
-        const float s = ldexpf(1.0f, (int)rnd(rng, 12) - 6);
+        const float s = ldexpf(1.0f, (int)case_rnd(rng, 12) - 6);
         memcpy(base + bs * 128 + t * 4, &s, 4);
       }
     }
   }
   if (fp4) {
-    fill_bytes(rng, c->q, (size_t)(rows * c->h * qrow));
+    case_fill_bytes(rng, c->q, (size_t)(rows * c->h * qrow));
     for (int64_t i = 0; i < rows * c->h * 4; i++) c->qs[i] = ue8m0(rng);
   } else {
     for (int64_t i = 0; i < rows * c->h * 128; i++) c->q[i] = e4m3(rng);
   }
-  for (int64_t i = 0; i < rows * c->h; i++) c->wt[i] = (float)uniform(rng, -0.6, 1.4);
+  for (int64_t i = 0; i < rows * c->h; i++) c->wt[i] = (float)case_uniform(rng, -0.6, 1.4);
   const int64_t nctx = c->ctx_rank == 2 ? rows : c->b;
   for (int64_t i = 0; i < nctx; i++)
-    c->ctx[i] = (int32_t)(rnd(rng, 4) == 0 ? c->mml : rnd(rng, c->mml + 1));
-  for (int64_t i = 0; i < c->b * c->w; i++) c->table[i] = (int32_t)rnd(rng, c->nb);
+    c->ctx[i] = (int32_t)(case_rnd(rng, 4) == 0 ? c->mml : case_rnd(rng, c->mml + 1));
+  for (int64_t i = 0; i < c->b * c->w; i++) c->table[i] = (int32_t)case_rnd(rng, c->nb);
   return 0;
 }
 
@@ -247,8 +234,8 @@ int case_paged_logits_gen_bench(case_paged_logits *c) {
   if (paged_alloc(c, 0)) return -1;
   const int64_t rows = c->b * c->next_n, n = c->nb;
   uint64_t seed = 0x5eed1001u; /* the rows' data since they were written */
-  fill_bytes(&seed, c->q, (size_t)(rows * c->h * (c->fp4 ? 64 : 128)));
-  for (int64_t i = 0; i < rows * c->h; i++) c->wt[i] = (float)uniform(&seed, -1.0, 1.0);
+  case_fill_bytes(&seed, c->q, (size_t)(rows * c->h * (c->fp4 ? 64 : 128)));
+  for (int64_t i = 0; i < rows * c->h; i++) c->wt[i] = (float)case_uniform(&seed, -1.0, 1.0);
   memset(c->qs, 127, (size_t)(rows * c->h * 4)); /* MXFP4 scales 2^0 */
   /* The blocks: a random permutation (every sequence reads its own). */
   for (int64_t i = 0; i < n; i++) c->table[i] = (int32_t)i;

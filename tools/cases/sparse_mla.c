@@ -17,28 +17,12 @@
   (&(dsa_tensor){.mem = (m), .offset = 0, .dtype = DSA_U8, .ndim = 1,                  \
                  .shape = {(int64_t)(n)}, .stride = {1}})
 
-static int64_t rnd(uint64_t *s, int64_t n) {
-  return n > 0 ? (int64_t)(rng64_next(s) % (uint64_t)n) : 0;
-}
-static double uniform(uint64_t *s, double lo, double hi) { return lo + rng64_uniform(s) * (hi - lo); }
-static uint16_t bf16_of(float f) { /* round to nearest even; finite inputs */
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static double bf16_f(uint16_t h) {
-  const uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 int case_attn_cmp(const uint16_t *got, const float *lse, const case_attn_want *want, int64_t rows,
                   const char *what, char *msg, size_t msz) {
   double d2 = 0, r2 = 0;
   for (int64_t i = 0; i < rows * DIM; i++) {
-    const double g = bf16_f(got[i]), w = want->out[i], d = fabs(g - w);
+    const double g = case_bf16_f(got[i]), w = want->out[i], d = fabs(g - w);
     if (!(d <= 1e-2 * fmax(1.0, fabs(w)))) {
       snprintf(msg, msz, "%s: out first difference at [%lld, %lld]: got %.6g, want %.6g", what,
                (long long)(i / DIM), (long long)(i % DIM), g, w);
@@ -81,12 +65,12 @@ static void random_cache(case_mla_set *s, uint64_t *rng) {
     for (int32_t t = 0; t < s->bs; t++) {
       uint8_t *data = base + (int64_t)t * TOKEN_DATA, *sc = base + (int64_t)s->bs * TOKEN_DATA + t * 8;
       for (int i = 0; i < 448; i++)
-        data[i] = (uint8_t)((rnd(rng, 2) ? 0x80 : 0) | (0x20 + rnd(rng, 0x30)));
+        data[i] = (uint8_t)((case_rnd(rng, 2) ? 0x80 : 0) | (0x20 + case_rnd(rng, 0x30)));
       for (int i = 0; i < 64; i++) {
-        const uint16_t v = bf16_of((float)uniform(rng, -1, 1));
+        const uint16_t v = case_bf16((float)case_uniform(rng, -1, 1));
         memcpy(data + 448 + 2 * i, &v, 2);
       }
-      for (int i = 0; i < 7; i++) sc[i] = (uint8_t)(123 + rnd(rng, 4));
+      for (int i = 0; i < 7; i++) sc[i] = (uint8_t)(123 + case_rnd(rng, 4));
       sc[7] = 0;
     }
   }
@@ -96,11 +80,11 @@ static void random_slots(case_mla_set *s, uint64_t *rng, int64_t t, int bad) {
   const int64_t range = s->nb * s->bs;
   for (int64_t i = 0; i < t; i++) {
     for (int64_t j = 0; j < s->k; j++) {
-      const int64_t r = rnd(rng, 20);
+      const int64_t r = case_rnd(rng, 20);
       s->idx[i * s->k + j] =
-          (int32_t)(r == 0 ? -1 : r == 1 && bad ? range + rnd(rng, 3) : rnd(rng, range));
+          (int32_t)(r == 0 ? -1 : r == 1 && bad ? range + case_rnd(rng, 3) : case_rnd(rng, range));
     }
-    s->lens[i] = (int32_t)(rnd(rng, 4) == 0 ? s->k : rnd(rng, s->k + 1));
+    s->lens[i] = (int32_t)(case_rnd(rng, 4) == 0 ? s->k : case_rnd(rng, s->k + 1));
   }
 }
 
@@ -114,8 +98,8 @@ static int dec_alloc(case_mla_decode *c) {
 int case_mla_decode_gen_check(case_mla_decode *c, uint64_t *rng) {
   c->has1 = c->s1.k >= 0, c->has2 = c->s2.k >= 0;
   if (dec_alloc(c)) return -1;
-  for (int64_t i = 0; i < c->t * c->h * DIM; i++) c->q[i] = bf16_of((float)uniform(rng, -2, 2));
-  for (int64_t i = 0; i < c->h; i++) c->sink[i] = (float)uniform(rng, -3, 3);
+  for (int64_t i = 0; i < c->t * c->h * DIM; i++) c->q[i] = case_bf16((float)case_uniform(rng, -2, 2));
+  for (int64_t i = 0; i < c->h; i++) c->sink[i] = (float)case_uniform(rng, -3, 3);
   case_mla_set *sets[2] = {&c->s1, &c->s2};
   for (int k = 0; k < 2; k++) {
     case_mla_set *s = sets[k];
@@ -144,8 +128,8 @@ int case_mla_decode_gen_bench(case_mla_decode *c) {
     for (int64_t i = 0; i < c->t; i++) sets[k]->lens[i] = (int32_t)sets[k]->k;
   }
   for (int64_t i = 0; i < c->t * c->h * DIM; i++)
-    c->q[i] = bf16_of((float)uniform(&seed, -1.0, 1.0));
-  for (int64_t i = 0; i < c->h; i++) c->sink[i] = (float)uniform(&seed, -1.0, 1.0);
+    c->q[i] = case_bf16((float)case_uniform(&seed, -1.0, 1.0));
+  for (int64_t i = 0; i < c->h; i++) c->sink[i] = (float)case_uniform(&seed, -1.0, 1.0);
   return 0;
 }
 

@@ -8,16 +8,7 @@
 
 #include "rng.h"
 
-static int64_t rnd(uint64_t *s, int64_t n) {
-  return n > 0 ? (int64_t)(rng64_next(s) % (uint64_t)n) : 0;
-}
 
-static uint16_t bf16_of(float f) { /* round to nearest even; finite inputs */
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 static int alloc_host(case_topk *c) {
   c->owned = 1;
@@ -32,30 +23,30 @@ int case_topk_gen_check(case_topk *c, uint64_t *rng) {
   if (alloc_host(c)) return -1;
   const int64_t n = c->n;
   for (int64_t i = 0; i < c->rows * n; i++) {
-    const int64_t r = rnd(rng, 50);
+    const int64_t r = case_rnd(rng, 50);
     const float v = r == 0 ? -INFINITY
                     : r == 1 ? NAN
-                    : r < 6  ? (float)rnd(rng, 4)
-                             : (float)(-10 + rng64_uniform(rng) * 20);
+                    : r < 6  ? (float)case_rnd(rng, 4)
+                             : (float)case_uniform(rng, -10, 10);
     if (c->bf16)
-      ((uint16_t *)c->logits)[i] = isfinite(v) ? bf16_of(v) : r == 0 ? 0xff80 : 0x7fc0;
+      ((uint16_t *)c->logits)[i] = isfinite(v) ? case_bf16(v) : r == 0 ? 0xff80 : 0x7fc0;
     else
       ((float *)c->logits)[i] = v;
   }
   if (!c->decode) {
     for (int64_t r = 0; r < c->rows; r++) {
-      int64_t x = rnd(rng, n + 1), y = rnd(rng, n + 1);
+      int64_t x = case_rnd(rng, n + 1), y = case_rnd(rng, n + 1);
       if (x > y) {
         const int64_t t = x;
         x = y, y = t;
       }
-      if (rnd(rng, 4) == 0) x = 0, y = n;
-      if (bad && rnd(rng, 5) == 0) y = n + 1;
+      if (case_rnd(rng, 4) == 0) x = 0, y = n;
+      if (bad && case_rnd(rng, 5) == 0) y = n + 1;
       c->lens[r] = (int32_t)x, c->ends[r] = (int32_t)y;
     }
   } else {
     const int64_t nl = c->lens_rank == 2 ? c->rows : c->b;
-    for (int64_t i = 0; i < nl; i++) c->lens[i] = (int32_t)(rnd(rng, 4) == 0 ? n : rnd(rng, n + 1));
+    for (int64_t i = 0; i < nl; i++) c->lens[i] = (int32_t)(case_rnd(rng, 4) == 0 ? n : case_rnd(rng, n + 1));
     if (bad) c->lens[0] = (int32_t)(n + 2);
   }
   return 0;
@@ -65,9 +56,9 @@ int case_topk_gen_bench(case_topk *c) {
   if (alloc_host(c)) return -1;
   uint64_t seed = 0x5eed3001u; /* the rows' data since they were written */
   for (int64_t i = 0; i < c->rows * c->n; i++) {
-    const float v = (float)(-10.0 + rng64_uniform(&seed) * 20.0);
+    const float v = (float)case_uniform(&seed, -10, 10);
     if (c->bf16)
-      ((uint16_t *)c->logits)[i] = bf16_of(v);
+      ((uint16_t *)c->logits)[i] = case_bf16(v);
     else
       ((float *)c->logits)[i] = v;
   }
