@@ -86,6 +86,11 @@ int golden_compare(gcase *c, const char *name, cl_mem m, const npy_array *want);
 int golden_compare_f32_tol(gcase *c, const char *name, cl_mem m, const npy_array *want,
                            double rel_tol);
 
+/* 0 when the arrays' shapes agree (ok), else -1 and a failure naming what:
+ * a shared case reads as many elements as its shape says, so a runner
+ * checks every array against it before golden_run_case. */
+int golden_shapes_agree(gcase *c, int ok, const char *what);
+
 /* Runs a shared case (tools/cases/) over the golden's arrays: upload (the
  * output filled with out_fill), the call, no faults, the case's rule against
  * want; then frees the case's buffers. 0, or -1 and a failure. */

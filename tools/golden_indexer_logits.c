@@ -33,6 +33,14 @@ static int run_mqa_logits(gcase *c) {
   case_logits lc = {.m = q->shape[0], .h = q->shape[1], .d = q->shape[2], .n = k->shape[0],
                     .q = q->data, .k = k->data, .ksc = ksc->data, .w = w->data,
                     .ks = ks->data, .ke = ke->data};
+  const int64_t m = lc.m, n = lc.n;
+  if (golden_shapes_agree(c,
+                          k->shape[1] == lc.d && (int64_t)ksc->count == n &&
+                              (int64_t)w->count == m * lc.h && (int64_t)ks->count == m &&
+                              (int64_t)ke->count == m && (int64_t)ref->count == m * n,
+                          "q [M, H, D], k [N, D], k_scale [N], weights [M, H], ks/ke [M], "
+                          "out_ref [M, N]"))
+    return -1;
   double *want = want_of(c, ref);
   const int rc = want ? golden_run_case(c, &case_logits_ops, &lc, 0xFF, want) : -1;
   free(want);
@@ -66,6 +74,14 @@ static int run_paged_mqa_logits(gcase *c) {
                           .h = q->shape[2], .w = bt->shape[1], .nb = nb, .bs = (int32_t)bs,
                           .stride = stride, .mml = ref->shape[1], .cache = cache->data,
                           .q = q->data, .wt = w->data, .ctx = cl->data, .table = bt->data};
+  const int64_t rows = pl.b * pl.next_n;
+  if (golden_shapes_agree(c,
+                          q->shape[3] == 128 && (int64_t)w->count == rows * pl.h &&
+                              (int64_t)cl->count == (rank == 2 ? rows : pl.b) &&
+                              bt->shape[0] == pl.b && ref->shape[0] == rows,
+                          "q [B, next_n, H, 128], weights [B * next_n, H], context_lens, "
+                          "block_tables [B, W], out_ref [B * next_n, .]"))
+    return -1;
   double *want = want_of(c, ref);
   const int rc = want ? golden_run_case(c, &case_paged_logits_ops, &pl, 0xFF, want) : -1;
   free(want);

@@ -20,6 +20,14 @@ static int run_q(gcase *c, int mxfp4) {
                      .d = qa->shape[2], .r = cs->shape[1], .np = cs->shape[0],
                      .softmax_scale = (float)ss, .head_scale = (float)hs, .pos = pos->data,
                      .q = qa->data, .cs = cs->data, .w = w->data};
+  const int64_t th = qc.t * qc.h, qd = mxfp4 ? qc.d / 2 : qc.d;
+  if (golden_shapes_agree(c,
+                          pos->shape[0] == qc.t && (int64_t)w->count == th &&
+                              (int64_t)oq->count == th * qd && (int64_t)ow->count == th &&
+                              (!osc || (int64_t)osc->count == th * (qc.d / 32)),
+                          "positions [T], weights [T, H], out_q, out_weights [T, H], "
+                          "out_scales"))
+    return -1;
   if (mxfp4) {
     const char *mode = golden_meta_str(c, "e2m1");
     if (!mode) return -1;
@@ -45,17 +53,14 @@ static int run_indexer_k_cache_fp8(gcase *c) {
   if (c->failed || golden_meta_i64(c, "num_blocks", &nb) || golden_meta_i64(c, "block_size", &bs) ||
       golden_meta_i64(c, "block_stride_bytes", &stride))
     return -1;
-  cl_mem km = golden_to_device(c, k->data, k->nbytes),
-         sm = golden_to_device(c, slots->data, slots->nbytes),
-         cm = golden_to_device(c, cin->data, cin->nbytes);
-  if (c->failed) return -1;
-  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = nb, .block_size = (int32_t)bs,
-                        .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
-  dsa_tensor kt = golden_tensor_of(km, k, DSA_BF16), st = golden_tensor_of(sm, slots, DSA_I64);
-  if (golden_op_status(c, "dsa_indexer_k_insert",
-                       dsa_indexer_k_insert(c->q, &kt, &st, &pc, NULL, NULL)))
-    return -1;
-  return golden_no_faults(c) || golden_compare(c, "cache_out", cm, cout) ? -1 : 0;
+  if (nb < 0 || stride < 0 || cin->nbytes != (size_t)nb * (size_t)stride ||
+      cout->nbytes != cin->nbytes)
+    return golden_fail(c, "cache_in / cache_out are not num_blocks x block_stride_bytes");
+  if (k->shape[1] != 128 || slots->shape[0] != k->shape[0])
+    return golden_fail(c, "k is not [N, 128] or slot_mapping not [N]");
+  case_k_insert kc = {.n = k->shape[0], .nb = nb, .stride = stride, .bs = (int32_t)bs,
+                      .k = k->data, .slots = slots->data, .cache = cin->data};
+  return golden_run_case(c, &case_k_insert_ops, &kc, 0, cout->data);
 }
 
 const golden_op golden_ops_indexer_quant[] = {

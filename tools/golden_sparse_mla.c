@@ -44,6 +44,17 @@ static int run_sparse_mla_decode(gcase *c) {
     dc.s2 = (case_mla_set){.nb = ec->shape[0], .stride = stride, .k = ei->shape[1],
                            .bs = (int32_t)bs, .cache = ec->data, .idx = ei->data,
                            .lens = el->data};
+  if (golden_shapes_agree(
+          c,
+          qa->shape[2] == 512 && si->shape[0] == t && sl->shape[0] == t &&
+              sc->nbytes == (size_t)sc->shape[0] * (size_t)stride &&
+              (!ei || (ei->shape[0] == t && el->shape[0] == t &&
+                       ec->nbytes == (size_t)ec->shape[0] * (size_t)stride)) &&
+              (!sink || sink->shape[0] == h) && out_ref->shape[2] == 512 &&
+              lse_ref->shape[0] == t && lse_ref->shape[1] == h,
+          "q [T, H, 512], indices [T, K], lens [T], caches [blocks, block_stride_bytes], "
+          "attn_sink [H], out_ref [T, H, 512], lse_ref [T, H]"))
+    return -1;
   double *wo = widen(out_ref), *wl = widen(lse_ref);
   const case_attn_want want = {wo, wl};
   /* Not zeros: every output byte must be written. */

@@ -17,10 +17,12 @@ static int run_topk_per_row(gcase *c) {
     return golden_fail(c, "shapes disagree with meta rows=%lld k=%lld", (long long)rows,
                        (long long)k);
   case_topk tc = {.rows = rows, .n = logits->shape[1], .k = (int32_t)k, .logits = logits->data};
+  int agree;
   if (!strcmp(form, "prefill")) {
     npy_array *st = golden_load(c, "row_starts", NPY_I4, 1), *en = golden_load(c, "row_ends", NPY_I4, 1);
     if (c->failed) return -1;
     tc.lens = st->data, tc.ends = en->data;
+    agree = st->shape[0] == rows && en->shape[0] == rows;
   } else if (!strcmp(form, "decode")) {
     int64_t rank, next_n;
     if (golden_meta_i64(c, "lens_rank", &rank) || golden_meta_i64(c, "next_n", &next_n)) return -1;
@@ -29,9 +31,11 @@ static int run_topk_per_row(gcase *c) {
     if (c->failed) return -1;
     tc.decode = 1, tc.lens_rank = (int)rank, tc.next_n = (int32_t)next_n;
     tc.b = lens->shape[0], tc.lens = lens->data;
+    agree = rank == 1 || (int64_t)lens->count == rows;
   } else {
     return golden_fail(c, "meta form=%s: expected prefill or decode", form);
   }
+  if (golden_shapes_agree(c, agree, "lengths vs rows")) return -1;
   /* Not -1 or small values: every output word must be written. */
   return golden_run_case(c, &case_topk_ops, &tc, 0xEE, want->data);
 }

@@ -217,3 +217,7 @@ int golden_run_case(gcase *c, const case_ops *o, void *cs, unsigned char out_fil
   o->free(cs);
   return rc;
 }
+
+int golden_shapes_agree(gcase *c, int ok, const char *what) {
+  return ok ? 0 : golden_fail(c, "array shapes disagree: %s", what);
+}

@@ -11,14 +11,6 @@
 #include "checkcl.h"
 #include "ref_indexer_quant.h"
 
-static void rand_bf16(cc_env *e, uint16_t *v, int64_t n) {
-  for (int64_t b = 0; b < n; b += 32) {
-    const double s = ldexp(1.0, (int)cc_rnd(e, 30) - 15);
-    for (int64_t i = b; i < n && i < b + 32; i++)
-      v[i] = cc_bf16((float)(cc_uniform(e, -1, 1) * s));
-  }
-}
-
 /* ---- Q: the case is tools/cases/indexer_quant.c's ---------------------------------- */
 
 static case_q_quant *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P,
@@ -123,45 +115,58 @@ static kc kc_make(cc_env *e, int64_t nb, int32_t bs, int mx) {
   return c;
 }
 
+/* The insert's case is tools/cases/indexer_quant.c's; the reference runs on
+ * a copy of the starting image. */
 static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int mode, char *msg,
                      size_t ms) {
-  kc c = kc_make(e, nb, bs, mx);
-  const int64_t cap = nb * bs;
-  uint16_t *k = cc_xmalloc((size_t)n * 256);
-  rand_bf16(e, k, n * 128);
-  int64_t *slots = cc_xmalloc((size_t)n * 8), *perm = cc_xmalloc((size_t)cap * 8);
-  for (int64_t i = 0; i < cap; i++) perm[i] = i;
-  for (int64_t i = 0; i < n; i++) {
-    if (i < cap) {
-      const int64_t j = i + cc_rnd(e, cap - i), t = perm[i];
-      perm[i] = perm[j], perm[j] = t;
-    }
-    const int64_t r = cc_rnd(e, 12);
-    slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + cc_rnd(e, 3) : perm[i];
+  case_k_insert c = {.mx = mx, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, .n = n, .nb = nb,
+                     .bs = bs};
+  const case_dev d = {e->clctx, e->clq};
+  if (case_k_insert_gen_check(&c, &e->rng) || case_k_insert_upload(&d, &c, 0, msg, ms)) {
+    fprintf(stderr, "checkcl: k insert case: %s\n", msg);
+    exit(2);
   }
-  cl_mem km = cc_buf(e, (size_t)n * 256, k), sm = cc_buf(e, (size_t)n * 8, slots);
-  dsa_tensor kt = cc_t(km, DSA_BF16, 2, (int64_t[]){n, 128});
-  dsa_tensor stt = cc_t(sm, DSA_I64, 1, (int64_t[]){n});
   int rc;
-  dsa_status s_ = dsa_indexer_k_insert(e->q, &kt, &stt, &c.dc, &(dsa_indexer_k_insert_params){.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE}, NULL);
+  const dsa_status s_ = case_k_insert_call(e->q, &c, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
   } else {
-    const uint32_t f = cc_faults(e);
-    const unsigned want_f = ref_indexer_k_insert(&c.ref, k, 128, slots, n, mode);
-    uint8_t *got = cc_xmalloc(c.size);
-    cc_read(e, c.mem, c.size, got);
-    char what[128];
-    snprintf(what, sizeof what, "k_insert n=%lld nb=%lld bs=%d mx=%d mode=%d cache",
-             (long long)n, (long long)nb, bs, mx, mode);
-    rc = cc_cmp_bytes(got, c.img, c.size, 1, what, msg, ms);
-    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
-    free(got);
+    const size_t size = (size_t)(nb * c.stride);
+    uint8_t *want = cc_xmalloc(size);
+    memcpy(want, c.cache, size);
+    ref_idx_cache rc_ = {want, nb, bs, c.stride, mx};
+    const unsigned want_f = ref_indexer_k_insert(&rc_, c.k, 128, c.slots, n, mode);
+    rc = case_k_insert_check(&d, &c, want, msg, ms) ||
+         case_faults(e->q, want_f, "k insert", msg, ms);
+    free(want);
   }
-  cc_free(&km), cc_free(&sm), cc_free(&c.mem);
-  free(k), free(slots), free(perm), free(c.img);
+  case_k_insert_free(&c);
   return rc;
+}
+
+/* --bench: dsacl-bench's N = 8192 row (its second) and its inputs. */
+#define K_ROW(n, qn) {n, qn},
+static const int64_t k_row[][2] = {CASE_K_INSERT_ROWS(K_ROW)};
+static int b_k_setup(cc_env *e, int small, void **st) {
+  case_k_insert *c = cc_xmalloc(sizeof *c);
+  const double pool = small ? CASE_K_POOL_BYTES_QUICK : CASE_K_POOL_BYTES;
+  *c = (case_k_insert){.n = k_row[1][small], .nb = (int64_t)ceil(pool / 8640)};
+  char msg[256];
+  *st = c;
+  return case_k_insert_gen_bench(c) ||
+         case_k_insert_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+}
+static int b_k_run(cc_env *e, void *st, cl_event *done) {
+  dsa_events ev = {0, NULL, done};
+  const dsa_status s = case_k_insert_call(e->q, st, &ev);
+  cc_after_call(e);
+  return s != DSA_OK;
+}
+static void b_k_free(void *p) {
+  if (!p) return;
+  case_k_insert_free(p);
+  free(p);
 }
 
 static int check_kins(cc_env *e, char *msg, size_t ms) {
@@ -237,6 +242,6 @@ static int check_kgat(cc_env *e, char *msg, size_t ms) {
 
 const cc_op cc_ops_indexer_quant[] = {
     {"dsa_indexer_q_quant", check_q, "T=8192 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
-    {"dsa_indexer_k_insert", check_kins, "", NULL, NULL, NULL},
+    {"dsa_indexer_k_insert", check_kins, "N=8192 FP8", b_k_setup, b_k_run, b_k_free},
     {"dsa_indexer_k_gather", check_kgat, "", NULL, NULL, NULL},
     {0}};

@@ -82,6 +82,16 @@ int case_read(const case_dev *d, cl_mem m, size_t bytes, void *dst, char *msg, s
   return 1;
 }
 
+int case_read_cmp(const case_dev *d, cl_mem m, size_t bytes, const void *want, size_t esz,
+                  const char *what, char *msg, size_t msz) {
+  void *got = case_alloc(bytes);
+  if (!got) return snprintf(msg, msz, "%s: out of memory", what), 1;
+  const int rc = case_read(d, m, bytes, got, msg, msz) ||
+                 case_cmp_bytes(got, want, bytes, esz, what, msg, msz);
+  free(got);
+  return rc;
+}
+
 int case_faults(dsa_queue *q, uint32_t want, const char *what, char *msg, size_t msz) {
   uint32_t f = 0;
   const dsa_status s = dsa_queue_faults(q, &f);

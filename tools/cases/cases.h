@@ -68,6 +68,10 @@ int case_cmp_bytes(const void *got, const void *want, size_t n, size_t esz, cons
 
 /* Reads bytes of m (blocking); 0 or 1 with msg. */
 int case_read(const case_dev *d, cl_mem m, size_t bytes, void *dst, char *msg, size_t msz);
+/* Reads bytes of m and byte-compares them with want (elements of esz
+ * bytes); 0, or 1 with msg. */
+int case_read_cmp(const case_dev *d, cl_mem m, size_t bytes, const void *want, size_t esz,
+                  const char *what, char *msg, size_t msz);
 /* The queue's fault word against want; 0 or 1 with msg. */
 int case_faults(dsa_queue *q, uint32_t want, const char *what, char *msg, size_t msz);
 
@@ -316,5 +320,37 @@ typedef struct case_q_quant {
 CASE_FORM(q_quant, case_q_quant_want)
 /* The parameters a call gets (the reference needs the same). */
 dsa_indexer_q_quant_params case_q_quant_params(const case_q_quant *c);
+
+/* ---- indexer K quantize + insert (dsa_indexer_k_insert) ----------------------
+ * Rule: the whole cache image byte for byte (written slots and the rest). */
+/* X(n, quick_n): FP8 into a >= 600 MB pool (quick 64 MB) of 64-token blocks. */
+#define CASE_K_INSERT_ROWS(X) X(64, 64) X(8192, 1024)
+#define CASE_K_POOL_BYTES 600e6
+#define CASE_K_POOL_BYTES_QUICK 64e6
+
+/* k bf16 [n, 128], slots i64 [n], an indexer cache of nb blocks of bs tokens
+ * (FP8, or MXFP4 when mx), stride bytes apart, starting as cache (NULL:
+ * every byte cache_fill). */
+typedef struct case_k_insert {
+  int mx;
+  dsa_e2m1_mode e2m1;
+  int64_t n, nb, stride;
+  int32_t bs;
+  uint16_t *k;
+  int64_t *slots;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mk, ms, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tk, ts;
+} case_k_insert;
+
+/* gen_check: nb, bs, mx set; the stride a token multiple plus 0, 4 or 8
+ * bytes, a random cache image, k in 32-wide blocks of random scale, slots a
+ * random permutation with -1 and out-of-range ones now and then (and -1
+ * past the capacity). gen_bench: nb set (the pool); bs 64, stride 8640, the
+ * cache zeroed, k in [-4, 4], distinct random slots. A bench row's p = {n}. */
+CASE_FORM(k_insert, uint8_t)
 
 #endif

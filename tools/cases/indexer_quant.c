@@ -9,6 +9,15 @@
 #include "rng.h"
 
 
+/* bf16 values in 32-wide blocks of random scale 2^-15 .. 2^14. */
+static void block_bf16(uint64_t *rng, uint16_t *v, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    const double s = ldexp(1.0, (int)case_rnd(rng, 30) - 15);
+    for (int64_t i = b; i < n && i < b + 32; i++)
+      v[i] = case_bf16((float)(case_uniform(rng, -1, 1) * s));
+  }
+}
+
 static int q_alloc(case_q_quant *c) {
   c->owned = 1;
   c->pos = case_alloc((size_t)c->t * 8);
@@ -26,11 +35,7 @@ static int q_alloc(case_q_quant *c) {
 
 int case_q_quant_gen_check(case_q_quant *c, uint64_t *rng) {
   if (q_alloc(c)) return -1;
-  const int64_t n = c->t * c->h * c->d;
-  for (int64_t b = 0; b < n; b += 32) {
-    const double s = ldexp(1.0, (int)case_rnd(rng, 30) - 15);
-    for (int64_t i = b; i < n && i < b + 32; i++) c->q[i] = case_bf16((float)(case_uniform(rng, -1, 1) * s));
-  }
+  block_bf16(rng, c->q, c->t * c->h * c->d);
   for (int64_t t = 0; t < c->t; t++)
     c->pos[t] = c->bad && case_rnd(rng, 4) == 0 ? c->np + case_rnd(rng, 3) : case_rnd(rng, c->np);
   for (int64_t i = 0; i < c->t * c->h; i++) {
@@ -97,25 +102,16 @@ dsa_status case_q_quant_call(dsa_queue *q, const case_q_quant *c, const dsa_even
 int case_q_quant_check(const case_dev *d, const case_q_quant *c, const case_q_quant_want *want,
                        char *msg, size_t msz) {
   const int64_t th = c->t * c->h, qd = c->mx ? c->d / 2 : c->d;
-  const size_t nq = (size_t)(th * qd), ns = (size_t)(th * (c->d / 32)), nw = (size_t)th * 4;
-  uint8_t *got = case_alloc(nq + ns + nw);
-  char what[128], w2[160];
+  char what[128], wq[160], ws[160], ww[160];
   snprintf(what, sizeof what, "T=%lld H=%lld D=%lld R=%lld mx=%d mode=%d", (long long)c->t,
            (long long)c->h, (long long)c->d, (long long)c->r, c->mx, (int)c->e2m1);
-  if (!got) return snprintf(msg, msz, "%s: out of memory", what), 1;
-  int rc = case_read(d, c->moq, nq, got, msg, msz) ||
-           (snprintf(w2, sizeof w2, "%s out_q", what),
-            case_cmp_bytes(got, want->q, nq, 1, w2, msg, msz));
-  if (!rc && c->mx)
-    rc = case_read(d, c->mos, ns, got, msg, msz) ||
-         (snprintf(w2, sizeof w2, "%s out_scales", what),
-          case_cmp_bytes(got, want->scales, ns, 1, w2, msg, msz));
-  if (!rc)
-    rc = case_read(d, c->mow, nw, got, msg, msz) ||
-         (snprintf(w2, sizeof w2, "%s out_weights", what),
-          case_cmp_bytes(got, want->weights, nw, 4, w2, msg, msz));
-  free(got);
-  return rc;
+  snprintf(wq, sizeof wq, "%s out_q", what);
+  snprintf(ws, sizeof ws, "%s out_scales", what);
+  snprintf(ww, sizeof ww, "%s out_weights", what);
+  return case_read_cmp(d, c->moq, (size_t)(th * qd), want->q, 1, wq, msg, msz) ||
+         (c->mx &&
+          case_read_cmp(d, c->mos, (size_t)(th * (c->d / 32)), want->scales, 1, ws, msg, msz)) ||
+         case_read_cmp(d, c->mow, (size_t)th * 4, want->weights, 4, ww, msg, msz);
 }
 
 void case_q_quant_free(case_q_quant *c) {
@@ -138,3 +134,100 @@ double case_q_quant_flops(const int64_t *p) {
 }
 
 CASE_OPS(q_quant, case_q_quant_want, "dsa_indexer_q_quant")
+
+/* ---- K insert ----------------------------------------------------------------- */
+
+static int k_alloc(case_k_insert *c, int with_cache) {
+  c->owned = 1;
+  c->k = case_alloc((size_t)c->n * 256);
+  c->slots = case_alloc((size_t)c->n * 8);
+  c->cache = with_cache ? case_alloc((size_t)(c->nb * c->stride)) : NULL;
+  return c->k && c->slots && (c->cache || !with_cache) ? 0 : -1;
+}
+
+int case_k_insert_gen_check(case_k_insert *c, uint64_t *rng) {
+  c->stride = (int64_t)c->bs * (c->mx ? 68 : 132) + 4 * case_rnd(rng, 3);
+  const int64_t cap = c->nb * c->bs;
+  int64_t *perm = case_alloc((size_t)cap * 8);
+  if (!perm || k_alloc(c, 1)) return free(perm), -1;
+  case_fill_bytes(rng, c->cache, (size_t)(c->nb * c->stride));
+  block_bf16(rng, c->k, c->n * 128);
+  for (int64_t i = 0; i < cap; i++) perm[i] = i;
+  for (int64_t i = 0; i < c->n; i++) {
+    if (i < cap) {
+      const int64_t j = i + case_rnd(rng, cap - i), t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    const int64_t r = case_rnd(rng, 12);
+    c->slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + case_rnd(rng, 3) : perm[i];
+  }
+  free(perm);
+  return 0;
+}
+
+int case_k_insert_gen_bench(case_k_insert *c) {
+  c->bs = 64, c->stride = 8640; /* 64 * 132 rounded up to a multiple of 576 */
+  c->cache_fill = 0;
+  const int64_t cap = c->nb * c->bs;
+  int64_t *perm = case_alloc((size_t)cap * 8);
+  if (!perm || k_alloc(c, 0)) return free(perm), -1;
+  uint64_t seed = 0x5eed2002u; /* the rows' data since they were written */
+  for (int64_t i = 0; i < c->n * 128; i++) c->k[i] = case_bf16((float)case_uniform(&seed, -4, 4));
+  /* The first n of a random permutation of the slots (the whole shuffle:
+   * the stream the rows always drew). */
+  for (int64_t i = 0; i < cap; i++) perm[i] = i;
+  for (int64_t i = 0; i < c->n; i++) {
+    const int64_t j = i + (int64_t)(rng64_next(&seed) % (uint64_t)(cap - i)), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  memcpy(c->slots, perm, (size_t)c->n * 8);
+  free(perm);
+  return 0;
+}
+
+int case_k_insert_upload(const case_dev *d, case_k_insert *c, unsigned char out_fill, char *msg,
+                         size_t msz) {
+  (void)out_fill; /* the output is the cache, which starts as given */
+  c->mk = case_buf(d, (size_t)c->n * 256, c->k, 0);
+  c->ms = case_buf(d, (size_t)c->n * 8, c->slots, 0);
+  c->mc = case_buf(d, (size_t)(c->nb * c->stride), c->cache, c->cache_fill);
+  if (!c->mk || !c->ms || !c->mc) {
+    snprintf(msg, msz, "indexer k insert: device buffers for n=%lld nb=%lld", (long long)c->n,
+             (long long)c->nb);
+    return 1;
+  }
+  c->pc = (dsa_paged_cache){.mem = c->mc, .offset = 0, .num_blocks = c->nb, .block_size = c->bs,
+                            .block_stride = c->stride,
+                            .format = c->mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  c->tk = dsa_tensor_make(c->mk, 0, DSA_BF16, 2, (int64_t[]){c->n, 128});
+  c->ts = dsa_tensor_make(c->ms, 0, DSA_I64, 1, &c->n);
+  return 0;
+}
+
+dsa_status case_k_insert_call(dsa_queue *q, const case_k_insert *c, const dsa_events *ev) {
+  const dsa_indexer_k_insert_params p = {.e2m1 = c->e2m1};
+  return dsa_indexer_k_insert(q, &c->tk, &c->ts, &c->pc, &p, ev);
+}
+
+int case_k_insert_check(const case_dev *d, const case_k_insert *c, const uint8_t *want, char *msg,
+                        size_t msz) {
+  char what[128];
+  snprintf(what, sizeof what, "k_insert n=%lld nb=%lld bs=%d mx=%d mode=%d cache",
+           (long long)c->n, (long long)c->nb, c->bs, c->mx, (int)c->e2m1);
+  return case_read_cmp(d, c->mc, (size_t)(c->nb * c->stride), want, 1, what, msg, msz);
+}
+
+void case_k_insert_free(case_k_insert *c) {
+  if (c->owned) free(c->k), free(c->slots), free(c->cache);
+  case_release(&c->mk), case_release(&c->ms), case_release(&c->mc);
+}
+
+/* k read, slots read, 128 e4m3 + a 4-byte scale written per token. */
+double case_k_insert_bytes(const int64_t *p) { return (double)p[0] * (128 * 2 + 8 + 128 + 4); }
+
+double case_k_insert_flops(const int64_t *p) {
+  (void)p;
+  return 0; /* memory-bound */
+}
+
+CASE_OPS(k_insert, uint8_t, "dsa_indexer_k_insert")

@@ -99,17 +99,11 @@ dsa_status case_topk_call(dsa_queue *q, const case_topk *c, const dsa_events *ev
 
 int case_topk_check(const case_dev *d, const case_topk *c, const int32_t *want, char *msg,
                     size_t msz) {
-  const size_t bytes = (size_t)(c->rows * c->k) * 4;
-  int32_t *got = case_alloc(bytes);
-  if (!got) return snprintf(msg, msz, "top-k: out of memory"), 1;
   char what[128];
   snprintf(what, sizeof what, "%s rows=%lld n=%lld k=%d rank=%d indices",
            c->decode ? "decode" : "prefill", (long long)c->rows, (long long)c->n, c->k,
            c->lens_rank);
-  const int rc = case_read(d, c->mo, bytes, got, msg, msz) ||
-                 case_cmp_bytes(got, want, bytes, 4, what, msg, msz);
-  free(got);
-  return rc;
+  return case_read_cmp(d, c->mo, (size_t)(c->rows * c->k) * 4, want, 4, what, msg, msz);
 }
 
 void case_topk_free(case_topk *c) {
