@@ -42,18 +42,34 @@ DSA_INLINE void mla_insert_load(__global const uchar *k, ulong k_off, ulong k_ro
  * G*ROWS (G = groups launched; the host caps G at a few per compute unit), and
  * loads its next token before quantizing the current one, so every row keeps
  * two tokens' loads in flight. The trip count is the same for all items of a
- * group, so the portable path's barriers are reached by every item. */
-__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
-mla_cache_insert(DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(cache),
-                 DSA_FAULTS) {
-#if !DSA_HAS_SG32
-  __local uint amax_part[ROWS][LANES];
+ * group, so the portable path's barriers are reached by every item.
+ *
+ * The body is inlined into two kernels: al16 = 1 when the host found k and
+ * the cache 16-byte aligned (the common case), so the alignment tests and the
+ * vload/vstore fallbacks fold away; al16 = 0 derives them from the arguments
+ * (the flags derived per item are issue 13 item 6's suspect for a 4 %
+ * slowdown on the GPU since the arguments became tensors). */
+#if DSA_HAS_SG32
+#define MCI_LOCALS
+#define MCI_LOCAL_PARAMS
+#define MCI_LOCAL_ARGS
+#else
+#define MCI_LOCALS                         \
+  __local uint amax_part[ROWS][LANES];     \
   __local uchar scale_bytes[ROWS][8];
+#define MCI_LOCAL_PARAMS , __local uint (*amax_part)[LANES], __local uchar (*scale_bytes)[8]
+#define MCI_LOCAL_ARGS , amax_part, scale_bytes
 #endif
+
+#define MCI_PARAMS DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(cache), DSA_FAULTS
+#define MCI_ARGS                                                                       \
+  DSA_TENSOR2_ARGS(k), DSA_TENSOR1_ARGS(slots), n_tokens, DSA_PAGED_ARGS(cache), faults
+
+DSA_INLINE_ALWAYS void mci_body(MCI_PARAMS, int al16 MCI_LOCAL_PARAMS) {
   const uint lane = get_local_id(0), lr = get_local_id(1);
   const ulong step = (ulong)get_num_groups(1) * ROWS;
   const dsa_paged c = DSA_PAGED_OF(cache);
-  const int k_aligned = k_al >= 16, cache_aligned = c.align >= 16;
+  const int k_aligned = al16 || k_al >= 16, cache_aligned = al16 || c.align >= 16;
   ulong n = (ulong)get_group_id(1) * ROWS + lr;
   long slot = mla_insert_slot(slots_mem, slots_off, slots_s0, n, n_tokens);
   uint4 raw0, raw1;
@@ -93,6 +109,20 @@ mla_cache_insert(DSA_CTENSOR2(k), DSA_CTENSOR1(slots), long n_tokens, DSA_PAGED(
     raw0 = next0;
     raw1 = next1;
   }
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_cache_insert(MCI_PARAMS) {
+  MCI_LOCALS
+  mci_body(MCI_ARGS, 0 MCI_LOCAL_ARGS);
+}
+
+/* k and the cache 16-byte aligned (the launcher checked; the same arguments,
+ * k_al and cache_al then unused). */
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_cache_insert_a16(MCI_PARAMS) {
+  MCI_LOCALS
+  mci_body(MCI_ARGS, 1 MCI_LOCAL_ARGS);
 }
 
 /* Dequantizes lane `lane` of the token at data / scales (a slot already

@@ -69,17 +69,19 @@ DSA_INLINE uint4 qn_pack(const float *v, int h) {
       DSA_CTENSOR2(cs), int cs_bf16, long n_pos, DSA_CTENSOR1(slots), long T, float eps,     \
       DSA_PAGED(cache), DSA_FAULTS
 
-/* The body, inlined into two kernels: positions and cos/sin dtypes as
+/* The body, inlined into three kernels: positions and cos/sin dtypes as
  * arguments (any of i64/i32 x f32/bf16), and the i64 + f32 pair as constants.
  * The constants matter on NVIDIA: the dtype branches around the position and
- * cos/sin loads cost this memory-bound kernel 4 % (H200, T = 8192). */
-DSA_INLINE_ALWAYS void qn_body(QN_PARAMS QN_LOCAL_PARAMS) {
+ * cos/sin loads cost this memory-bound kernel 4 % (H200, T = 8192). al16 = 1:
+ * the host found q_in, q_out, kv and the cache 16-byte aligned, so the
+ * alignment tests and the vload/vstore fallbacks fold away (issue 13 item 6). */
+DSA_INLINE_ALWAYS void qn_body(QN_PARAMS, int al16 QN_LOCAL_PARAMS) {
   const uint lane = get_local_id(0);
   const ulong n = get_global_id(1);
   const dsa_paged kvc = DSA_PAGED_OF(cache);
   /* Only rows that exist are addressed: with H = 0 the q strides are moot. */
-  const int q_aligned = qin_al >= 16 && qout_al >= 16, kv_aligned = kv_al >= 16;
-  const int cache_aligned = kvc.align >= 16;
+  const int q_aligned = al16 || (qin_al >= 16 && qout_al >= 16);
+  const int kv_aligned = al16 || kv_al >= 16, cache_aligned = al16 || kvc.align >= 16;
   const ulong nrows = (ulong)T * (ulong)(H + 1);
   const bool live = n < nrows;
   const bool is_kv = n < (ulong)T;
@@ -208,7 +210,7 @@ DSA_INLINE_ALWAYS void qn_body(QN_PARAMS QN_LOCAL_PARAMS) {
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
 mla_qnorm_rope_kv_insert(QN_PARAMS) {
   QN_LOCALS
-  qn_body(QN_ARGS, pos_i32, QN_ARGS2, cs_bf16, QN_ARGS3 QN_LOCAL_ARGS);
+  qn_body(QN_ARGS, pos_i32, QN_ARGS2, cs_bf16, QN_ARGS3, 0 QN_LOCAL_ARGS);
 }
 
 /* i64 positions, f32 cos/sin (the launcher's pick for them; the same
@@ -217,5 +219,13 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL v
 mla_qnorm_rope_kv_insert_i64f32(QN_PARAMS) {
   QN_LOCALS
   (void)pos_i32, (void)cs_bf16;
-  qn_body(QN_ARGS, 0, QN_ARGS2, 0, QN_ARGS3 QN_LOCAL_ARGS);
+  qn_body(QN_ARGS, 0, QN_ARGS2, 0, QN_ARGS3, 0 QN_LOCAL_ARGS);
+}
+
+/* The same with every 16-byte operand aligned (the launcher checked). */
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) DSA_SG32_KERNEL void
+mla_qnorm_rope_kv_insert_i64f32_a16(QN_PARAMS) {
+  QN_LOCALS
+  (void)pos_i32, (void)cs_bf16;
+  qn_body(QN_ARGS, 0, QN_ARGS2, 0, QN_ARGS3, 1 QN_LOCAL_ARGS);
 }

@@ -312,6 +312,10 @@ void dsa__karg_f32(dsa_kargs *a, cl_float v);
 void dsa__karg_local(dsa_kargs *a, size_t bytes);
 /* The alignment dsa__karg_tensor passes for t (256 for an empty tensor). */
 cl_uint dsa__tensor_align(const dsa_tensor *t);
+/* The alignment dsa__karg_paged passes for c. A launcher that has a kernel
+ * built for 16-byte-aligned operands picks it with these (the flags then
+ * fold away in the kernel instead of being derived per item). */
+cl_uint dsa__paged_align(const dsa_paged_cache *c);
 
 /* Sets a's arguments on kernel k and enqueues it (as dsa__launch). */
 dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const dsa_kargs *a,

@@ -125,9 +125,14 @@ void dsa__karg_paged(dsa_kargs *a, const dsa_paged_cache *c) {
   dsa__karg_i64(a, empty ? 0 : (cl_long)c->num_blocks);
   dsa__karg_i32(a, c ? (cl_int)c->block_size : 1);
   dsa__karg_u64(a, c ? (cl_ulong)c->block_stride : 0);
+  dsa__karg_u32(a, dsa__paged_align(c));
+}
+
+cl_uint dsa__paged_align(const dsa_paged_cache *c) {
+  const bool empty = !c || c->num_blocks == 0;
   const cl_ulong terms[2] = {empty ? 0 : addr_term(c->kind, c->ptr, c->offset),
                              c ? (cl_ulong)c->block_stride : 0};
-  dsa__karg_u32(a, pow2_align(terms, 2));
+  return pow2_align(terms, 2);
 }
 
 dsa_status dsa__launch_args(dsa_queue *q, cl_kernel k, const char *kname, const dsa_kargs *a,

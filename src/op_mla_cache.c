@@ -51,8 +51,13 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   if (n == 0) return dsa__launch_nothing(q, ev);
 
   if (dsa__pick(q, &dsa__variants_mla_cache_insert, NULL) < 0) return DSA_ERR_UNSUPPORTED;
+  /* k and the cache 16-byte aligned (the usual case) get the kernel built
+   * for it (cl/mla_cache.cl); the same arguments. */
+  const char *kname = dsa__tensor_align(k) >= 16 && dsa__paged_align(cache) >= 16
+                          ? "mla_cache_insert_a16"
+                          : "mla_cache_insert";
   cl_kernel kern;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_CACHE, "mla_cache_insert", &kern));
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_CACHE, kname, &kern));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   dsa__karg_tensor(&a, k, 2);
@@ -64,7 +69,7 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   const size_t cap = (size_t)q->ctx->caps.compute_units * INSERT_GROUPS_PER_CU * ROWS;
   if (cap > 0 && rows > cap) rows = cap;
   const size_t global[2] = {LANES, rows}, local[2] = {LANES, ROWS};
-  return dsa__launch_args(q, kern, "mla_cache_insert", &a, 2, global, local, ev);
+  return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
 }
 
 dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_tensor *indices,

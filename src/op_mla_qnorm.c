@@ -78,10 +78,14 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   if (t == 0) return dsa__launch_nothing(q, ev);
   if (dsa__pick(q, &dsa__variants_mla_qnorm, NULL) < 0) return DSA_ERR_UNSUPPORTED;
   /* i64 positions with f32 cos/sin get the kernel built for them (the
-   * dtype branches cost 4 % on NVIDIA, cl/mla_qnorm.cl); the same arguments. */
-  const char *kname = positions->dtype == DSA_I64 && cos_sin->dtype == DSA_F32
-                          ? "mla_qnorm_rope_kv_insert_i64f32"
-                          : "mla_qnorm_rope_kv_insert";
+   * dtype branches cost 4 % on NVIDIA, cl/mla_qnorm.cl), and with every
+   * 16-byte operand aligned the one built for that too; the same arguments. */
+  const bool a16 = dsa__tensor_align(q_in) >= 16 && dsa__tensor_align(qo) >= 16 &&
+                   dsa__tensor_align(kv) >= 16 && dsa__paged_align(cache) >= 16;
+  const char *kname = positions->dtype != DSA_I64 || cos_sin->dtype != DSA_F32
+                          ? "mla_qnorm_rope_kv_insert"
+                      : a16 ? "mla_qnorm_rope_kv_insert_i64f32_a16"
+                            : "mla_qnorm_rope_kv_insert_i64f32";
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_MLA_QNORM, kname, &kern));
   dsa_kargs a;

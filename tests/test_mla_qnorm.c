@@ -41,6 +41,10 @@ typedef struct qcase {
   int64_t t, h, nb, npos;
   int32_t bs;
   int in_place, bad, edge;
+  /* Block stride 8 bytes past a multiple of 16, i64 positions and f32
+   * cos/sin: the i64/f32 kernel's unaligned build (the aligned one is the
+   * launcher's usual pick, cl/mla_qnorm.cl). */
+  int misaligned;
 } qcase;
 
 static void run_case(const qcase *tc) {
@@ -49,7 +53,8 @@ static void run_case(const qcase *tc) {
   const int64_t qhs = 512 + (rnd(3) == 0 ? 8 * rnd(3) : 0), qts = qhs * h + 8 * rnd(2);
   const int64_t kvrs = 512 + 8 * rnd(2), csrs = 64 + 4 * rnd(2);
   const int64_t page = (int64_t)tc->bs * 584;
-  const int64_t bstride = rnd(2) ? page : (page + 575) / 576 * 576 + 16 * rnd(3);
+  int64_t bstride = rnd(2) ? page : (page + 575) / 576 * 576 + 16 * rnd(3);
+  if (tc->misaligned) bstride = (page + 15) / 16 * 16 + 8;
   const size_t qn = (size_t)(t * qts > 0 ? t * qts : 1);
 
   uint16_t *qin = dsa_test_xmalloc(qn * 2), *qref = dsa_test_xmalloc(qn * 2), *qout0 = dsa_test_xmalloc(qn * 2);
@@ -84,7 +89,7 @@ static void run_case(const qcase *tc) {
   }
   /* The API's other dtypes: i32 positions, bf16 cos/sin (the reference reads
    * the narrowed values). */
-  const int pos32 = rnd(3) == 0, cs16 = rnd(3) == 0;
+  const int pos32 = rnd(3) == 0 && !tc->misaligned, cs16 = rnd(3) == 0 && !tc->misaligned;
   int32_t *pos_n = pos32 ? dsa_test_narrow_pos(pos, (size_t)t) : NULL;
   uint16_t *cs_n = cs16 ? dsa_test_narrow_cs(cs, (size_t)(tc->npos * csrs)) : NULL;
 
@@ -155,17 +160,20 @@ static void run_case(const qcase *tc) {
 
 static void test_cases(void) {
   const qcase fixed[] = {
-      {1, 1, 1, 4, 64, 1, 0, 0},    {1, 8, 2, 3, 2, 0, 1, 1},    {7, 8, 2, 50, 64, 1, 1, 1},
-      {9, 64, 2, 1024, 64, 1, 0, 0}, {3, 128, 1, 20, 2, 0, 1, 1}, {33, 1, 4, 40, 2, 1, 1, 1},
-      {17, 0, 2, 30, 64, 1, 1, 1},  {5, 16, 0, 10, 64, 0, 1, 0}, /* no blocks: all slots bad */
-      {64, 8, 2, 200, 64, 0, 0, 1}, {2, 3, 3, 1, 2, 1, 1, 1},    /* one-row table */
+      {1, 1, 1, 4, 64, 1, 0, 0, 0},    {1, 8, 2, 3, 2, 0, 1, 1, 0},
+      {7, 8, 2, 50, 64, 1, 1, 1, 0},   {9, 64, 2, 1024, 64, 1, 0, 0, 0},
+      {3, 128, 1, 20, 2, 0, 1, 1, 0},  {33, 1, 4, 40, 2, 1, 1, 1, 0},
+      {17, 0, 2, 30, 64, 1, 1, 1, 0},
+      {5, 16, 0, 10, 64, 0, 1, 0, 0}, /* no blocks: all slots bad */
+      {64, 8, 2, 200, 64, 0, 0, 1, 0}, {2, 3, 3, 1, 2, 1, 1, 1, 0},    /* one-row table */
+      {9, 8, 3, 100, 64, 0, 0, 0, 1}, {5, 16, 2, 50, 2, 1, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_case(&fixed[i]);
   static const int64_t hs[] = {1, 8, 16, 64, 128};
   for (int it = 0; it < 10; it++) {
     int64_t h = hs[rnd(5)];
     qcase tc = {1 + rnd(h >= 64 ? 6 : 40), h, 1 + rnd(4), 1 + rnd(300), rnd(2) ? 64 : 2,
-                (int)rnd(2), (int)rnd(2), (int)rnd(2)};
+                (int)rnd(2), (int)rnd(2), (int)rnd(2), 0};
     run_case(&tc);
   }
 }

@@ -2,12 +2,17 @@
  *  1. tools/bench_<family>.c: `#include "bench.h"`; per operator setup/run/teardown
  *     and bytes (read + written) / flops counts, then
  *     `const bench_op bench_ops_<family>[] = {{...}, ..., {0}};` (rows at V4 + quick shapes).
+ *     With a shared case description (tools/cases/cases.h), setup fills the
+ *     case and calls its gen_bench, run/teardown are bench_case_run/_teardown
+ *     and the rows expand the case's CASE_<FORM>_ROWS list.
  *  2. tools/dsacl-bench.c: add the line `X(<family>) \` to BENCH_FAMILIES.
  *  3. tools/meson.build: add 'bench_<family>.c' to bench_sources. */
 #ifndef DSACL_TOOLS_BENCH_H
 #define DSACL_TOOLS_BENCH_H
 
 #include <dsacl/dsacl.h>
+
+#include "cases.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -105,5 +110,21 @@ double bench_no_flops(const int64_t *p);
  * the run's time spans from it to the END of *done: call at the top of run
  * for operators of several kernels. */
 int bench_span_begin(bench_env *e);
+
+/* ---- rows over a shared case (tools/cases/) ----------------------------------
+ * The row's state: setup makes it (bench_case_new), fills the case struct
+ * c (shape, then its gen_bench) and uploads it; run and teardown are these. */
+typedef struct bench_case {
+  const case_ops *ops;
+  int span; /* the call enqueues several commands: time from a marker before */
+  void *c;  /* the case struct, zeroed */
+} bench_case;
+
+/* NULL when out of memory. */
+bench_case *bench_case_new(const case_ops *ops, size_t case_size, int span);
+/* Uploads c (output zeroed); -1 after a message on failure. */
+int bench_case_upload(bench_env *e, bench_case *b);
+int bench_case_run(bench_env *e, void *state, cl_event *done);
+void bench_case_teardown(void *state);
 
 #endif

@@ -120,3 +120,38 @@ int bench_span_begin(bench_env *e) {
   CL_TRY(clEnqueueMarkerWithWaitList(e->clq, 0, NULL, &e->span_first));
   return 0;
 }
+
+bench_case *bench_case_new(const case_ops *ops, size_t case_size, int span) {
+  bench_case *b = calloc(1, sizeof *b);
+  if (!b || !(b->c = calloc(1, case_size))) {
+    free(b);
+    return NULL;
+  }
+  b->ops = ops;
+  b->span = span;
+  return b;
+}
+
+int bench_case_upload(bench_env *e, bench_case *b) {
+  const case_dev d = {e->clctx, e->clq};
+  char msg[256];
+  if (!b->ops->upload(&d, b->c, 0, msg, sizeof msg)) return 0;
+  fprintf(stderr, "dsacl-bench: %s\n", msg);
+  return -1;
+}
+
+int bench_case_run(bench_env *e, void *state, cl_event *done) {
+  bench_case *b = state;
+  if (b->span && bench_span_begin(e)) return -1;
+  dsa_events ev = {0, NULL, done};
+  DSA_TRY(b->ops->call(e->q, b->c, &ev));
+  return 0;
+}
+
+void bench_case_teardown(void *state) {
+  bench_case *b = state;
+  if (!b) return;
+  b->ops->free(b->c);
+  free(b->c);
+  free(b);
+}

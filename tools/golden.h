@@ -1,6 +1,8 @@
 /* Adding an operator family to dsacl-golden (one file per family):
  *  1. tools/golden_<family>.c: `#include "golden.h"`, one runner per op dir
- *     (int run_x(gcase *c): load inputs, run, compare), then
+ *     (int run_x(gcase *c): load inputs, run, compare; with a shared case
+ *     description, tools/cases/cases.h: fill the case from the arrays and
+ *     return golden_run_case), then
  *     `const golden_op golden_ops_<family>[] = {{"op_dir_name", run_x}, ..., {NULL, NULL}};`
  *  2. tools/dsacl-golden.c: add the line `X(<family>) \` to GOLDEN_FAMILIES.
  *  3. tools/meson.build: add 'golden_<family>.c' to golden_sources. */
@@ -12,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cases.h"
 #include "npy.h"
 
 #define GOLDEN_MAX_RES 32
@@ -82,6 +85,17 @@ int golden_compare(gcase *c, const char *name, cl_mem m, const npy_array *want);
  * want must be NPY_F4. */
 int golden_compare_f32_tol(gcase *c, const char *name, cl_mem m, const npy_array *want,
                            double rel_tol);
+
+/* 0 when the arrays' shapes agree (ok), else -1 and a failure naming what:
+ * a shared case reads as many elements as its shape says, so a runner
+ * checks every array against it before golden_run_case. */
+int golden_shapes_agree(gcase *c, int ok, const char *what);
+
+/* Runs a shared case (tools/cases/) over the golden's arrays: upload (the
+ * output filled with out_fill), the call, no faults, the case's rule against
+ * want; then frees the case's buffers. 0, or -1 and a failure. */
+int golden_run_case(gcase *c, const case_ops *o, void *cs, unsigned char out_fill,
+                    const void *want);
 
 /* An MLA fp8 paged cache over m from meta num_blocks, block_size,
  * block_stride_bytes. */

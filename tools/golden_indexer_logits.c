@@ -1,14 +1,24 @@
 /* Golden runners for the indexer logits family: mqa_logits (ragged prefill)
- * and paged_mqa_logits (1-D and 2-D context lengths). Outputs are compared
- * with out_ref (fp64 reference rounded to f32) within SPEC.md's tolerance:
- * max|got - ref| / max|ref| <= 1e-5 over finite entries, and the same
- * -inf (and NaN / +inf) pattern. The output buffer starts as NaN bytes, so an
- * entry the operator fails to write shows up as a pattern mismatch. */
+ * and paged_mqa_logits (1-D and 2-D context lengths), through the shared
+ * case descriptions (tools/cases/indexer_logits.c: the call with clean = 1
+ * and SPEC.md's rule, CASE_LOGITS_TOL against out_ref, the fp64 reference
+ * rounded to f32). The output buffer starts as NaN bytes, so an entry the
+ * operator fails to write shows up as a mismatch. */
 #include "golden.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#define LOGITS_TOL 1e-5
+/* out_ref as the rule's doubles; NULL (and a failure) when out of memory. */
+static double *want_of(gcase *c, const npy_array *ref) {
+  double *w = malloc((size_t)ref->count * sizeof *w + 1);
+  if (!w) {
+    golden_fail(c, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < (size_t)ref->count; i++) w[i] = ((const float *)ref->data)[i];
+  return w;
+}
 
 static int run_mqa_logits(gcase *c) {
   npy_array *q = golden_load(c, "q", NPY_U1, 3), *k = golden_load(c, "k", NPY_U1, 2),
@@ -20,24 +30,21 @@ static int run_mqa_logits(gcase *c) {
   if (npy_meta_get(&c->meta, "clean_logits") && golden_meta_i64(c, "clean_logits", &clean))
     return -1;
   if (!clean) return golden_fail(c, "clean_logits=0: out_ref leaves entries unspecified");
-  cl_mem qm = golden_to_device(c, q->data, q->nbytes), km = golden_to_device(c, k->data, k->nbytes),
-         sm = golden_to_device(c, ksc->data, ksc->nbytes),
-         wm = golden_to_device(c, w->data, w->nbytes),
-         bm = golden_to_device(c, ks->data, ks->nbytes),
-         em = golden_to_device(c, ke->data, ke->nbytes), om = golden_filled(c, ref->nbytes, 0xFF);
-  if (c->failed) return -1;
-  dsa_tensor qt = golden_tensor_of(qm, q, DSA_E4M3), kt = golden_tensor_of(km, k, DSA_E4M3),
-             st = golden_tensor_of(sm, ksc, DSA_F32), wt = golden_tensor_of(wm, w, DSA_F32),
-             bt = golden_tensor_of(bm, ks, DSA_I32), et = golden_tensor_of(em, ke, DSA_I32),
-             ot = golden_tensor_of(om, ref, DSA_F32);
-  dsa_indexer_logits_params p;
-  dsa_indexer_logits_params_default(&p);
-  p.clean = 1;
-  if (golden_op_status(c, "dsa_indexer_logits",
-                       dsa_indexer_logits(c->q, &qt, NULL, &kt, &st, &wt, &bt, &et, &ot, &p, NULL)))
+  case_logits lc = {.m = q->shape[0], .h = q->shape[1], .d = q->shape[2], .n = k->shape[0],
+                    .q = q->data, .k = k->data, .ksc = ksc->data, .w = w->data,
+                    .ks = ks->data, .ke = ke->data};
+  const int64_t m = lc.m, n = lc.n;
+  if (golden_shapes_agree(c,
+                          k->shape[1] == lc.d && (int64_t)ksc->count == n &&
+                              (int64_t)w->count == m * lc.h && (int64_t)ks->count == m &&
+                              (int64_t)ke->count == m && (int64_t)ref->count == m * n,
+                          "q [M, H, D], k [N, D], k_scale [N], weights [M, H], ks/ke [M], "
+                          "out_ref [M, N]"))
     return -1;
-  return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
-                                                                                          : 0;
+  double *want = want_of(c, ref);
+  const int rc = want ? golden_run_case(c, &case_logits_ops, &lc, 0xFF, want) : -1;
+  free(want);
+  return rc;
 }
 
 static int run_paged_mqa_logits(gcase *c) {
@@ -60,25 +67,25 @@ static int run_paged_mqa_logits(gcase *c) {
       return golden_fail(c, "max_model_len %lld but out_ref has %lld columns", (long long)mml,
                          (long long)ref->shape[1]);
   }
-  cl_mem qm = golden_to_device(c, q->data, q->nbytes),
-         cm = golden_to_device(c, cache->data, cache->nbytes),
-         wm = golden_to_device(c, w->data, w->nbytes),
-         lm = golden_to_device(c, cl->data, cl->nbytes),
-         tm = golden_to_device(c, bt->data, bt->nbytes), om = golden_filled(c, ref->nbytes, 0xFF);
-  if (c->failed) return -1;
-  dsa_paged_cache pc = {.mem = cm, .offset = 0, .num_blocks = nb, .block_size = (int32_t)bs,
-                        .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
-  dsa_tensor qt = golden_tensor_of(qm, q, DSA_E4M3), wt = golden_tensor_of(wm, w, DSA_F32),
-             lt = golden_tensor_of(lm, cl, DSA_I32), tt = golden_tensor_of(tm, bt, DSA_I32),
-             ot = golden_tensor_of(om, ref, DSA_F32);
-  dsa_indexer_logits_params p;
-  dsa_indexer_logits_params_default(&p);
-  p.clean = 1;
-  if (golden_op_status(c, "dsa_indexer_paged_logits",
-                       dsa_indexer_paged_logits(c->q, &qt, NULL, &wt, &lt, &tt, &pc, &ot, &p, NULL)))
+  if (nb < 0 || stride < 0 || cache->nbytes < (size_t)nb * (size_t)stride)
+    return golden_fail(c, "cache has %zu bytes, meta num_blocks x block_stride_bytes more",
+                       cache->nbytes);
+  case_paged_logits pl = {.ctx_rank = (int)rank, .b = q->shape[0], .next_n = q->shape[1],
+                          .h = q->shape[2], .w = bt->shape[1], .nb = nb, .bs = (int32_t)bs,
+                          .stride = stride, .mml = ref->shape[1], .cache = cache->data,
+                          .q = q->data, .wt = w->data, .ctx = cl->data, .table = bt->data};
+  const int64_t rows = pl.b * pl.next_n;
+  if (golden_shapes_agree(c,
+                          q->shape[3] == 128 && (int64_t)w->count == rows * pl.h &&
+                              (int64_t)cl->count == (rank == 2 ? rows : pl.b) &&
+                              bt->shape[0] == pl.b && ref->shape[0] == rows,
+                          "q [B, next_n, H, 128], weights [B * next_n, H], context_lens, "
+                          "block_tables [B, W], out_ref [B * next_n, .]"))
     return -1;
-  return golden_no_faults(c) || golden_compare_f32_tol(c, "out_ref", om, ref, LOGITS_TOL) ? -1
-                                                                                          : 0;
+  double *want = want_of(c, ref);
+  const int rc = want ? golden_run_case(c, &case_paged_logits_ops, &pl, 0xFF, want) : -1;
+  free(want);
+  return rc;
 }
 
 const golden_op golden_ops_indexer_logits[] = {

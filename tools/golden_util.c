@@ -205,3 +205,19 @@ int golden_cache_of(gcase *c, cl_mem m, dsa_paged_cache *pc) {
                           .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   return 0;
 }
+
+int golden_run_case(gcase *c, const case_ops *o, void *cs, unsigned char out_fill,
+                    const void *want) {
+  const case_dev d = {dsa_context_cl_context(c->ctx), dsa_queue_cl(c->q)};
+  char msg[512];
+  int rc = o->upload(&d, cs, out_fill, msg, sizeof msg) ? golden_fail(c, "%s", msg) : 0;
+  if (!rc) rc = golden_op_status(c, o->op, o->call(c->q, cs, NULL));
+  if (!rc) rc = golden_no_faults(c);
+  if (!rc && o->check(&d, cs, want, msg, sizeof msg)) rc = golden_fail(c, "%s", msg);
+  o->free(cs);
+  return rc;
+}
+
+int golden_shapes_agree(gcase *c, int ok, const char *what) {
+  return ok ? 0 : golden_fail(c, "array shapes disagree: %s", what);
+}

@@ -7,118 +7,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "checkcl.h"
 #include "ref_indexer_quant.h"
 
-static void rand_bf16(cc_env *e, uint16_t *v, int64_t n) {
-  for (int64_t b = 0; b < n; b += 32) {
-    const double s = ldexp(1.0, (int)cc_rnd(e, 30) - 15);
-    for (int64_t i = b; i < n && i < b + 32; i++)
-      v[i] = cc_bf16((float)(cc_uniform(e, -1, 1) * s));
+/* ---- Q: the case is tools/cases/indexer_quant.c's ---------------------------------- */
+
+static case_q_quant *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P,
+                             int mx, int mode, int bad) {
+  case_q_quant *s = cc_xmalloc(sizeof *s);
+  *s = (case_q_quant){.mx = mx, .bad = bad, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE,
+                      .t = T, .h = H, .d = D, .r = R, .np = P};
+  char msg[256] = "out of memory";
+  if (case_q_quant_gen_check(s, &e->rng) ||
+      case_q_quant_upload(&(case_dev){e->clctx, e->clq}, s, 0, msg, sizeof msg)) {
+    fprintf(stderr, "checkcl: indexer q case: %s\n", msg);
+    exit(2);
   }
-}
-
-/* ---- Q --------------------------------------------------------------------------- */
-
-typedef struct qq {
-  int64_t T, H, D, R, P;
-  int mx;
-  uint16_t *q;
-  int64_t *pos;
-  float *cs, *w;
-  size_t oqn, osn;
-  cl_mem mq, mp, mc, mw, moq, mos, mow;
-  dsa_tensor tq, tp, tc, tw, toq, tos, tow;
-  dsa_indexer_q_quant_params prm;
-} qq;
-
-static qq *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
-                   int mode, int bad) {
-  qq *s = cc_xmalloc(sizeof *s);
-  *s = (qq){.T = T, .H = H, .D = D, .R = R, .P = P, .mx = mx};
-  s->q = cc_xmalloc((size_t)(T * H * D) * 2);
-  rand_bf16(e, s->q, T * H * D);
-  s->pos = cc_xmalloc((size_t)T * 8);
-  for (int64_t t = 0; t < T; t++)
-    s->pos[t] = bad && cc_rnd(e, 4) == 0 ? P + cc_rnd(e, 3) : cc_rnd(e, P);
-  s->cs = cc_xmalloc((size_t)(P * R + 1) * 4);
-  for (int64_t p = 0; p < P; p++)
-    for (int64_t i = 0; i < R / 2; i++) {
-      const double th = (double)p * pow(10000.0, -2.0 * (double)i / (double)R);
-      s->cs[p * R + i] = (float)cos(th), s->cs[p * R + R / 2 + i] = (float)sin(th);
-    }
-  s->w = cc_xmalloc((size_t)(T * H) * 4);
-  for (int64_t i = 0; i < T * H; i++) s->w[i] = (float)cc_uniform(e, -2, 2);
-  const int64_t qd = mx ? D / 2 : D;
-  s->oqn = (size_t)(T * H * qd), s->osn = (size_t)(T * H * (D / 32));
-  dsa_indexer_q_quant_params_default(&s->prm);
-  s->prm.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE;
-  s->mq = cc_buf(e, (size_t)(T * H * D) * 2, s->q);
-  s->mp = cc_buf(e, (size_t)T * 8, s->pos);
-  s->mc = cc_buf(e, (size_t)(P * R + 1) * 4, s->cs);
-  s->mw = cc_buf(e, (size_t)(T * H) * 4, s->w);
-  s->moq = cc_buf(e, s->oqn, NULL);
-  s->mos = cc_buf(e, s->osn, NULL);
-  s->mow = cc_buf(e, (size_t)(T * H) * 4, NULL);
-  s->tq = cc_t(s->mq, DSA_BF16, 3, (int64_t[]){T, H, D});
-  s->tp = cc_t(s->mp, DSA_I64, 1, (int64_t[]){T});
-  s->tc = cc_t(s->mc, DSA_F32, 2, (int64_t[]){P, R});
-  s->tw = cc_t(s->mw, DSA_F32, 2, (int64_t[]){T, H});
-  s->toq = cc_t(s->moq, mx ? DSA_E2M1X2 : DSA_E4M3, 3, (int64_t[]){T, H, qd});
-  s->tos = cc_t(s->mos, DSA_UE8M0, 3, (int64_t[]){T, H, D / 32});
-  s->tow = cc_t(s->mow, DSA_F32, 2, (int64_t[]){T, H});
   return s;
 }
 static void qq_free(void *p) {
-  qq *s = p;
-  if (!s) return;
-  free(s->q), free(s->pos), free(s->cs), free(s->w);
-  cc_free(&s->mq), cc_free(&s->mp), cc_free(&s->mc), cc_free(&s->mw), cc_free(&s->moq);
-  cc_free(&s->mos), cc_free(&s->mow);
-  free(s);
+  if (!p) return;
+  case_q_quant_free(p);
+  free(p);
 }
-static dsa_status qq_call(cc_env *e, qq *s, cl_event *done) {
+static dsa_status qq_call(cc_env *e, case_q_quant *s, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_status st = dsa_indexer_q_quant(e->q, &s->tp, &s->tq, &s->tc, &s->tw, &s->toq, s->mx ? &s->tos : NULL,
-                                      &s->tow, &s->prm, &ev);
+  dsa_status st = case_q_quant_call(e->q, s, &ev);
   cc_after_call(e);
   return st;
 }
 
 static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
                   int mode, int bad, char *msg, size_t ms) {
-  qq *s = qq_make(e, T, H, D, R, P, mx, mode, bad);
+  case_q_quant *s = qq_make(e, T, H, D, R, P, mx, mode, bad);
   int rc;
   if (qq_call(e, s, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_q_quant: %s", dsa_last_error());
   } else {
-    const uint32_t f = cc_faults(e);
-    uint8_t *oq = cc_xmalloc(s->oqn), *os = cc_xmalloc(s->osn), *g = cc_xmalloc(s->oqn + s->osn);
-    float *ow = cc_xmalloc((size_t)(T * H) * 4), *gw = cc_xmalloc((size_t)(T * H) * 4);
     const int64_t qd = mx ? D / 2 : D;
+    uint8_t *oq = cc_xmalloc((size_t)(T * H * qd)), *os = cc_xmalloc((size_t)(T * H * (D / 32)));
+    float *ow = cc_xmalloc((size_t)(T * H) * 4);
+    const dsa_indexer_q_quant_params prm = case_q_quant_params(s);
     ref_indexer_q_args a = {T, H, D, R, P, s->pos, 0, 1, s->q, H * D, D, s->cs, 0, R, s->w, 0,
-                            H, 1, s->prm.softmax_scale, s->prm.head_scale, mx, mode,
+                            H, 1, prm.softmax_scale, prm.head_scale, mx, mode,
                             oq, H * qd, qd, os, H * (D / 32), D / 32, ow, H, 1};
     const unsigned want_f = ref_indexer_q(&a);
-    char what[128];
-    snprintf(what, sizeof what, "T=%lld H=%lld D=%lld R=%lld mx=%d mode=%d", (long long)T,
-             (long long)H, (long long)D, (long long)R, mx, mode);
-    char w2[160];
-    cc_read(e, s->moq, s->oqn, g);
-    snprintf(w2, sizeof w2, "%s out_q", what);
-    rc = cc_cmp_bytes(g, oq, s->oqn, 1, w2, msg, ms);
-    if (!rc && mx) {
-      cc_read(e, s->mos, s->osn, g);
-      snprintf(w2, sizeof w2, "%s out_scales", what);
-      rc = cc_cmp_bytes(g, os, s->osn, 1, w2, msg, ms);
-    }
-    if (!rc) {
-      cc_read(e, s->mow, (size_t)(T * H) * 4, gw);
-      snprintf(w2, sizeof w2, "%s out_weights", what);
-      rc = cc_cmp_bytes(gw, ow, (size_t)(T * H) * 4, 4, w2, msg, ms);
-    }
-    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
-    free(oq), free(os), free(g), free(ow), free(gw);
+    rc = case_q_quant_check(&(case_dev){e->clctx, e->clq}, s, &(case_q_quant_want){oq, os, ow},
+                            msg, ms) ||
+         case_faults(e->q, want_f, "indexer q quant", msg, ms);
+    free(oq), free(os), free(ow);
   }
   qq_free(s);
   return rc;
@@ -138,9 +76,18 @@ static int check_q(cc_env *e, char *msg, size_t ms) {
   return 0;
 }
 
+/* --bench: dsacl-bench's FP8 row at T = 8192 (its second) and its inputs. */
+#define Q_ROW(name, mx, t, qt) {mx, t, qt},
+static const int64_t q_row[][3] = {CASE_Q_QUANT_ROWS(Q_ROW)};
 static int b_q_setup(cc_env *e, int small, void **st) {
-  *st = qq_make(e, small ? 64 : 4096, 64, 128, 64, 8192, 0, 0, 0);
-  return 0;
+  const int64_t *r = q_row[1];
+  case_q_quant *c = cc_xmalloc(sizeof *c);
+  *c = (case_q_quant){.mx = (int)r[0], .t = small ? r[2] : r[1], .h = 64,
+                      .np = small ? 4096 : 65536};
+  char msg[256];
+  *st = c;
+  return case_q_quant_gen_bench(c) ||
+         case_q_quant_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
 }
 static int b_q_run(cc_env *e, void *st, cl_event *done) { return qq_call(e, st, done) != DSA_OK; }
 
@@ -168,45 +115,58 @@ static kc kc_make(cc_env *e, int64_t nb, int32_t bs, int mx) {
   return c;
 }
 
+/* The insert's case is tools/cases/indexer_quant.c's; the reference runs on
+ * a copy of the starting image. */
 static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int mode, char *msg,
                      size_t ms) {
-  kc c = kc_make(e, nb, bs, mx);
-  const int64_t cap = nb * bs;
-  uint16_t *k = cc_xmalloc((size_t)n * 256);
-  rand_bf16(e, k, n * 128);
-  int64_t *slots = cc_xmalloc((size_t)n * 8), *perm = cc_xmalloc((size_t)cap * 8);
-  for (int64_t i = 0; i < cap; i++) perm[i] = i;
-  for (int64_t i = 0; i < n; i++) {
-    if (i < cap) {
-      const int64_t j = i + cc_rnd(e, cap - i), t = perm[i];
-      perm[i] = perm[j], perm[j] = t;
-    }
-    const int64_t r = cc_rnd(e, 12);
-    slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + cc_rnd(e, 3) : perm[i];
+  case_k_insert c = {.mx = mx, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, .n = n, .nb = nb,
+                     .bs = bs};
+  const case_dev d = {e->clctx, e->clq};
+  if (case_k_insert_gen_check(&c, &e->rng) || case_k_insert_upload(&d, &c, 0, msg, ms)) {
+    fprintf(stderr, "checkcl: k insert case: %s\n", msg);
+    exit(2);
   }
-  cl_mem km = cc_buf(e, (size_t)n * 256, k), sm = cc_buf(e, (size_t)n * 8, slots);
-  dsa_tensor kt = cc_t(km, DSA_BF16, 2, (int64_t[]){n, 128});
-  dsa_tensor stt = cc_t(sm, DSA_I64, 1, (int64_t[]){n});
   int rc;
-  dsa_status s_ = dsa_indexer_k_insert(e->q, &kt, &stt, &c.dc, &(dsa_indexer_k_insert_params){.e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE}, NULL);
+  const dsa_status s_ = case_k_insert_call(e->q, &c, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
   } else {
-    const uint32_t f = cc_faults(e);
-    const unsigned want_f = ref_indexer_k_insert(&c.ref, k, 128, slots, n, mode);
-    uint8_t *got = cc_xmalloc(c.size);
-    cc_read(e, c.mem, c.size, got);
-    char what[128];
-    snprintf(what, sizeof what, "k_insert n=%lld nb=%lld bs=%d mx=%d mode=%d cache",
-             (long long)n, (long long)nb, bs, mx, mode);
-    rc = cc_cmp_bytes(got, c.img, c.size, 1, what, msg, ms);
-    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
-    free(got);
+    const size_t size = (size_t)(nb * c.stride);
+    uint8_t *want = cc_xmalloc(size);
+    memcpy(want, c.cache, size);
+    ref_idx_cache rc_ = {want, nb, bs, c.stride, mx};
+    const unsigned want_f = ref_indexer_k_insert(&rc_, c.k, 128, c.slots, n, mode);
+    rc = case_k_insert_check(&d, &c, want, msg, ms) ||
+         case_faults(e->q, want_f, "k insert", msg, ms);
+    free(want);
   }
-  cc_free(&km), cc_free(&sm), cc_free(&c.mem);
-  free(k), free(slots), free(perm), free(c.img);
+  case_k_insert_free(&c);
   return rc;
+}
+
+/* --bench: dsacl-bench's N = 8192 row (its second) and its inputs. */
+#define K_ROW(n, qn) {n, qn},
+static const int64_t k_row[][2] = {CASE_K_INSERT_ROWS(K_ROW)};
+static int b_k_setup(cc_env *e, int small, void **st) {
+  case_k_insert *c = cc_xmalloc(sizeof *c);
+  const double pool = small ? CASE_K_POOL_BYTES_QUICK : CASE_K_POOL_BYTES;
+  *c = (case_k_insert){.n = k_row[1][small], .nb = (int64_t)ceil(pool / 8640)};
+  char msg[256];
+  *st = c;
+  return case_k_insert_gen_bench(c) ||
+         case_k_insert_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+}
+static int b_k_run(cc_env *e, void *st, cl_event *done) {
+  dsa_events ev = {0, NULL, done};
+  const dsa_status s = case_k_insert_call(e->q, st, &ev);
+  cc_after_call(e);
+  return s != DSA_OK;
+}
+static void b_k_free(void *p) {
+  if (!p) return;
+  case_k_insert_free(p);
+  free(p);
 }
 
 static int check_kins(cc_env *e, char *msg, size_t ms) {
@@ -281,7 +241,7 @@ static int check_kgat(cc_env *e, char *msg, size_t ms) {
 }
 
 const cc_op cc_ops_indexer_quant[] = {
-    {"dsa_indexer_q_quant", check_q, "T=4096 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
-    {"dsa_indexer_k_insert", check_kins, "", NULL, NULL, NULL},
+    {"dsa_indexer_q_quant", check_q, "T=8192 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
+    {"dsa_indexer_k_insert", check_kins, "N=8192 FP8", b_k_setup, b_k_run, b_k_free},
     {"dsa_indexer_k_gather", check_kgat, "", NULL, NULL, NULL},
     {0}};

@@ -1,42 +1,18 @@
 /* Sparse MLA attention: bf16 KV, fused decode over paged MLA caches, and the
- * two-stage decode. Tolerance as tests/test_sparse_mla.c (SPEC.md):
- * |got - ref| <= 1e-2 * max(1, |ref|) per element, relative L2 <= 4e-3,
- * lse within 1e-4 (-inf exactly where the fp64 reference has it); plus the
- * fault word. */
+ * two-stage decode. The decode cases (inputs, calls) and the rule of all
+ * three are tools/cases/sparse_mla.c's (as tests/test_sparse_mla.c,
+ * SPEC.md: |got - ref| <= 1e-2 * max(1, |ref|) per element, relative L2 <=
+ * 4e-3, lse within 1e-4, -inf exactly where the fp64 reference has it); here
+ * the reference, the fault word, the bf16-KV form (no bench row or golden)
+ * and the random shapes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "checkcl.h"
 #include "ref_sparse_mla.h"
-
-/* The two-stage decode's workspace: bytes [off, off + n) of m as a u8 tensor. */
-#define WS_BYTES(m, off, n)                                                        \
-  (&(dsa_tensor){.mem = (m), .offset = (off), .dtype = DSA_U8, .ndim = 1,          \
-                 .shape = {(int64_t)(n)}, .stride = {1}})
-
-static int close_cmp(const uint16_t *got, const double *want, const float *lse,
-                     const double *wlse, int64_t rows, const char *what, char *msg, size_t ms) {
-  double d2 = 0, r2 = 0;
-  for (int64_t i = 0; i < rows * 512; i++) {
-    const double g = cc_bf16_f(got[i]), w = want[i], d = fabs(g - w);
-    if (!(d <= 1e-2 * fmax(1.0, fabs(w))))
-      return CC_FAIL(msg, ms, "%s: out first difference at [%lld, %lld]: got %.6g, want %.6g",
-                     what, (long long)(i / 512), (long long)(i % 512), g, w);
-    d2 += (g - w) * (g - w), r2 += w * w;
-  }
-  const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-  if (rel > 4e-3) return CC_FAIL(msg, ms, "%s: out relative L2 error %.3g > 4e-3", what, rel);
-  for (int64_t r = 0; r < rows; r++) {
-    const double g = lse[r], w = wlse[r];
-    const int ok = isinf(w) ? (isinf(g) && (g < 0) == (w < 0)) : fabs(g - w) <= 1e-4;
-    if (!ok)
-      return CC_FAIL(msg, ms, "%s: lse first difference at [%lld]: got %.9g, want %.9g", what,
-                     (long long)r, g, w);
-  }
-  return 0;
-}
 
 static uint16_t *make_q(cc_env *e, int64_t n) {
   uint16_t *q = cc_xmalloc((size_t)n * 2);
@@ -133,7 +109,7 @@ static int ab_case(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
     char what[128];
     snprintf(what, sizeof what, "bf16 T=%lld H=%lld S=%lld K=%lld", (long long)t, (long long)h,
              (long long)s, (long long)k);
-    rc = close_cmp(got, want, lse, wlse, t * h, what, msg, ms);
+    rc = case_attn_cmp(got, lse, &(case_attn_want){want, wlse}, t * h, what, msg, ms);
     if (!rc && f != wf) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, wf);
     free(want), free(wlse), free(got), free(lse);
   }
@@ -153,126 +129,52 @@ static int check_bf16(cc_env *e, char *msg, size_t ms) {
 
 /* ---- decode (fused / two-stage) ------------------------------------------------------- */
 
-typedef struct dset {
-  int64_t nb, k;
-  int32_t bs;
-  uint8_t *img;
-  ref_mla_cache ref;
-  int32_t *idx, *lens;
-  cl_mem mc, mi, ml;
-  dsa_paged_cache dc;
-  dsa_tensor ti, tl;
-  dsa_sparse_index_set set;
-} dset;
-
-static void dset_make(cc_env *e, dset *d, int64_t t, int64_t nb, int32_t bs, int64_t k, int bad) {
-  d->nb = nb, d->bs = bs, d->k = k;
-  const int64_t stride = (int64_t)bs * REF_MLA_TOKEN_BYTES;
-  d->img = cc_xmalloc((size_t)(nb * stride));
-  d->ref = (ref_mla_cache){d->img, nb, bs, stride};
-  uint16_t row[512];
-  for (int64_t s = 0; s < nb * bs; s++) {
-    for (int i = 0; i < 512; i++) row[i] = cc_bf16((float)cc_uniform(e, -1, 1));
-    ref_mla_insert(&d->ref, row, 512, &s, 1);
+static case_mla_decode *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64_t k1,
+                                 int64_t k2, int64_t nb, int32_t bs, int bad) {
+  case_mla_decode *d = cc_xmalloc(sizeof *d);
+  *d = (case_mla_decode){.two = two, .bad = bad, .t = t, .h = h};
+  d->s1 = (case_mla_set){.nb = nb, .bs = bs, .k = k1};
+  d->s2 = (case_mla_set){.nb = 1 + nb / 2, .bs = 64, .k = k2};
+  char msg[256] = "out of memory";
+  if (case_mla_decode_gen_check(d, &e->rng) ||
+      case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, d, 0, msg, sizeof msg)) {
+    fprintf(stderr, "checkcl: sparse MLA case: %s\n", msg);
+    exit(2);
   }
-  d->idx = cc_xmalloc((size_t)(t * k) * 4 + 4);
-  d->lens = cc_xmalloc((size_t)t * 4 + 4);
-  make_idx(e, d->idx, d->lens, t, k, nb * bs, bad);
-  d->mc = cc_buf(e, (size_t)(nb * stride), d->img);
-  d->mi = cc_buf(e, (size_t)(t * k) * 4, d->idx);
-  d->ml = cc_buf(e, (size_t)t * 4, d->lens);
-  d->dc = (dsa_paged_cache){.mem = d->mc, .offset = 0, .num_blocks = nb, .block_size = bs,
-                            .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
-  d->ti = cc_t(d->mi, DSA_I32, 2, (int64_t[]){t, k});
-  d->tl = cc_t(d->ml, DSA_I32, 1, (int64_t[]){t});
-  d->set = (dsa_sparse_index_set){&d->dc, &d->ti, &d->tl};
-}
-static void dset_free(dset *d) {
-  free(d->img), free(d->idx), free(d->lens);
-  cc_free(&d->mc), cc_free(&d->mi), cc_free(&d->ml);
-}
-
-typedef struct dec {
-  int64_t t, h;
-  int two, has1, has2;
-  uint16_t *q;
-  float *sink;
-  dset s1, s2;
-  cl_mem mq, ms, mo, me, mw;
-  size_t mwb;
-  dsa_tensor tq, ts, to, te;
-} dec;
-
-static dec *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_t k2,
-                     int64_t nb, int32_t bs, int bad) {
-  dec *d = cc_xmalloc(sizeof *d);
-  *d = (dec){.t = t, .h = h, .two = two, .has1 = k1 >= 0, .has2 = k2 >= 0};
-  d->q = make_q(e, t * h * 512);
-  d->sink = make_sink(e, h);
-  if (d->has1) dset_make(e, &d->s1, t, nb, bs, k1, bad);
-  if (d->has2) dset_make(e, &d->s2, t, 1 + nb / 2, 64, k2, 0);
-  d->mq = cc_buf(e, (size_t)(t * h) * 1024, d->q);
-  d->ms = cc_buf(e, (size_t)h * 4, d->sink);
-  d->mo = cc_buf(e, (size_t)(t * h) * 1024, NULL);
-  d->me = cc_buf(e, (size_t)(t * h) * 4, NULL);
-  if (two) {
-    d->mwb = dsa_sparse_mla_decode_workspace_size(t, d->has1 ? k1 : 0, d->has2 ? k2 : 0);
-    d->mw = cc_buf(e, d->mwb, NULL);
-  }
-  d->tq = cc_t(d->mq, DSA_BF16, 3, (int64_t[]){t, h, 512});
-  d->ts = cc_t(d->ms, DSA_F32, 1, (int64_t[]){h});
-  d->to = cc_t(d->mo, DSA_BF16, 3, (int64_t[]){t, h, 512});
-  d->te = cc_t(d->me, DSA_F32, 2, (int64_t[]){t, h});
   return d;
 }
 static void dec_free(void *p) {
-  dec *d = p;
-  if (!d) return;
-  if (d->has1) dset_free(&d->s1);
-  if (d->has2) dset_free(&d->s2);
-  free(d->q), free(d->sink);
-  cc_free(&d->mq), cc_free(&d->ms), cc_free(&d->mo), cc_free(&d->me), cc_free(&d->mw);
-  free(d);
+  if (!p) return;
+  case_mla_decode_free(p);
+  free(p);
 }
-static dsa_status dec_call(cc_env *e, dec *d, cl_event *done) {
+static dsa_status dec_call(cc_env *e, case_mla_decode *d, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  dsa_sparse_params p;
-  dsa_sparse_params_default(&p);
-  dsa_status s =
-      d->two ? dsa_sparse_mla_decode_two_stage(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                               d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te,
-                                               WS_BYTES(d->mw, 0, d->mwb), &p, &ev)
-             : dsa_sparse_mla_decode(e->q, &d->tq, d->has1 ? &d->s1.set : NULL,
-                                     d->has2 ? &d->s2.set : NULL, &d->ts, &d->to, &d->te, &p, &ev);
+  dsa_status s = case_mla_decode_call(e->q, d, &ev);
   cc_after_call(e);
   return s;
 }
 
 static int dec_case(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_t k2, int64_t nb,
                     int32_t bs, int bad, char *msg, size_t ms) {
-  dec *d = dec_make(e, two, t, h, k1, k2, nb, bs, bad);
+  case_mla_decode *d = dec_make(e, two, t, h, k1, k2, nb, bs, bad);
   int rc;
   if (dec_call(e, d, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", two ? "dsa_sparse_mla_decode_two_stage" : "dsa_sparse_mla_decode",
                  dsa_last_error());
   } else {
-    const uint32_t f = cc_faults(e);
     double *want = cc_xmalloc((size_t)(t * h) * 512 * 8), *wlse = cc_xmalloc((size_t)(t * h) * 8);
-    ref_mla_set r1 = {&d->s1.ref, d->s1.idx, d->s1.k, d->s1.k, 1, d->s1.lens};
-    ref_mla_set r2 = {&d->s2.ref, d->s2.idx, d->s2.k, d->s2.k, 1, d->s2.lens};
+    const case_mla_set *a = &d->s1, *b = &d->s2;
+    ref_mla_cache c1 = {a->cache, a->nb, a->bs, a->stride}, c2 = {b->cache, b->nb, b->bs, b->stride};
+    ref_mla_set r1 = {&c1, a->idx, a->k, a->k, 1, a->lens};
+    ref_mla_set r2 = {&c2, b->idx, b->k, b->k, 1, b->lens};
     const unsigned wf = ref_sparse_mla_decode(d->q, t, h, h * 512, 512, d->has1 ? &r1 : NULL,
                                               d->has2 ? &r2 : NULL, d->sink, 1.0 / sqrt(512.0),
                                               want, wlse);
-    uint16_t *got = cc_xmalloc((size_t)(t * h) * 1024);
-    float *lse = cc_xmalloc((size_t)(t * h) * 4);
-    cc_read(e, d->mo, (size_t)(t * h) * 1024, got);
-    cc_read(e, d->me, (size_t)(t * h) * 4, lse);
-    char what[160];
-    snprintf(what, sizeof what, "T=%lld H=%lld K1=%lld K2=%lld nb=%lld bs=%d", (long long)t,
-             (long long)h, (long long)k1, (long long)k2, (long long)nb, bs);
-    rc = close_cmp(got, want, lse, wlse, t * h, what, msg, ms);
-    if (!rc && f != wf) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, wf);
-    free(want), free(wlse), free(got), free(lse);
+    rc = case_mla_decode_check(&(case_dev){e->clctx, e->clq}, d, &(case_attn_want){want, wlse},
+                               msg, ms) ||
+         case_faults(e->q, wf, "sparse MLA decode", msg, ms);
+    free(want), free(wlse);
   }
   dec_free(d);
   return rc;
@@ -305,14 +207,20 @@ static int b_ab_setup(cc_env *e, int small, void **st) {
   return 0;
 }
 static int b_ab_run(cc_env *e, void *st, cl_event *done) { return ab_call(e, st, done) != DSA_OK; }
+/* dsacl-bench's first decode row and its inputs (the quick pool when small). */
+#define DEC_ROW(t, h, k2, qt, qh) {t, h, k2, qt, qh},
+static const int64_t dec_row[][5] = {CASE_MLA_DECODE_ROWS(DEC_ROW)};
 static int b_dec_setup(cc_env *e, int small, int two, void **st) {
-  *st = small ? dec_make(e, two, 4, 64, 128, 512, 16, 64, 0)
-              : dec_make(e, two, 64, 128, 128, 512, 256, 64, 0);
-  dec *d = *st;
-  for (int64_t i = 0; i < d->t; i++) d->s1.lens[i] = 128, d->s2.lens[i] = 512;
-  clEnqueueWriteBuffer(e->clq, d->s1.ml, CL_TRUE, 0, (size_t)d->t * 4, d->s1.lens, 0, NULL, NULL);
-  clEnqueueWriteBuffer(e->clq, d->s2.ml, CL_TRUE, 0, (size_t)d->t * 4, d->s2.lens, 0, NULL, NULL);
-  return 0;
+  const int64_t *r = dec_row[0];
+  case_mla_decode *c = cc_xmalloc(sizeof *c);
+  *c = (case_mla_decode){.two = two, .no_lse = 1, .t = small ? r[3] : r[0], .h = small ? r[4] : r[1]};
+  c->s1.k = 128, c->s2.k = r[2];
+  c->s1.nb = (int64_t)ceil((small ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES) /
+                           CASE_MLA_BENCH_STRIDE);
+  char msg[256];
+  *st = c;
+  return case_mla_decode_gen_bench(c) ||
+         case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
 }
 static int b_fused_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 0, st); }
 static int b_two_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 1, st); }
@@ -320,8 +228,8 @@ static int b_dec_run(cc_env *e, void *st, cl_event *done) { return dec_call(e, s
 
 const cc_op cc_ops_sparse_mla[] = {
     {"dsa_sparse_attn_bf16", check_bf16, "T=64 H=128 K=640", b_ab_setup, b_ab_run, ab_free},
-    {"dsa_sparse_mla_decode", check_fused, "T=64 H=128 K=128+512", b_fused_setup, b_dec_run,
+    {"dsa_sparse_mla_decode", check_fused, "T=64 H=64 K=128+512", b_fused_setup, b_dec_run,
      dec_free},
-    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=128 K=128+512", b_two_setup,
+    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=64 K=128+512", b_two_setup,
      b_dec_run, dec_free},
     {0}};

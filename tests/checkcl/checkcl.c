@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common.h"
+#include "cases.h"
 #include "checkcl.h"
 #include "internal.h"
 
@@ -85,20 +86,7 @@ uint32_t cc_faults(cc_env *e) {
 }
 int cc_cmp_bytes(const void *got, const void *want, size_t n, size_t esz, const char *what,
                  char *msg, size_t msz) {
-  const uint8_t *g = got, *w = want;
-  for (size_t i = 0; i < n; i++)
-    if (g[i] != w[i]) {
-      size_t el = i / esz * esz;
-      char gs[40] = "", ws[40] = "";
-      for (size_t k = 0; k < esz && k < 8 && el + k < n; k++) {
-        snprintf(gs + 2 * k, 3, "%02x", g[el + esz - 1 - k]);
-        snprintf(ws + 2 * k, 3, "%02x", w[el + esz - 1 - k]);
-      }
-      snprintf(msg, msz, "%s: first difference at element %zu (byte %zu): got 0x%s, want 0x%s",
-               what, i / esz, i, gs, ws);
-      return 1;
-    }
-  return 0;
+  return case_cmp_bytes(got, want, n, esz, what, msg, msz);
 }
 
 void cc_after_call(cc_env *e) {

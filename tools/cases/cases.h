@@ -1,0 +1,356 @@
+/* One case description per operator, shared by tests/checkcl (checkcl-cases),
+ * dsacl-bench and dsacl-golden (issue 13 item 3). For each operator form a
+ * case is a struct with
+ *   - the shape and the host inputs (from a generator here: case_<op>_gen_check
+ *     for checkcl's random cases, case_<op>_gen_bench for the timed ones; or
+ *     borrowed from a golden's .npy arrays),
+ *   - case_<op>_upload: device buffers and tensors over them,
+ *   - case_<op>_call: the operator call (the one place its arguments are laid),
+ *   - case_<op>_check: the comparison rule (byte-exact, or the tolerance) of
+ *     the output against an expected one (tests/ref's, or a golden's),
+ * and the DeepSeek-V4 shapes are an X-macro list (CASE_<OP>_ROWS) that
+ * dsacl-bench's rows and checkcl --bench both expand.
+ *
+ * The expected output itself comes from tests/ref in checkcl and from the
+ * golden files in dsacl-golden: the reference is the one piece that stays in
+ * tests/checkcl, since the tools that ship do not link tests/ref. This
+ * module uses the public API only and links into the library's shared and
+ * static builds alike. */
+#ifndef DSACL_TOOLS_CASES_H
+#define DSACL_TOOLS_CASES_H
+
+#include <dsacl/dsacl.h>
+#include <dsacl/indexer_logits.h>
+#include <dsacl/indexer_quant.h>
+#include <dsacl/sparse_mla.h>
+#include <dsacl/topk.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a case's buffers live. */
+typedef struct case_dev {
+  cl_context ctx;
+  cl_command_queue q;
+} case_dev;
+
+/* A read-write buffer of bytes (0 allowed: one byte), written from init or
+ * filled with fill; NULL on failure (and msg says why). */
+cl_mem case_buf(const case_dev *d, size_t bytes, const void *init, unsigned char fill);
+void case_release(cl_mem *m);
+/* malloc, zeroed, never NULL for n = 0; NULL when out of memory. */
+void *case_alloc(size_t n);
+
+/* The generators' helpers over the one random generator (rng.h). */
+int64_t case_rnd(uint64_t *rng, int64_t n); /* [0, n) */
+double case_uniform(uint64_t *rng, double lo, double hi);
+void case_fill_bytes(uint64_t *rng, void *p, size_t n);
+uint16_t case_bf16(float f); /* round to nearest even; finite f */
+double case_bf16_f(uint16_t h);
+
+/* Byte compare: 0 equal, else 1 with "what: first difference at element i
+ * (byte j): got 0x.., want 0x.." in msg. */
+int case_cmp_bytes(const void *got, const void *want, size_t n, size_t esz, const char *what,
+                   char *msg, size_t msz);
+/* The case's ops defined from its typed functions (in the form's file). */
+#define CASE_OPS(T, W, name)                                                                \
+  static int T##_upload_v(const case_dev *d, void *c, unsigned char f, char *m, size_t n) { \
+    return case_##T##_upload(d, c, f, m, n);                                                \
+  }                                                                                         \
+  static dsa_status T##_call_v(dsa_queue *q, const void *c, const dsa_events *ev) {         \
+    return case_##T##_call(q, c, ev);                                                       \
+  }                                                                                         \
+  static int T##_check_v(const case_dev *d, const void *c, const void *w, char *m, size_t n) { \
+    return case_##T##_check(d, c, (const W *)w, m, n);                                      \
+  }                                                                                         \
+  static void T##_free_v(void *c) { case_##T##_free(c); }                                   \
+  const case_ops case_##T##_ops = {name, T##_upload_v, T##_call_v, T##_check_v, T##_free_v};
+
+/* Reads bytes of m (blocking); 0 or 1 with msg. */
+int case_read(const case_dev *d, cl_mem m, size_t bytes, void *dst, char *msg, size_t msz);
+/* Reads bytes of m and byte-compares them with want (elements of esz
+ * bytes); 0, or 1 with msg. */
+int case_read_cmp(const case_dev *d, cl_mem m, size_t bytes, const void *want, size_t esz,
+                  const char *what, char *msg, size_t msz);
+/* The queue's fault word against want; 0 or 1 with msg. */
+int case_faults(dsa_queue *q, uint32_t want, const char *what, char *msg, size_t msz);
+
+/* Every form's upload / call / check / free, for the consumers' generic
+ * drivers (golden_run_case, the bench rows' run and teardown). The typed
+ * functions below are the same; a case struct passed as void * is the one
+ * of the ops' form. */
+typedef struct case_ops {
+  const char *op; /* the public function, for messages */
+  int (*upload)(const case_dev *d, void *c, unsigned char out_fill, char *msg, size_t msz);
+  dsa_status (*call)(dsa_queue *q, const void *c, const dsa_events *ev);
+  int (*check)(const case_dev *d, const void *c, const void *want, char *msg, size_t msz);
+  void (*free)(void *c);
+} case_ops;
+
+/* The typed functions of form T and their case_T_ops:
+ *   gen_check  checkcl's random inputs for the shape already set (0, or -1
+ *              when out of memory); gen_bench  dsacl-bench's (the same)
+ *   upload     device buffers and tensors, the output filled with out_fill
+ *              (a golden's sentinel); 0, or 1 with msg
+ *   call       the operator; check  the rule against want (W *): 0, or 1 with
+ *              the first difference in msg
+ *   free       the device buffers, and the host arrays when owned
+ *   bytes      bytes read + written at a bench row's p; flops  its
+ *              arithmetic (0 where not compute-bound)
+ * A form's DeepSeek-V4 rows, CASE_<FORM>_ROWS(X), come before its struct;
+ * their first row is checkcl --bench's shape. */
+#define CASE_FORM(T, W)                                                                    \
+  int case_##T##_gen_check(case_##T *c, uint64_t *rng);                                    \
+  int case_##T##_gen_bench(case_##T *c);                                                   \
+  double case_##T##_bytes(const int64_t *p);                                               \
+  double case_##T##_flops(const int64_t *p);                                               \
+  int case_##T##_upload(const case_dev *d, case_##T *c, unsigned char out_fill, char *msg, \
+                        size_t msz);                                                       \
+  dsa_status case_##T##_call(dsa_queue *q, const case_##T *c, const dsa_events *ev);       \
+  int case_##T##_check(const case_dev *d, const case_##T *c, const W *want, char *msg,      \
+                       size_t msz);                                                        \
+  void case_##T##_free(case_##T *c);                                                       \
+  extern const case_ops case_##T##_ops;
+
+/* ---- indexer top-k (dsa_topk_prefill / dsa_topk_decode) --------------------
+ * Rule: the indices byte for byte (the deterministic order of topk.h). */
+/* DeepSeek-V4 decode rows: X(rows, n, k, quick_rows, quick_n, bf16). */
+#define CASE_TOPK_ROWS(X)               \
+  X(64, 32768, 512, 4, 8192, 0)         \
+  X(64, 32768, 2048, 4, 8192, 0)        \
+  X(8192, 8192, 512, 64, 4096, 0)       \
+  X(8192, 8192, 2048, 64, 4096, 0)      \
+  X(64, 32768, 512, 4, 8192, 1)         \
+  X(8192, 8192, 512, 64, 4096, 1)
+
+typedef struct case_topk {
+  int decode;      /* dsa_topk_decode, else dsa_topk_prefill */
+  int bf16;        /* logits dtype: bf16, else f32 */
+  int64_t rows, n; /* logits [rows, n] */
+  int64_t b;       /* decode: sequences (rows = b * next_n) */
+  int32_t next_n;  /* decode */
+  int lens_rank;   /* decode: lengths [b] (1) or [b, next_n] (2) */
+  int32_t k;
+  /* Host inputs: logits (rows x n), decode lengths or prefill row starts,
+   * prefill row ends. */
+  void *logits;
+  int32_t *lens, *ends;
+  int owned; /* the host arrays are the case's (the generators') */
+  int bad;   /* gen_check: an out-of-range length */
+  cl_mem ml, ma, mb, mo;
+  dsa_tensor tl, ta, tb, to;
+} case_topk;
+
+/* gen_check: ties, -inf and NaN now and then; random lengths, an
+ * out-of-range one when bad. gen_bench: uniform logits in [-10, 10] from a
+ * fixed seed, every row using all n columns. bytes: logits and lengths read,
+ * indices written by a decode row p = {rows, n, k, bf16}. */
+CASE_FORM(topk, int32_t)
+
+/* The prefill shape checkcl --bench times: X(rows, n, k, quick_rows, quick_n). */
+#define CASE_TOPK_PREFILL_ROW(X) X(4096, 65536, 512, 16, 8192)
+
+
+/* ---- indexer logits (dsa_indexer_logits / dsa_indexer_paged_logits) ---------
+ * Rule (SPEC.md): over a call's finite expected entries, |got - want| <=
+ * CASE_LOGITS_TOL * max|want| (max|want| = 0: <= CASE_LOGITS_TOL), bf16 output
+ * also allowing its final rounding (2^-8 relative); a non-finite expected
+ * entry (-inf past a row's keys) exactly matched. Calls run with clean = 1. */
+#define CASE_LOGITS_TOL 1e-5
+int case_logits_cmp(const void *got, int bf16, const double *want, int64_t rows, int64_t cols,
+                    const char *what, char *msg, size_t msz);
+
+/* Ragged prefill: q [m, h, d] (e4m3, or e2m1x2 [m, h, d/2] + ue8m0 scales
+ * [m, h, d/32]), k [n, d] likewise (scales f32 [n] for FP8, ue8m0 [n, d/32]
+ * for MXFP4), weights f32 [m, h], row key ranges [ks, ke), out [m, n]. */
+/* X(m, n, h, quick_m, quick_n) */
+#define CASE_LOGITS_ROWS(X) X(2048, 8192, 64, 64, 1024)
+
+typedef struct case_logits {
+  int fp4, bf16;
+  int64_t m, h, d, n;
+  uint8_t *q, *qs, *k, *kss; /* qs, kss: MXFP4 only */
+  float *ksc, *w;            /* ksc: FP8 only */
+  int32_t *ks, *ke;
+  int owned;
+  cl_mem mq, mqs, mk, mks, mw, mks0, mke, mo;
+  dsa_tensor tq, tqs, tk, tks, tw, tks0, tke, to;
+} case_logits;
+
+/* gen_bench: random bytes, k scales 1/16 (MXFP4: every scale 2^0), weights
+ * in [-1, 1], every row over all n keys. A bench row's p = {m, n, h} (d =
+ * 128, FP8). */
+CASE_FORM(logits, double)
+
+/* Paged decode, D = 128: q [b, next_n, h, 128] e4m3 (or [.., 64] e2m1x2 +
+ * ue8m0 scales [.., 4]), an indexer cache of nb blocks of bs tokens (stride
+ * bytes apart; FP8 132 or MXFP4 68 bytes a token), weights f32
+ * [b * next_n, h], context lengths [b] or [b, next_n], block table [b, w],
+ * out [b * next_n, mml]. */
+/* X(b, context, next_n, quick_b, quick_context); H = 64. */
+#define CASE_PAGED_LOGITS_ROWS(X) \
+  X(64, 32768, 1, 4, 2048)        \
+  X(8, 32768, 1, 2, 2048)         \
+  X(64, 32768, 2, 4, 2048)        \
+  X(8, 32768, 2, 2, 2048)
+
+typedef struct case_paged_logits {
+  int fp4, bf16, ctx_rank;
+  int64_t b, next_n, h, w, nb, mml, stride;
+  int32_t bs;
+  uint8_t *cache; /* nb * stride bytes; NULL: every byte cache_fill */
+  unsigned char cache_fill;
+  uint8_t *q, *qs;
+  float *wt;
+  int32_t *ctx, *table;
+  int owned;
+  cl_mem mc, mq, mqs, mw, mcl, mbt, mo;
+  dsa_paged_cache pc;
+  dsa_tensor tq, tqs, tw, tcl, tbt, to;
+} case_paged_logits;
+
+/* gen_check: sets stride and mml = w * bs. gen_bench: context lengths all
+ * mml (ctx_rank 1), the blocks a random permutation, the cache 0x3c
+ * everywhere (e4m3 1.5 values and finite f32 scales), random q bytes (MXFP4:
+ * q scales 2^0), weights in [-1, 1]; sets bs (64), w, nb and stride (64
+ * tokens rounded up to a multiple of 576 bytes, as vLLM pads). A bench row's
+ * p = {b, context, next_n, h}. */
+CASE_FORM(paged_logits, double)
+
+/* ---- sparse MLA decode (dsa_sparse_mla_decode, .._two_stage) -----------------
+ * Rule (SPEC.md): out within 1e-2 * max(1, |want|) per element and relative
+ * L2 <= 4e-3; lse within 1e-4 (-inf exactly where want has it). */
+typedef struct case_attn_want {
+  const double *out; /* [rows, 512] */
+  const double *lse; /* [rows] */
+} case_attn_want;
+int case_attn_cmp(const uint16_t *got, const float *lse, const case_attn_want *want, int64_t rows,
+                  const char *what, char *msg, size_t msz);
+
+/* One index set over an fp8_ds_mla cache of nb blocks of bs tokens, stride
+ * bytes apart: indices [t, k] (slots), lengths [t]. */
+typedef struct case_mla_set {
+  int64_t nb, stride, k;
+  int32_t bs;
+  uint8_t *cache; /* nb * stride bytes; NULL: every byte cache_fill (or the
+                     main set's cache, when shares_cache) */
+  unsigned char cache_fill;
+  int shares_cache; /* extra set: indexes the main set's cache */
+  int32_t *idx, *lens;
+  cl_mem mc, mi, ml;
+  dsa_paged_cache pc;
+  dsa_tensor ti, tl;
+  dsa_sparse_index_set set;
+} case_mla_set;
+
+/* q [t, h, 512] bf16, a main and/or an extra set, an optional sink [h],
+ * out [t, h, 512] bf16 and lse [t, h]; two: the two-stage decode (its
+ * workspace sized by the library). scale 0: the default softmax scale. */
+/* X(t, h, k2, quick_t, quick_h); k1 = 128 (the SWA window). */
+#define CASE_MLA_DECODE_ROWS(X) X(64, 64, 512, 4, 16) \
+  X(128, 64, 512, 8, 16)                                \
+  X(64, 128, 1024, 4, 16)                               \
+  X(128, 128, 1024, 8, 16)
+
+typedef struct case_mla_decode {
+  int two, has1, has2, bad;
+  int no_lse; /* the bench rows: no lse asked for */
+  int64_t t, h;
+  float scale;
+  uint16_t *q;
+  float *sink; /* NULL: none */
+  case_mla_set s1, s2;
+  int owned;
+  cl_mem mq, ms, mo, me, mw;
+  size_t mwb;
+  dsa_tensor tq, ts, to, te;
+} case_mla_decode;
+
+/* gen_check: the sets' nb, bs, k set (k < 0: no set; the extra set's cache
+ * its own), random valid caches (finite e4m3, scales 2^-4 .. 2^-1, RoPE bf16 in
+ * [-1, 1]; the reference decodes them), slots with -1 and, when bad, out of
+ * range ones, random lengths, q in [-2, 2], a sink in [-3, 3]. gen_bench:
+ * the main set's nb set (the pool); one 0x3c-filled cache of 64-token blocks
+ * (e4m3 1.5 values, finite scales, RoPE bf16 0x3c3c) that both sets index,
+ * random valid slots, full lengths, q and sink in [-1, 1]. A bench row's
+ * p = {t, h, k1, k2}. */
+CASE_FORM(mla_decode, case_attn_want)
+/* The bench pool: at least these many cache bytes (quick: the second). */
+#define CASE_MLA_POOL_BYTES 600e6
+#define CASE_MLA_POOL_BYTES_QUICK 64e6
+#define CASE_MLA_BENCH_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
+
+/* ---- indexer Q RoPE + quantization (dsa_indexer_q_quant) --------------------
+ * Rule: every output byte exact (out_q, MXFP4's out_scales, out_weights). */
+typedef struct case_q_quant_want {
+  const uint8_t *q, *scales; /* scales: MXFP4 only */
+  const float *weights;
+} case_q_quant_want;
+
+/* X(name, mx, t, quick_t); H = 64, D = 128, 65536 positions (quick 4096). */
+#define CASE_Q_QUANT_ROWS(X)                         \
+  X("indexer_q_fp8", 0, 64, 16)                      \
+  X("indexer_q_fp8", 0, 8192, 256)                   \
+  X("indexer_q_mxfp4", 1, 64, 16)                    \
+  X("indexer_q_mxfp4", 1, 8192, 256)
+
+/* positions i64 [T] (< P), q bf16 [T, H, D], cos_sin f32 [P, R] (R RoPE
+ * dims, cos then sin), weights [T, H] (bf16 or f32); out_q [T, H, D]
+ * e4m3 or [T, H, D/2] e2m1x2 + out_scales ue8m0 [T, H, D/32]; out_weights
+ * f32 [T, H]. scales 0: the defaults. */
+typedef struct case_q_quant {
+  int mx, w_bf16, bad;
+  dsa_e2m1_mode e2m1;
+  int64_t t, h, d, r, np;
+  float softmax_scale, head_scale;
+  int64_t *pos;
+  uint16_t *q;
+  float *cs;
+  void *w;
+  int owned;
+  cl_mem mp, mq, mc, mw, moq, mos, mow;
+  dsa_tensor tp, tq, tc, tw, toq, tos, tow;
+} case_q_quant;
+
+/* gen_check: q in 32-wide blocks of random scale (2^-15 .. 2^14), positions
+ * (out of range now and then when bad), f32 weights in [-2, 2]. gen_bench
+ * (d = 128, r = 64): q in [-4, 4], bf16 weights in [-1, 1], random
+ * positions. Both: the cos/sin table of base 10000. A bench row's p =
+ * {t, h, positions, mx}. */
+CASE_FORM(q_quant, case_q_quant_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_indexer_q_quant_params case_q_quant_params(const case_q_quant *c);
+
+/* ---- indexer K quantize + insert (dsa_indexer_k_insert) ----------------------
+ * Rule: the whole cache image byte for byte (written slots and the rest). */
+/* X(n, quick_n): FP8 into a >= 600 MB pool (quick 64 MB) of 64-token blocks. */
+#define CASE_K_INSERT_ROWS(X) X(64, 64) X(8192, 1024)
+#define CASE_K_POOL_BYTES 600e6
+#define CASE_K_POOL_BYTES_QUICK 64e6
+
+/* k bf16 [n, 128], slots i64 [n], an indexer cache of nb blocks of bs tokens
+ * (FP8, or MXFP4 when mx), stride bytes apart, starting as cache (NULL:
+ * every byte cache_fill). */
+typedef struct case_k_insert {
+  int mx;
+  dsa_e2m1_mode e2m1;
+  int64_t n, nb, stride;
+  int32_t bs;
+  uint16_t *k;
+  int64_t *slots;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mk, ms, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tk, ts;
+} case_k_insert;
+
+/* gen_check: nb, bs, mx set; the stride a token multiple plus 0, 4 or 8
+ * bytes, a random cache image, k in 32-wide blocks of random scale, slots a
+ * random permutation with -1 and out-of-range ones now and then (and -1
+ * past the capacity). gen_bench: nb set (the pool); bs 64, stride 8640, the
+ * cache zeroed, k in [-4, 4], distinct random slots. A bench row's p = {n}. */
+CASE_FORM(k_insert, uint8_t)
+
+#endif
