@@ -353,4 +353,98 @@ typedef struct case_k_insert {
  * cache zeroed, k in [-4, 4], distinct random slots. A bench row's p = {n}. */
 CASE_FORM(k_insert, uint8_t)
 
+/* ---- MLA fp8_ds_mla cache: insert, gather by slot, gather through block
+ * tables (dsa_mla_cache_insert, dsa_mla_gather_slots, dsa_mla_gather_paged)
+ * Rule: byte for byte, the whole cache image after an insert (written slots
+ * and the rest) and the whole output buffer after a gather (the rows a call
+ * must not touch included). A token is 584 bytes (576 + 8 scale bytes); the
+ * bench rows' pool is CASE_MLA_POOL_BYTES of CASE_MLA_BENCH_STRIDE-byte
+ * blocks of 64 tokens filled with 0x3c (the gathers do the same work for
+ * every byte pattern). */
+#define CASE_MLA_TOKEN_BYTES 584
+
+/* X(n, quick_n, whole): whole = 0: n distinct slots from the whole pool
+ * (decode: one token a request, anywhere); 1: n tokens filling whole blocks
+ * taken in random order (prefill: a request's tokens in consecutive slots). */
+#define CASE_MLA_INSERT_ROWS(X) X(64, 64, 0) X(8192, 1024, 0) X(8192, 1024, 1)
+
+/* k bf16 [n, 512], slots i64 [n], a cache of nb blocks of bs tokens stride
+ * bytes apart, starting as cache (NULL: every byte cache_fill). */
+typedef struct case_mla_insert {
+  int whole; /* gen_bench: whole blocks */
+  int64_t n, nb, stride;
+  int32_t bs;
+  uint16_t *k;
+  int64_t *slots;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mk, ms, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tk, ts;
+} case_mla_insert;
+
+/* gen_check: nb, bs set; the stride a token multiple plus 0, 16 or 32
+ * bytes, a random cache image, k rows of 64-dim blocks of random scale
+ * (zero blocks now and then) and RoPE dims in [-4, 4], distinct slots with
+ * -1 and out-of-range ones now and then. gen_bench: nb set (the pool);
+ * bs 64, CASE_MLA_BENCH_STRIDE, the cache 0x3c, k in [-4, 4]. A bench
+ * row's p = {n, whole}. */
+CASE_FORM(mla_insert, uint8_t)
+/* gen_check's k row [512]: per 64-dim block a random scale (zeros now and
+ * then), the RoPE dims random finite bf16. */
+void case_mla_k_row(uint64_t *rng, uint16_t *row);
+
+/* X(t, k, quick_t, quick_k): s = t * k slots. */
+#define CASE_MLA_SLOTS_ROWS(X) X(64, 640, 16, 64) X(128, 1152, 32, 128)
+
+/* indices i32 [s] (slots), the cache, out bf16 [s, 512] starting as out_in
+ * (NULL: every byte the upload's out_fill). */
+typedef struct case_mla_slots {
+  int64_t s, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *idx;
+  uint16_t *out_in;
+  int owned;
+  cl_mem mc, mi, mo;
+  dsa_paged_cache pc;
+  dsa_tensor ti, to;
+} case_mla_slots;
+
+/* gen_check: s, nb, bs set; the stride as the insert's, random cache bytes
+ * (the runner writes valid tokens over them with the reference insert),
+ * indices with negative and out-of-range ones now and then, out_in random.
+ * gen_bench: nb set; the pool, random slots. A bench row's p = {t, k, s}. */
+CASE_FORM(mla_slots, uint16_t)
+
+/* X(r, t, quick_r, quick_t): r requests of t tokens. */
+#define CASE_MLA_PAGED_ROWS(X) X(4, 8192, 2, 1024)
+
+/* seq_lens i32 [r], gather_lens i32 [r] (when has_gl), block table i32
+ * [r, w], the cache, out bf16 [r, max_t, 512] starting as out_in (NULL:
+ * out_fill), written from row offset. */
+typedef struct case_mla_paged {
+  int has_gl;
+  int64_t r, w, max_t, offset, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *seq, *gl, *table;
+  uint16_t *out_in;
+  int owned;
+  cl_mem mc, msq, mgl, mbt, mo;
+  dsa_paged_cache pc;
+  dsa_tensor tsq, tgl, tbt, to;
+} case_mla_paged;
+
+/* gen_check: r, w, nb, bs, has_gl set; the stride and cache as the
+ * gathers', random lengths (gather lengths <= seq lengths), table entries
+ * with -1 and out-of-range ones now and then, a random offset, max_t, out_in
+ * random. gen_bench: r, nb and max_t (= t) set; w = t / 64 rounded up,
+ * distinct random blocks (-1 when the pool is too small), full lengths. A
+ * bench row's p = {r, t}. */
+CASE_FORM(mla_paged, uint16_t)
+
 #endif
