@@ -6,27 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The cache geometry from meta; the array cache (name) must be num_blocks x
- * block_stride_bytes bytes. */
-static int cache_meta(gcase *c, const npy_array *cache, const char *name, int64_t *nb,
-                      int32_t *bs, int64_t *stride) {
-  int64_t b;
-  if (golden_meta_i64(c, "num_blocks", nb) || golden_meta_i64(c, "block_size", &b) ||
-      golden_meta_i64(c, "block_stride_bytes", stride))
-    return -1;
-  *bs = (int32_t)b;
-  if (*nb < 0 || *stride < 0 || b < 1 || b > INT32_MAX ||
-      cache->nbytes != (size_t)*nb * (size_t)*stride)
-    return golden_fail(c, "%s is not num_blocks x block_stride_bytes", name);
-  return 0;
-}
-
 static int run_mla_cache_insert(gcase *c) {
   npy_array *k = golden_load(c, "k", NPY_U2, 2), *slots = golden_load(c, "slot_mapping", NPY_I8, 1),
             *cin = golden_load(c, "cache_in", NPY_U1, 2),
             *cout = golden_load(c, "cache_out", NPY_U1, 2);
   case_mla_insert mc = {0};
-  if (c->failed || cache_meta(c, cin, "cache_in", &mc.nb, &mc.bs, &mc.stride) ||
+  if (c->failed || golden_cache_geometry(c, cin, "cache_in", &mc.nb, &mc.bs, &mc.stride) ||
       golden_shapes_agree(c, k->shape[1] == 512 && slots->shape[0] == k->shape[0] &&
                                  cout->nbytes == cin->nbytes,
                           "k [N, 512], slot_mapping [N], cache_out as cache_in"))
@@ -39,7 +24,7 @@ static int run_dequant_gather_slots(gcase *c) {
   npy_array *cache = golden_load(c, "cache", NPY_U1, 2),
             *idx = golden_load(c, "indices", NPY_I4, 1), *out = golden_load(c, "out", NPY_U2, 2);
   case_mla_slots mc = {0};
-  if (c->failed || cache_meta(c, cache, "cache", &mc.nb, &mc.bs, &mc.stride) ||
+  if (c->failed || golden_cache_geometry(c, cache, "cache", &mc.nb, &mc.bs, &mc.stride) ||
       golden_shapes_agree(c, out->shape[0] == idx->shape[0] && out->shape[1] == 512,
                           "indices [S], out [S, 512]"))
     return -1;
@@ -56,7 +41,7 @@ static int run_dequant_gather_k_cache(gcase *c) {
   npy_array *gl = golden_load_opt(c, "gather_lens", NPY_I4, 1, 1);
   case_mla_paged mc = {0};
   if (c->failed || golden_meta_i64(c, "offset", &mc.offset) ||
-      cache_meta(c, cache, "cache", &mc.nb, &mc.bs, &mc.stride))
+      golden_cache_geometry(c, cache, "cache", &mc.nb, &mc.bs, &mc.stride))
     return -1;
   const int64_t r = seq->shape[0];
   if (golden_shapes_agree(c, bt->shape[0] == r && (!gl || gl->shape[0] == r) &&

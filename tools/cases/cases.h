@@ -22,6 +22,7 @@
 #include <dsacl/dsacl.h>
 #include <dsacl/indexer_logits.h>
 #include <dsacl/indexer_quant.h>
+#include <dsacl/mla_qnorm.h>
 #include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
 
@@ -45,6 +46,10 @@ void *case_alloc(size_t n);
 int64_t case_rnd(uint64_t *rng, int64_t n); /* [0, n) */
 double case_uniform(uint64_t *rng, double lo, double hi);
 void case_fill_bytes(uint64_t *rng, void *p, size_t n);
+/* The first k of a random permutation of [0, n) (n entries, the first k
+ * steps of the shuffle: the stream dsacl-bench's rows always drew); NULL
+ * when out of memory. */
+int64_t *case_random_distinct(uint64_t *seed, int64_t n, int64_t k);
 uint16_t case_bf16(float f); /* round to nearest even; finite f */
 double case_bf16_f(uint16_t h);
 
@@ -446,5 +451,53 @@ typedef struct case_mla_paged {
  * distinct random blocks (-1 when the pool is too small), full lengths. A
  * bench row's p = {r, t}. */
 CASE_FORM(mla_paged, uint16_t)
+
+/* ---- MLA Q RMSNorm + RoPE and KV RoPE + insert (dsa_mla_qnorm_rope_kv_insert)
+ * Rule: the whole cache image byte for byte, then q_out within want's q_ulp
+ * bf16 ulps (0 against tests/ref; 1 against vLLM, whose rsqrt is
+ * approximate: SPEC.md). */
+typedef struct case_qnorm_want {
+  const uint16_t *q_out; /* [t, h, 512] */
+  const uint8_t *cache;  /* nb * stride bytes */
+  int q_ulp;
+  size_t *off1; /* not NULL: set to the count of q_out values 1 ulp off */
+} case_qnorm_want;
+
+/* X(t, h, quick_t): 65536 cos_sin rows (quick 4096), the bench pool
+ * (CASE_MLA_POOL_BYTES of CASE_MLA_BENCH_STRIDE-byte blocks, zeroed). */
+#define CASE_QNORM_ROWS(X) X(64, 64, 16) X(8192, 64, 256)
+#define CASE_QNORM_POS 65536
+#define CASE_QNORM_POS_QUICK 4096
+
+/* q_in bf16 [t, h, 512], kv bf16 [t, 512], positions i64 [t] (< np),
+ * cos_sin f32 [np, 64], slot_mapping i64 [t], a cache of nb blocks of bs
+ * tokens stride bytes apart starting as cache (NULL: every byte
+ * cache_fill); q_out a buffer of its own or, when in_place, q_in's (as
+ * vLLM runs it). eps 0: the default. */
+typedef struct case_qnorm {
+  int in_place, bad;
+  int64_t t, h, np, nb, stride;
+  int32_t bs;
+  float eps;
+  uint16_t *q, *kv;
+  int64_t *pos, *slots;
+  float *cs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mq, mo, mkv, mp, mcs, msl, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tq, to, tkv, tp, tcs, tsl;
+} case_qnorm;
+
+/* gen_check: t, h, nb, bs, np, bad set; stride bs * 584, q rows of random
+ * scale (2^-10 .. 2^9), kv in [-3, 3], random positions and distinct slots
+ * (-1 now and then; out-of-range positions and slots when bad), a random
+ * cache image. gen_bench: t, h, np, nb set; bs 64, CASE_MLA_BENCH_STRIDE,
+ * q and kv in [-4, 4], distinct slots, random positions, the cache zeroed.
+ * Both: the cos/sin table of base 10000. A bench row's p = {t, h, np}. */
+CASE_FORM(qnorm, case_qnorm_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_mla_qnorm_rope_kv_insert_params case_qnorm_params(const case_qnorm *c);
 
 #endif

@@ -38,20 +38,6 @@ static int upload_cache(const case_dev *d, cl_mem *m, dsa_paged_cache *pc, const
   return 0;
 }
 
-/* The first k of a random permutation of [0, n) (the whole shuffle's first
- * k steps: the stream dsacl-bench's rows always drew); NULL when out of
- * memory. */
-static int64_t *random_distinct(uint64_t *seed, int64_t n, int64_t k) {
-  int64_t *all = case_alloc((size_t)(n > 0 ? n : 0) * 8);
-  if (!all) return NULL;
-  for (int64_t i = 0; i < n; i++) all[i] = i;
-  for (int64_t i = 0; i < k; i++) {
-    const int64_t j = i + (int64_t)(rng64_next(seed) % (uint64_t)(n - i)), t = all[i];
-    all[i] = all[j], all[j] = t;
-  }
-  return all;
-}
-
 /* ---- insert ---------------------------------------------------------------------- */
 
 static int insert_alloc(case_mla_insert *c) {
@@ -100,10 +86,10 @@ int case_mla_insert_gen_bench(case_mla_insert *c) {
   for (int64_t i = 0; i < c->n * 512; i++) c->k[i] = case_bf16((float)case_uniform(&seed, -4, 4));
   int64_t *s;
   if (!c->whole) {
-    if (!(s = random_distinct(&seed, c->nb * c->bs, c->n))) return -1;
+    if (!(s = case_random_distinct(&seed, c->nb * c->bs, c->n))) return -1;
     memcpy(c->slots, s, (size_t)c->n * 8);
   } else {
-    if (!(s = random_distinct(&seed, c->nb, (c->n + c->bs - 1) / c->bs))) return -1;
+    if (!(s = case_random_distinct(&seed, c->nb, (c->n + c->bs - 1) / c->bs))) return -1;
     for (int64_t i = 0; i < c->n; i++) c->slots[i] = s[i / c->bs] * c->bs + i % c->bs;
   }
   free(s);
@@ -263,7 +249,7 @@ int case_mla_paged_gen_bench(case_mla_paged *c) {
   c->offset = 0, c->has_gl = 0;
   if (c->r * c->w > c->nb) return -1; /* the pool too small */
   uint64_t seed = 0x5eed0003u;
-  int64_t *blocks = random_distinct(&seed, c->nb, c->r * c->w);
+  int64_t *blocks = case_random_distinct(&seed, c->nb, c->r * c->w);
   c->seq = case_alloc((size_t)c->r * 4);
   c->table = case_alloc((size_t)(c->r * c->w) * 4);
   if (!blocks || !c->seq || !c->table) return free(blocks), -1;
