@@ -23,6 +23,7 @@
 #include <dsacl/indexer_logits.h>
 #include <dsacl/indexer_quant.h>
 #include <dsacl/mla_qnorm.h>
+#include <dsacl/output_quant.h>
 #include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
 
@@ -499,5 +500,48 @@ typedef struct case_qnorm {
 CASE_FORM(qnorm, case_qnorm_want)
 /* The parameters a call gets (the reference needs the same). */
 dsa_mla_qnorm_rope_kv_insert_params case_qnorm_params(const case_qnorm *c);
+
+/* ---- attention output inverse RoPE + FP8 quant (dsa_output_inv_rope_fp8_quant)
+ * Rule: out and scales byte for byte, padding scales (tokens t .. tp - 1)
+ * included; with nonfinite (a golden whose o holds NaN/inf, outside vLLM's
+ * contract) the 128-dim blocks holding one are counted in *noted instead. */
+typedef struct case_oq_want {
+  const uint8_t *out; /* [g, t, hpg * 512] */
+  const void *scales; /* f32 [g, 4 hpg, tp] or i32 [g, hpg, tp] */
+  int nonfinite;
+  size_t *noted; /* with nonfinite: the differing NaN/inf blocks */
+} case_oq_want;
+
+/* X(t, h, g, packed, quick_t): 65536 cos_sin rows. */
+#define CASE_OQ_ROWS(X)   \
+  X(64, 64, 8, 0, 8)      \
+  X(256, 64, 8, 0, 16)    \
+  X(64, 128, 16, 1, 8)    \
+  X(256, 128, 16, 1, 16)  \
+  X(4096, 64, 8, 0, 32)   \
+  X(4096, 128, 16, 1, 32)
+#define CASE_OQ_POS 65536
+
+/* o bf16 [t, h, 512], positions i64 [t] (< np), cos_sin f32 [np, 64], out
+ * e4m3 [g, t, h / g * 512], scales f32 [g, 4 h / g, tp] or (packed) i32
+ * [g, h / g, tp], tp >= t. */
+typedef struct case_oq {
+  int packed, bad;
+  int64_t t, h, g, tp, np;
+  uint16_t *o;
+  int64_t *pos;
+  float *cs;
+  int owned;
+  cl_mem mo, mp, mcs, mf, msc;
+  dsa_tensor to, tpos, tcs, tf, tsc;
+} case_oq;
+
+/* gen_check: t, h, g, np, packed, bad set; tp = t + 0 .. 4, per 128-dim
+ * block a random scale (1e-30 .. 1e37), zero blocks, subnormals and (one
+ * row in 16) NaN/inf now and then, out-of-range positions when bad.
+ * gen_bench: t, h, g, packed set; np 65536, tp = t rounded up to 4, o in
+ * [-4, 4], random positions. Both: the cos/sin table of base 10000. A bench
+ * row's p = {t, h, g, packed}. */
+CASE_FORM(oq, case_oq_want)
 
 #endif
