@@ -544,4 +544,43 @@ typedef struct case_oq {
  * row's p = {t, h, g, packed}. */
 CASE_FORM(oq, case_oq_want)
 
+/* ---- indexer K gather (dsa_indexer_k_gather) ----------------------------------
+ * Rule: k_out and k_scale byte for byte, rows the call must leave untouched
+ * included. */
+typedef struct case_k_gather_want {
+  const uint8_t *k;     /* [total, 128] e4m3 or [total, 64] e2m1x2 */
+  const uint8_t *scale; /* [total] f32 or [total, 4] ue8m0 */
+} case_k_gather_want;
+
+/* X(r, t, quick_r, quick_t): r requests of t compressed rows, FP8, from a
+ * CASE_K_POOL_BYTES pool of 64-token blocks (no dsacl-bench row yet:
+ * checkcl-cases --bench times it). */
+#define CASE_K_GATHER_ROWS(X) X(4, 8192, 2, 1024)
+
+/* cu_seqlens i32 [r + 1], block table i32 [r, w], an indexer cache of nb
+ * blocks of bs tokens (FP8, or MXFP4 when mx) stride bytes apart (cache
+ * NULL: every byte cache_fill), k_out and k_scale of total rows starting as
+ * out_in and sc_in (NULL: the upload's out_fill). */
+typedef struct case_k_gather {
+  int mx;
+  int64_t r, w, total, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *cu, *table;
+  uint8_t *out_in, *sc_in;
+  int owned;
+  cl_mem mc, mcu, mbt, mo, ms;
+  dsa_paged_cache pc;
+  dsa_tensor tcu, tbt, to, ts;
+} case_k_gather;
+
+/* gen_check: r, w, nb, bs, mx set; the stride a token multiple plus 0, 4 or
+ * 8 bytes, a random cache image, table entries with -1 and out-of-range ones
+ * now and then, random lengths (up to w * bs each), total = cu[r] + 0 .. 2,
+ * out_in and sc_in random. gen_bench: r, nb and total (= r * t) set; FP8,
+ * bs 64, stride 8640, the cache 0x3c, w = t / 64 rounded up, distinct random
+ * blocks, every request t rows. A bench row's p = {r, t}. */
+CASE_FORM(k_gather, case_k_gather_want)
+
 #endif
