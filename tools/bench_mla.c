@@ -1,89 +1,26 @@
 /* dsacl-bench rows for the MLA fp8 paged-cache family: insert and the two
- * dequantizing gathers, at DeepSeek-V4 shapes. */
+ * dequantizing gathers, at DeepSeek-V4 shapes. Shapes, inputs and the calls
+ * are the shared case descriptions' (tools/cases/mla_cache.c); the
+ * traffic-only rows are the bench's own. */
 #include "bench.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define MLA_BLOCK_SIZE 64
-#define MLA_BLOCK_STRIDE 37440 /* 64 * 584 rounded up to a multiple of 576 */
-#define MLA_TOKEN_BYTES 584
-#define MLA_DIM 512
-#define POOL_BYTES 600e6       /* gather cache pool */
-#define POOL_BYTES_QUICK 64e6
 
 static int64_t pool_blocks(const bench_env *e) {
-  return (int64_t)ceil((e->quick ? POOL_BYTES_QUICK : POOL_BYTES) / MLA_BLOCK_STRIDE);
+  return (int64_t)ceil((e->quick ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES) /
+                       CASE_MLA_BENCH_STRIDE);
 }
 
-/* An MLA cache pool; its contents only need to be defined, not meaningful:
- * the gathers do the same work for every byte pattern. */
-static int make_pool(bench_env *e, dsa_paged_cache *c) {
-  memset(c, 0, sizeof *c);
-  c->num_blocks = pool_blocks(e);
-  c->block_size = MLA_BLOCK_SIZE;
-  c->block_stride = MLA_BLOCK_STRIDE;
-  c->format = DSA_CACHE_MLA_FP8;
-  size_t bytes = (size_t)c->num_blocks * MLA_BLOCK_STRIDE;
-  if (!(c->mem = bench_make_buf(e, bytes, NULL))) return -1;
-  const cl_uchar pattern = 0x3c;
-  CL_TRY(clEnqueueFillBuffer(e->clq, c->mem, &pattern, 1, 0, bytes, 0, NULL, NULL));
-  CL_TRY(clFinish(e->clq));
-  return 0;
-}
-
-/* ---- operators ----------------------------------------------------------------- */
-
-/* MLA insert: p = {N, whole_blocks}. whole_blocks = 0: N distinct slots drawn
- * from the whole pool (decode: one token per request, anywhere); 1: N
- * tokens filling whole 64-slot blocks taken in random order (prefill: vLLM's
- * slot mapping puts a request's consecutive tokens in consecutive slots). */
-typedef struct insert_state {
-  dsa_paged_cache cache;
-  cl_mem k, slots;
-  dsa_tensor tk, tslots;
-  cl_program prog; /* the traffic-only rows' kernel */
-  cl_kernel kern;
-} insert_state;
+/* ---- insert: p = {N, whole_blocks} (cases.h, CASE_MLA_INSERT_ROWS) ------------------- */
 
 static int insert_setup(bench_env *e, const int64_t *p, void **out) {
-  insert_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t n = p[0];
-  if (make_pool(e, &s->cache) != 0) return -1;
-  uint64_t seed = 0x5eed0001u;
-  uint16_t *k = bench_random_bf16(&seed, (size_t)(n * MLA_DIM), -4.0f, 4.0f);
-  int64_t *slots = NULL;
-  if (p[1] == 0) {
-    slots = bench_random_distinct(&seed, s->cache.num_blocks * MLA_BLOCK_SIZE, n);
-  } else {
-    int64_t *blocks = bench_random_distinct(&seed, s->cache.num_blocks,
-                                            (n + MLA_BLOCK_SIZE - 1) / MLA_BLOCK_SIZE);
-    if (blocks && (slots = malloc((size_t)n * sizeof *slots)))
-      for (int64_t i = 0; i < n; i++)
-        slots[i] = blocks[i / MLA_BLOCK_SIZE] * MLA_BLOCK_SIZE + i % MLA_BLOCK_SIZE;
-    free(blocks);
-  }
-  if (k && slots) {
-    s->k = bench_make_buf(e, (size_t)n * MLA_DIM * 2, k);
-    s->slots = bench_make_buf(e, (size_t)n * 8, slots);
-  }
-  free(k);
-  free(slots);
-  if (!s->k || !s->slots) return -1;
-  int64_t kshape[2] = {n, MLA_DIM};
-  s->tk = dsa_tensor_make(s->k, 0, DSA_BF16, 2, kshape);
-  s->tslots = dsa_tensor_make(s->slots, 0, DSA_I64, 1, &n);
-  return 0;
-}
-
-static int insert_run(bench_env *e, void *st, cl_event *done) {
-  insert_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_cache_insert(e->q, &s->tk, &s->tslots, &s->cache, &ev));
-  return 0;
+  bench_case *b = bench_case_new(&case_mla_insert_ops, sizeof(case_mla_insert), 0);
+  if (!(*out = b)) return -1;
+  case_mla_insert *c = b->c;
+  *c = (case_mla_insert){.n = p[0], .whole = p[1] != 0, .nb = pool_blocks(e)};
+  return case_mla_insert_gen_bench(c) ? -1 : bench_case_upload(e, b);
 }
 
 /* The insert's memory traffic without its arithmetic: every load and store
@@ -111,9 +48,17 @@ static const char traffic_src[] =
     "        x.xy;\n"
     "}\n";
 
+typedef struct traffic_state {
+  bench_case *b; /* the insert row's case: its k, slots and pool */
+  cl_program prog;
+  cl_kernel kern;
+} traffic_state;
+
 static int traffic_setup(bench_env *e, const int64_t *p, void **out) {
-  if (insert_setup(e, p, out) != 0) return -1;
-  insert_state *s = *out;
+  traffic_state *s = calloc(1, sizeof *s);
+  if (!(*out = s)) return -1;
+  if (insert_setup(e, p, (void **)&s->b) != 0) return -1;
+  const case_mla_insert *c = s->b->c;
   const char *src = traffic_src;
   cl_int err;
   s->prog = clCreateProgramWithSource(e->clctx, 1, &src, NULL, &err);
@@ -122,172 +67,79 @@ static int traffic_setup(bench_env *e, const int64_t *p, void **out) {
   s->kern = clCreateKernel(s->prog, "insert_traffic", &err);
   if (err != CL_SUCCESS) return bench_cl_fail(err, "clCreateKernel", __LINE__);
   const cl_long n = p[0];
-  const cl_int bs = MLA_BLOCK_SIZE;
-  const cl_ulong stride = MLA_BLOCK_STRIDE;
-  CL_TRY(clSetKernelArg(s->kern, 0, sizeof s->k, &s->k));
-  CL_TRY(clSetKernelArg(s->kern, 1, sizeof s->slots, &s->slots));
+  const cl_int bs = c->bs;
+  const cl_ulong stride = (cl_ulong)c->stride;
+  CL_TRY(clSetKernelArg(s->kern, 0, sizeof c->mk, &c->mk));
+  CL_TRY(clSetKernelArg(s->kern, 1, sizeof c->ms, &c->ms));
   CL_TRY(clSetKernelArg(s->kern, 2, sizeof n, &n));
-  CL_TRY(clSetKernelArg(s->kern, 3, sizeof s->cache.mem, &s->cache.mem));
+  CL_TRY(clSetKernelArg(s->kern, 3, sizeof c->mc, &c->mc));
   CL_TRY(clSetKernelArg(s->kern, 4, sizeof bs, &bs));
   CL_TRY(clSetKernelArg(s->kern, 5, sizeof stride, &stride));
   return 0;
 }
 
 static int traffic_run(bench_env *e, void *st, cl_event *done) {
-  insert_state *s = st;
-  const size_t rows = (size_t)(s->tk.shape[0] + 7) / 8 * 8;
+  traffic_state *s = st;
+  const size_t rows = (size_t)(((const case_mla_insert *)s->b->c)->n + 7) / 8 * 8;
   const size_t global[2] = {32, rows}, local[2] = {32, 8};
   CL_TRY(clEnqueueNDRangeKernel(e->clq, s->kern, 2, NULL, global, local, 0, NULL, done));
   return 0;
 }
 
-static void insert_teardown(void *st) {
-  insert_state *s = st;
+static void traffic_teardown(void *st) {
+  traffic_state *s = st;
   if (!s) return;
   if (s->kern) clReleaseKernel(s->kern);
   if (s->prog) clReleaseProgram(s->prog);
-  bench_free_buf(&s->cache.mem);
-  bench_free_buf(&s->k);
-  bench_free_buf(&s->slots);
+  bench_case_teardown(s->b);
   free(s);
 }
 
-static double insert_bytes(const int64_t *p) {
-  return (double)p[0] * (MLA_DIM * 2 + 8) + (double)p[0] * MLA_TOKEN_BYTES;
-}
-
-/* MLA gather_slots: p = {T, K, S = T*K} */
-typedef struct slots_state {
-  dsa_paged_cache cache;
-  cl_mem idx, out;
-  dsa_tensor tidx, tout;
-} slots_state;
+/* ---- gathers: p = {T, K, S = T*K} and {R, T tokens per request} --------------------- */
 
 static int slots_setup(bench_env *e, const int64_t *p, void **out) {
-  slots_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t n = p[2];
-  if (make_pool(e, &s->cache) != 0) return -1;
-  uint64_t seed = 0x5eed0002u;
-  const uint64_t cap = (uint64_t)(s->cache.num_blocks * MLA_BLOCK_SIZE);
-  int32_t *idx = malloc((size_t)n * sizeof *idx);
-  if (!idx) return -1;
-  for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(bench_rng_next(&seed) % cap);
-  s->idx = bench_make_buf(e, (size_t)n * 4, idx);
-  free(idx);
-  if (!s->idx || !(s->out = bench_make_buf(e, (size_t)n * MLA_DIM * 2, NULL))) return -1;
-  int64_t oshape[2] = {n, MLA_DIM};
-  s->tidx = dsa_tensor_make(s->idx, 0, DSA_I32, 1, &n);
-  s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 2, oshape);
-  return 0;
+  bench_case *b = bench_case_new(&case_mla_slots_ops, sizeof(case_mla_slots), 0);
+  if (!(*out = b)) return -1;
+  case_mla_slots *c = b->c;
+  *c = (case_mla_slots){.s = p[2], .nb = pool_blocks(e)};
+  return case_mla_slots_gen_bench(c) ? -1 : bench_case_upload(e, b);
 }
-
-static int slots_run(bench_env *e, void *st, cl_event *done) {
-  slots_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_slots(e->q, &s->tidx, &s->cache, &s->tout, &ev));
-  return 0;
-}
-
-static void slots_teardown(void *st) {
-  slots_state *s = st;
-  if (!s) return;
-  bench_free_buf(&s->cache.mem);
-  bench_free_buf(&s->idx);
-  bench_free_buf(&s->out);
-  free(s);
-}
-
-static double slots_bytes(const int64_t *p) {
-  return (double)p[2] * (MLA_TOKEN_BYTES + 4) + (double)p[2] * MLA_DIM * 2;
-}
-
-/* MLA gather_paged: p = {R, T tokens per request} */
-typedef struct paged_state {
-  dsa_paged_cache cache;
-  cl_mem seq, table, out;
-  dsa_tensor tseq, ttable, tout;
-} paged_state;
-
-static int64_t paged_width(int64_t t) { return (t + MLA_BLOCK_SIZE - 1) / MLA_BLOCK_SIZE; }
 
 static int paged_setup(bench_env *e, const int64_t *p, void **out) {
-  paged_state *s = calloc(1, sizeof *s);
-  if (!(*out = s)) return -1;
-  const int64_t r = p[0], t = p[1], w = paged_width(t);
-  if (make_pool(e, &s->cache) != 0) return -1;
-  if (r * w > s->cache.num_blocks) {
+  bench_case *b = bench_case_new(&case_mla_paged_ops, sizeof(case_mla_paged), 0);
+  if (!(*out = b)) return -1;
+  case_mla_paged *c = b->c;
+  *c = (case_mla_paged){.r = p[0], .max_t = p[1], .nb = pool_blocks(e)};
+  if (c->r * ((c->max_t + 63) / 64) > c->nb) {
     fprintf(stderr, "dsacl-bench: gather_paged: pool too small for %lld blocks\n",
-            (long long)(r * w));
+            (long long)(c->r * ((c->max_t + 63) / 64)));
     return -1;
   }
-  uint64_t seed = 0x5eed0003u;
-  int64_t *blocks = bench_random_distinct(&seed, s->cache.num_blocks, r * w);
-  int32_t *table = malloc((size_t)(r * w) * sizeof *table);
-  int32_t *seq = malloc((size_t)r * sizeof *seq);
-  if (blocks && table && seq) {
-    for (int64_t i = 0; i < r * w; i++) table[i] = (int32_t)blocks[i];
-    for (int64_t i = 0; i < r; i++) seq[i] = (int32_t)t;
-    s->table = bench_make_buf(e, (size_t)(r * w) * 4, table);
-    s->seq = bench_make_buf(e, (size_t)r * 4, seq);
-  }
-  free(blocks);
-  free(table);
-  free(seq);
-  if (!s->table || !s->seq || !(s->out = bench_make_buf(e, (size_t)(r * t) * MLA_DIM * 2, NULL)))
-    return -1;
-  int64_t tshape[2] = {r, w}, oshape[3] = {r, t, MLA_DIM};
-  s->tseq = dsa_tensor_make(s->seq, 0, DSA_I32, 1, &r);
-  s->ttable = dsa_tensor_make(s->table, 0, DSA_I32, 2, tshape);
-  s->tout = dsa_tensor_make(s->out, 0, DSA_BF16, 3, oshape);
-  return 0;
-}
-
-static int paged_run(bench_env *e, void *st, cl_event *done) {
-  paged_state *s = st;
-  dsa_events ev = {0, NULL, done};
-  DSA_TRY(dsa_mla_gather_paged(e->q, &s->tseq, NULL, &s->ttable, &s->cache, &s->tout, NULL, &ev));
-  return 0;
-}
-
-static void paged_teardown(void *st) {
-  paged_state *s = st;
-  if (!s) return;
-  bench_free_buf(&s->cache.mem);
-  bench_free_buf(&s->seq);
-  bench_free_buf(&s->table);
-  bench_free_buf(&s->out);
-  free(s);
-}
-
-static double paged_bytes(const int64_t *p) {
-  const double rt = (double)p[0] * (double)p[1];
-  return rt * MLA_TOKEN_BYTES + (double)(p[0] * paged_width(p[1])) * 4 + (double)p[0] * 4 +
-         rt * MLA_DIM * 2;
+  return case_mla_paged_gen_bench(c) ? -1 : bench_case_upload(e, b);
 }
 
 #define INSERT_OP(n, qn, whole)                                                              \
   {"mla_insert", (whole) ? "N=%lld whole blocks" : "N=%lld", {n, whole, 0}, {qn, whole, 0},  \
-   insert_setup, insert_run, insert_teardown, insert_bytes, bench_no_flops}
+   insert_setup, bench_case_run, bench_case_teardown, case_mla_insert_bytes,                 \
+   case_mla_insert_flops},
 /* The same rows' traffic alone (traffic_src): the bound for the insert. */
 #define TRAFFIC_OP(n, qn, whole)                                                             \
   {"mla_insert_traffic", (whole) ? "N=%lld whole blocks" : "N=%lld", {n, whole, 0},          \
-   {qn, whole, 0}, traffic_setup, traffic_run, insert_teardown, insert_bytes, bench_no_flops}
+   {qn, whole, 0}, traffic_setup, traffic_run, traffic_teardown, case_mla_insert_bytes,       \
+   case_mla_insert_flops},
 #define SLOTS_OP(t, k, qt, qk)                                                               \
   {"mla_gather_slots", "%lldx%lld (S=%lld)", {t, k, (t) * (k)}, {qt, qk, (qt) * (qk)},      \
-   slots_setup, slots_run, slots_teardown, slots_bytes, bench_no_flops}
+   slots_setup, bench_case_run, bench_case_teardown, case_mla_slots_bytes,                   \
+   case_mla_slots_flops},
 #define PAGED_OP(r, t, qr, qt)                                                               \
-  {"mla_gather_paged", "R=%lld T=%lld", {r, t, 0}, {qr, qt, 0}, paged_setup, paged_run,     \
-   paged_teardown, paged_bytes, bench_no_flops}
+  {"mla_gather_paged", "R=%lld T=%lld", {r, t, 0}, {qr, qt, 0}, paged_setup, bench_case_run, \
+   bench_case_teardown, case_mla_paged_bytes, case_mla_paged_flops},
 
 const bench_op bench_ops_mla[] = {
-    INSERT_OP(64, 64, 0),
-    INSERT_OP(8192, 1024, 0),
-    INSERT_OP(8192, 1024, 1),
-    TRAFFIC_OP(8192, 1024, 0),
-    TRAFFIC_OP(8192, 1024, 1),
-    SLOTS_OP(64, 640, 16, 64),
-    SLOTS_OP(128, 1152, 32, 128),
-    PAGED_OP(4, 8192, 2, 1024),
+    CASE_MLA_INSERT_ROWS(INSERT_OP)
+    TRAFFIC_OP(8192, 1024, 0)
+    TRAFFIC_OP(8192, 1024, 1)
+    CASE_MLA_SLOTS_ROWS(SLOTS_OP)
+    CASE_MLA_PAGED_ROWS(PAGED_OP)
     {0},
 };

@@ -100,5 +100,10 @@ int golden_run_case(gcase *c, const case_ops *o, void *cs, unsigned char out_fil
 /* An MLA fp8 paged cache over m from meta num_blocks, block_size,
  * block_stride_bytes. */
 int golden_cache_of(gcase *c, cl_mem m, dsa_paged_cache *pc);
+/* The same geometry for a shared case: meta num_blocks, block_size,
+ * block_stride_bytes; the array cache (named name) must be num_blocks x
+ * block_stride_bytes bytes. 0, or -1 after golden_fail. */
+int golden_cache_geometry(gcase *c, const npy_array *cache, const char *name, int64_t *nb,
+                          int32_t *bs, int64_t *stride);
 
 #endif

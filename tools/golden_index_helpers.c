@@ -137,11 +137,7 @@ static int run_mixed_sparse_indices(gcase *c) {
              : 0;
 }
 
-/* bf16 bit patterns as a monotone integer line (-0 and +0 both 0). */
-static int64_t bf16_line(uint16_t h) {
-  return (h & 0x8000) ? -(int64_t)(h & 0x7FFF) : (int64_t)h;
-}
-
+/* The shared case (tools/cases/mla_qnorm.c), in place as vLLM runs it. */
 static int run_qnorm_rope_kv_insert(gcase *c) {
   npy_array *qin = golden_load(c, "q_in", NPY_U2, 3), *kv = golden_load(c, "kv", NPY_U2, 2),
             *pos = golden_load(c, "positions", NPY_I8, 1),
@@ -151,55 +147,28 @@ static int run_qnorm_rope_kv_insert(gcase *c) {
             *qout = golden_load(c, "q_out", NPY_U2, 3),
             *cout = golden_load(c, "cache_out", NPY_U1, 2);
   double eps;
-  if (c->failed || golden_meta_f64(c, "eps", &eps)) return -1;
-  cl_mem qm = golden_to_device(c, qin->data, qin->nbytes),
-         km = golden_to_device(c, kv->data, kv->nbytes),
-         pm = golden_to_device(c, pos->data, pos->nbytes),
-         csm = golden_to_device(c, cs->data, cs->nbytes),
-         sm = golden_to_device(c, slots->data, slots->nbytes),
-         cm = golden_to_device(c, cin->data, cin->nbytes);
-  dsa_paged_cache pc;
-  if (c->failed || golden_cache_of(c, cm, &pc)) return -1;
-  dsa_tensor qt = golden_tensor_of(qm, qin, DSA_BF16), kt = golden_tensor_of(km, kv, DSA_BF16),
-             pt = golden_tensor_of(pm, pos, DSA_I64), cst = golden_tensor_of(csm, cs, DSA_F32),
-             st = golden_tensor_of(sm, slots, DSA_I64);
-  dsa_mla_qnorm_rope_kv_insert_params p;
-  dsa_mla_qnorm_rope_kv_insert_params_default(&p);
-  p.eps = (float)eps;
-  /* In place, as vLLM runs it. */
-  if (golden_op_status(c, "dsa_mla_qnorm_rope_kv_insert",
-                       dsa_mla_qnorm_rope_kv_insert(c->q, &qt, &kt, &pt, &cst, &st, &pc, NULL, &p,
-                                                    NULL)))
+  case_qnorm qc = {.in_place = 1};
+  if (c->failed || golden_meta_f64(c, "eps", &eps) ||
+      golden_cache_geometry(c, cin, "cache_in", &qc.nb, &qc.bs, &qc.stride))
     return -1;
-  if (golden_no_faults(c) || golden_compare(c, "cache_out", cm, cout)) return -1;
-  uint16_t *got = malloc(qout->nbytes ? qout->nbytes : 1);
-  if (!got) return golden_fail(c, "out of memory");
-  cl_int e = clEnqueueReadBuffer(dsa_queue_cl(c->q), qm, CL_TRUE, 0, qout->nbytes, got, 0, NULL,
-                                 NULL);
-  if (e != CL_SUCCESS) {
-    free(got);
-    return golden_fail(c, "reading q_out: OpenCL error %d", (int)e);
-  }
-  const uint16_t *want = qout->data;
-  size_t off1 = 0, bad = 0, first = 0;
-  for (size_t i = 0; i < qout->count; i++) {
-    int64_t d = bf16_line(got[i]) - bf16_line(want[i]);
-    if (d == 0) continue;
-    if (d == 1 || d == -1) {
-      off1++;
-    } else if (!bad++) {
-      first = i;
-    }
-  }
-  int rc = 0;
-  if (bad)
-    rc = golden_fail(c, "q_out: %zu values differ by more than 1 bf16 ulp, first at %zu: got "
-                        "0x%04X want 0x%04X",
-                     bad, first, got[first], want[first]);
-  else if (off1)
+  const int64_t t = qin->shape[0];
+  if (golden_shapes_agree(c, qin->shape[2] == 512 && kv->shape[0] == t && kv->shape[1] == 512 &&
+                                 pos->shape[0] == t && slots->shape[0] == t &&
+                                 cs->shape[1] == 64 && qout->shape[0] == t &&
+                                 qout->shape[1] == qin->shape[1] && qout->shape[2] == 512 &&
+                                 cout->nbytes == cin->nbytes,
+                          "q_in and q_out [T, H, 512], kv [T, 512], positions and slot_mapping "
+                          "[T], cos_sin [P, 64], cache_out as cache_in"))
+    return -1;
+  qc.t = t, qc.h = qin->shape[1], qc.np = cs->shape[0], qc.eps = (float)eps;
+  qc.q = qin->data, qc.kv = kv->data, qc.pos = pos->data, qc.cs = cs->data;
+  qc.slots = slots->data, qc.cache = cin->data;
+  size_t off1 = 0;
+  const case_qnorm_want want = {qout->data, cout->data, 1, &off1};
+  const int rc = golden_run_case(c, &case_qnorm_ops, &qc, 0, &want);
+  if (!rc && off1)
     fprintf(stderr, "note: qnorm_rope_kv_insert q_out: %zu of %zu values 1 bf16 ulp off vLLM\n",
             off1, qout->count);
-  free(got);
   return rc;
 }
 

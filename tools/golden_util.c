@@ -206,6 +206,19 @@ int golden_cache_of(gcase *c, cl_mem m, dsa_paged_cache *pc) {
   return 0;
 }
 
+int golden_cache_geometry(gcase *c, const npy_array *cache, const char *name, int64_t *nb,
+                          int32_t *bs, int64_t *stride) {
+  int64_t b;
+  if (golden_meta_i64(c, "num_blocks", nb) || golden_meta_i64(c, "block_size", &b) ||
+      golden_meta_i64(c, "block_stride_bytes", stride))
+    return -1;
+  *bs = (int32_t)b;
+  if (*nb < 0 || *stride < 0 || b < 1 || b > INT32_MAX ||
+      cache->nbytes != (size_t)*nb * (size_t)*stride)
+    return golden_fail(c, "%s is not num_blocks x block_stride_bytes", name);
+  return 0;
+}
+
 int golden_run_case(gcase *c, const case_ops *o, void *cs, unsigned char out_fill,
                     const void *want) {
   const case_dev d = {dsa_context_cl_context(c->ctx), dsa_queue_cl(c->q)};

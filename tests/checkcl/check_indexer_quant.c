@@ -93,28 +93,6 @@ static int b_q_run(cc_env *e, void *st, cl_event *done) { return qq_call(e, st, 
 
 /* ---- K insert / gather -------------------------------------------------------------- */
 
-typedef struct kc {
-  uint8_t *img;
-  size_t size;
-  ref_idx_cache ref;
-  cl_mem mem;
-  dsa_paged_cache dc;
-} kc;
-
-static kc kc_make(cc_env *e, int64_t nb, int32_t bs, int mx) {
-  kc c;
-  const int64_t stride = (int64_t)bs * (mx ? 68 : 132) + 4 * cc_rnd(e, 3);
-  c.size = (size_t)(nb * stride);
-  c.img = cc_xmalloc(c.size);
-  cc_fill_bytes(e, c.img, c.size);
-  c.ref = (ref_idx_cache){c.img, nb, bs, stride, mx};
-  c.mem = cc_buf(e, c.size, c.img);
-  c.dc = (dsa_paged_cache){.mem = c.mem, .offset = 0, .num_blocks = nb, .block_size = bs,
-                           .block_stride = stride,
-                           .format = mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
-  return c;
-}
-
 /* The insert's case is tools/cases/indexer_quant.c's; the reference runs on
  * a copy of the starting image. */
 static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int mode, char *msg,
@@ -179,55 +157,61 @@ static int check_kins(cc_env *e, char *msg, size_t ms) {
   return 0;
 }
 
+/* The gather's case is tools/cases/indexer_quant.c's; the reference writes
+ * into copies of the starting outputs. */
 static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, int mx, char *msg,
                      size_t ms) {
-  kc c = kc_make(e, nb, bs, mx);
-  int32_t *bt = cc_xmalloc((size_t)(R * W) * 4), *cu = cc_xmalloc((size_t)(R + 1) * 4);
-  for (int64_t i = 0; i < R * W; i++) {
-    const int64_t x = cc_rnd(e, 20);
-    bt[i] = (int32_t)(x == 0 ? -1 : x == 1 ? nb + cc_rnd(e, 2) : cc_rnd(e, nb));
+  case_k_gather c = {.mx = mx, .r = R, .w = W, .nb = nb, .bs = bs};
+  const case_dev d = {e->clctx, e->clq};
+  if (case_k_gather_gen_check(&c, &e->rng) || case_k_gather_upload(&d, &c, 0, msg, ms)) {
+    fprintf(stderr, "checkcl: k gather case: %s\n", msg);
+    exit(2);
   }
-  cu[0] = 0;
-  for (int64_t r = 0; r < R; r++) cu[r + 1] = cu[r] + (int32_t)cc_rnd(e, W * bs + 1);
-  const int64_t total = cu[R] + cc_rnd(e, 3);
-  const int64_t kb = mx ? 64 : 128;
-  const size_t ob = (size_t)(total * kb), sb = (size_t)total * 4;
-  uint8_t *out = cc_xmalloc(ob), *want = cc_xmalloc(ob), *sc = cc_xmalloc(sb), *wsc = cc_xmalloc(sb);
-  cc_fill_bytes(e, out, ob), cc_fill_bytes(e, sc, sb);
-  memcpy(want, out, ob), memcpy(wsc, sc, sb);
-  cl_mem bm = cc_buf(e, (size_t)(R * W) * 4, bt), cm = cc_buf(e, (size_t)(R + 1) * 4, cu);
-  cl_mem om = cc_buf(e, ob, out), smm = cc_buf(e, sb, sc);
-  dsa_tensor btt = cc_t(bm, DSA_I32, 2, (int64_t[]){R, W});
-  dsa_tensor cut = cc_t(cm, DSA_I32, 1, (int64_t[]){R + 1});
-  dsa_tensor ot = cc_t(om, mx ? DSA_E2M1X2 : DSA_E4M3, 2, (int64_t[]){total, kb});
-  dsa_tensor st = mx ? cc_t(smm, DSA_UE8M0, 2, (int64_t[]){total, 4})
-                     : cc_t(smm, DSA_F32, 1, (int64_t[]){total});
   int rc;
-  dsa_status s_ = dsa_indexer_k_gather(e->q, &cut, &btt, &c.dc, &ot, &st, NULL);
+  const dsa_status s_ = case_k_gather_call(e->q, &c, NULL);
   cc_after_call(e);
   if (s_ != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_gather: %s", dsa_last_error());
   } else {
-    const uint32_t f = cc_faults(e);
-    const unsigned want_f =
-        ref_indexer_k_gather(&c.ref, bt, R, W, W, 1, cu, 1, total, want, kb, wsc, 4);
-    char what[128];
-    snprintf(what, sizeof what, "k_gather R=%lld W=%lld bs=%d mx=%d", (long long)R,
-             (long long)W, bs, mx);
-    char w2[160];
-    cc_read(e, om, ob, out);
-    snprintf(w2, sizeof w2, "%s k_out", what);
-    rc = cc_cmp_bytes(out, want, ob, 1, w2, msg, ms);
-    if (!rc) {
-      cc_read(e, smm, sb, sc);
-      snprintf(w2, sizeof w2, "%s k_scale", what);
-      rc = cc_cmp_bytes(sc, wsc, sb, 4, w2, msg, ms);
-    }
-    if (!rc && f != want_f) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, want_f);
+    const int64_t kb = mx ? 64 : 128;
+    const size_t ob = (size_t)(c.total * kb), sb = (size_t)c.total * 4;
+    uint8_t *want = cc_xmalloc(ob), *wsc = cc_xmalloc(sb);
+    memcpy(want, c.out_in, ob), memcpy(wsc, c.sc_in, sb);
+    const ref_idx_cache ref = {c.cache, nb, bs, c.stride, mx};
+    const unsigned want_f = ref_indexer_k_gather(&ref, c.table, R, W, W, 1, c.cu, 1, c.total,
+                                                 want, kb, wsc, 4);
+    const case_k_gather_want w = {want, wsc};
+    rc = case_k_gather_check(&d, &c, &w, msg, ms) ||
+         case_faults(e->q, want_f, "k gather", msg, ms);
+    free(want), free(wsc);
   }
-  cc_free(&bm), cc_free(&cm), cc_free(&om), cc_free(&smm), cc_free(&c.mem);
-  free(bt), free(cu), free(out), free(want), free(sc), free(wsc), free(c.img);
+  case_k_gather_free(&c);
   return rc;
+}
+
+/* --bench: the case's DeepSeek-V4 prefill row. */
+#define KG_ROW(r, t, qr, qt) {r, t, qr, qt},
+static const int64_t kg_row[][4] = {CASE_K_GATHER_ROWS(KG_ROW)};
+static int b_kg_setup(cc_env *e, int small, void **st) {
+  case_k_gather *c = cc_xmalloc(sizeof *c);
+  const double pool = small ? CASE_K_POOL_BYTES_QUICK : CASE_K_POOL_BYTES;
+  const int64_t r = kg_row[0][2 * small], t = kg_row[0][1 + 2 * small];
+  *c = (case_k_gather){.r = r, .total = r * t, .nb = (int64_t)ceil(pool / 8640)};
+  char msg[256];
+  *st = c;
+  return case_k_gather_gen_bench(c) ||
+         case_k_gather_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+}
+static int b_kg_run(cc_env *e, void *st, cl_event *done) {
+  dsa_events ev = {0, NULL, done};
+  const dsa_status s = case_k_gather_call(e->q, st, &ev);
+  cc_after_call(e);
+  return s != DSA_OK;
+}
+static void b_kg_free(void *p) {
+  if (!p) return;
+  case_k_gather_free(p);
+  free(p);
 }
 
 static int check_kgat(cc_env *e, char *msg, size_t ms) {
@@ -243,5 +227,5 @@ static int check_kgat(cc_env *e, char *msg, size_t ms) {
 const cc_op cc_ops_indexer_quant[] = {
     {"dsa_indexer_q_quant", check_q, "T=8192 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
     {"dsa_indexer_k_insert", check_kins, "N=8192 FP8", b_k_setup, b_k_run, b_k_free},
-    {"dsa_indexer_k_gather", check_kgat, "", NULL, NULL, NULL},
+    {"dsa_indexer_k_gather", check_kgat, "R=4 T=8192 FP8", b_kg_setup, b_kg_run, b_kg_free},
     {0}};

@@ -43,6 +43,17 @@ void case_fill_bytes(uint64_t *rng, void *p, size_t n) {
   uint8_t *b = p;
   for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(rng64_next(rng) >> 56);
 }
+int64_t *case_random_distinct(uint64_t *seed, int64_t n, int64_t k) {
+  int64_t *all = case_alloc((size_t)(n > 0 ? n : 0) * 8);
+  if (!all) return NULL;
+  for (int64_t i = 0; i < n; i++) all[i] = i;
+  for (int64_t i = 0; i < k; i++) {
+    const int64_t j = i + (int64_t)(rng64_next(seed) % (uint64_t)(n - i)), t = all[i];
+    all[i] = all[j], all[j] = t;
+  }
+  return all;
+}
+
 uint16_t case_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);

@@ -22,6 +22,8 @@
 #include <dsacl/dsacl.h>
 #include <dsacl/indexer_logits.h>
 #include <dsacl/indexer_quant.h>
+#include <dsacl/mla_qnorm.h>
+#include <dsacl/output_quant.h>
 #include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
 
@@ -45,6 +47,10 @@ void *case_alloc(size_t n);
 int64_t case_rnd(uint64_t *rng, int64_t n); /* [0, n) */
 double case_uniform(uint64_t *rng, double lo, double hi);
 void case_fill_bytes(uint64_t *rng, void *p, size_t n);
+/* The first k of a random permutation of [0, n) (n entries, the first k
+ * steps of the shuffle: the stream dsacl-bench's rows always drew); NULL
+ * when out of memory. */
+int64_t *case_random_distinct(uint64_t *seed, int64_t n, int64_t k);
 uint16_t case_bf16(float f); /* round to nearest even; finite f */
 double case_bf16_f(uint16_t h);
 
@@ -352,5 +358,229 @@ typedef struct case_k_insert {
  * past the capacity). gen_bench: nb set (the pool); bs 64, stride 8640, the
  * cache zeroed, k in [-4, 4], distinct random slots. A bench row's p = {n}. */
 CASE_FORM(k_insert, uint8_t)
+
+/* ---- MLA fp8_ds_mla cache: insert, gather by slot, gather through block
+ * tables (dsa_mla_cache_insert, dsa_mla_gather_slots, dsa_mla_gather_paged)
+ * Rule: byte for byte, the whole cache image after an insert (written slots
+ * and the rest) and the whole output buffer after a gather (the rows a call
+ * must not touch included). A token is 584 bytes (576 + 8 scale bytes); the
+ * bench rows' pool is CASE_MLA_POOL_BYTES of CASE_MLA_BENCH_STRIDE-byte
+ * blocks of 64 tokens filled with 0x3c (the gathers do the same work for
+ * every byte pattern). */
+#define CASE_MLA_TOKEN_BYTES 584
+
+/* X(n, quick_n, whole): whole = 0: n distinct slots from the whole pool
+ * (decode: one token a request, anywhere); 1: n tokens filling whole blocks
+ * taken in random order (prefill: a request's tokens in consecutive slots). */
+#define CASE_MLA_INSERT_ROWS(X) X(64, 64, 0) X(8192, 1024, 0) X(8192, 1024, 1)
+
+/* k bf16 [n, 512], slots i64 [n], a cache of nb blocks of bs tokens stride
+ * bytes apart, starting as cache (NULL: every byte cache_fill). */
+typedef struct case_mla_insert {
+  int whole; /* gen_bench: whole blocks */
+  int64_t n, nb, stride;
+  int32_t bs;
+  uint16_t *k;
+  int64_t *slots;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mk, ms, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tk, ts;
+} case_mla_insert;
+
+/* gen_check: nb, bs set; the stride a token multiple plus 0, 16 or 32
+ * bytes, a random cache image, k rows of 64-dim blocks of random scale
+ * (zero blocks now and then) and RoPE dims in [-4, 4], distinct slots with
+ * -1 and out-of-range ones now and then. gen_bench: nb set (the pool);
+ * bs 64, CASE_MLA_BENCH_STRIDE, the cache 0x3c, k in [-4, 4]. A bench
+ * row's p = {n, whole}. */
+CASE_FORM(mla_insert, uint8_t)
+/* gen_check's k row [512]: per 64-dim block a random scale (zeros now and
+ * then), the RoPE dims random finite bf16. */
+void case_mla_k_row(uint64_t *rng, uint16_t *row);
+
+/* X(t, k, quick_t, quick_k): s = t * k slots. */
+#define CASE_MLA_SLOTS_ROWS(X) X(64, 640, 16, 64) X(128, 1152, 32, 128)
+
+/* indices i32 [s] (slots), the cache, out bf16 [s, 512] starting as out_in
+ * (NULL: every byte the upload's out_fill). */
+typedef struct case_mla_slots {
+  int64_t s, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *idx;
+  uint16_t *out_in;
+  int owned;
+  cl_mem mc, mi, mo;
+  dsa_paged_cache pc;
+  dsa_tensor ti, to;
+} case_mla_slots;
+
+/* gen_check: s, nb, bs set; the stride as the insert's, random cache bytes
+ * (the runner writes valid tokens over them with the reference insert),
+ * indices with negative and out-of-range ones now and then, out_in random.
+ * gen_bench: nb set; the pool, random slots. A bench row's p = {t, k, s}. */
+CASE_FORM(mla_slots, uint16_t)
+
+/* X(r, t, quick_r, quick_t): r requests of t tokens. */
+#define CASE_MLA_PAGED_ROWS(X) X(4, 8192, 2, 1024)
+
+/* seq_lens i32 [r], gather_lens i32 [r] (when has_gl), block table i32
+ * [r, w], the cache, out bf16 [r, max_t, 512] starting as out_in (NULL:
+ * out_fill), written from row offset. */
+typedef struct case_mla_paged {
+  int has_gl;
+  int64_t r, w, max_t, offset, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *seq, *gl, *table;
+  uint16_t *out_in;
+  int owned;
+  cl_mem mc, msq, mgl, mbt, mo;
+  dsa_paged_cache pc;
+  dsa_tensor tsq, tgl, tbt, to;
+} case_mla_paged;
+
+/* gen_check: r, w, nb, bs, has_gl set; the stride and cache as the
+ * gathers', random lengths (gather lengths <= seq lengths), table entries
+ * with -1 and out-of-range ones now and then, a random offset, max_t, out_in
+ * random. gen_bench: r, nb and max_t (= t) set; w = t / 64 rounded up,
+ * distinct random blocks (-1 when the pool is too small), full lengths. A
+ * bench row's p = {r, t}. */
+CASE_FORM(mla_paged, uint16_t)
+
+/* ---- MLA Q RMSNorm + RoPE and KV RoPE + insert (dsa_mla_qnorm_rope_kv_insert)
+ * Rule: the whole cache image byte for byte, then q_out within want's q_ulp
+ * bf16 ulps (0 against tests/ref; 1 against vLLM, whose rsqrt is
+ * approximate: SPEC.md). */
+typedef struct case_qnorm_want {
+  const uint16_t *q_out; /* [t, h, 512] */
+  const uint8_t *cache;  /* nb * stride bytes */
+  int q_ulp;
+  size_t *off1; /* not NULL: set to the count of q_out values 1 ulp off */
+} case_qnorm_want;
+
+/* X(t, h, quick_t): 65536 cos_sin rows (quick 4096), the bench pool
+ * (CASE_MLA_POOL_BYTES of CASE_MLA_BENCH_STRIDE-byte blocks, zeroed). */
+#define CASE_QNORM_ROWS(X) X(64, 64, 16) X(8192, 64, 256)
+#define CASE_QNORM_POS 65536
+#define CASE_QNORM_POS_QUICK 4096
+
+/* q_in bf16 [t, h, 512], kv bf16 [t, 512], positions i64 [t] (< np),
+ * cos_sin f32 [np, 64], slot_mapping i64 [t], a cache of nb blocks of bs
+ * tokens stride bytes apart starting as cache (NULL: every byte
+ * cache_fill); q_out a buffer of its own or, when in_place, q_in's (as
+ * vLLM runs it). eps 0: the default. */
+typedef struct case_qnorm {
+  int in_place, bad;
+  int64_t t, h, np, nb, stride;
+  int32_t bs;
+  float eps;
+  uint16_t *q, *kv;
+  int64_t *pos, *slots;
+  float *cs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mq, mo, mkv, mp, mcs, msl, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tq, to, tkv, tp, tcs, tsl;
+} case_qnorm;
+
+/* gen_check: t, h, nb, bs, np, bad set; stride bs * 584, q rows of random
+ * scale (2^-10 .. 2^9), kv in [-3, 3], random positions and distinct slots
+ * (-1 now and then; out-of-range positions and slots when bad), a random
+ * cache image. gen_bench: t, h, np, nb set; bs 64, CASE_MLA_BENCH_STRIDE,
+ * q and kv in [-4, 4], distinct slots, random positions, the cache zeroed.
+ * Both: the cos/sin table of base 10000. A bench row's p = {t, h, np}. */
+CASE_FORM(qnorm, case_qnorm_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_mla_qnorm_rope_kv_insert_params case_qnorm_params(const case_qnorm *c);
+
+/* ---- attention output inverse RoPE + FP8 quant (dsa_output_inv_rope_fp8_quant)
+ * Rule: out and scales byte for byte, padding scales (tokens t .. tp - 1)
+ * included; with nonfinite (a golden whose o holds NaN/inf, outside vLLM's
+ * contract) the 128-dim blocks holding one are counted in *noted instead. */
+typedef struct case_oq_want {
+  const uint8_t *out; /* [g, t, hpg * 512] */
+  const void *scales; /* f32 [g, 4 hpg, tp] or i32 [g, hpg, tp] */
+  int nonfinite;
+  size_t *noted; /* with nonfinite: the differing NaN/inf blocks */
+} case_oq_want;
+
+/* X(t, h, g, packed, quick_t): 65536 cos_sin rows. */
+#define CASE_OQ_ROWS(X)   \
+  X(64, 64, 8, 0, 8)      \
+  X(256, 64, 8, 0, 16)    \
+  X(64, 128, 16, 1, 8)    \
+  X(256, 128, 16, 1, 16)  \
+  X(4096, 64, 8, 0, 32)   \
+  X(4096, 128, 16, 1, 32)
+#define CASE_OQ_POS 65536
+
+/* o bf16 [t, h, 512], positions i64 [t] (< np), cos_sin f32 [np, 64], out
+ * e4m3 [g, t, h / g * 512], scales f32 [g, 4 h / g, tp] or (packed) i32
+ * [g, h / g, tp], tp >= t. */
+typedef struct case_oq {
+  int packed, bad;
+  int64_t t, h, g, tp, np;
+  uint16_t *o;
+  int64_t *pos;
+  float *cs;
+  int owned;
+  cl_mem mo, mp, mcs, mf, msc;
+  dsa_tensor to, tpos, tcs, tf, tsc;
+} case_oq;
+
+/* gen_check: t, h, g, np, packed, bad set; tp = t + 0 .. 4, per 128-dim
+ * block a random scale (1e-30 .. 1e37), zero blocks, subnormals and (one
+ * row in 16) NaN/inf now and then, out-of-range positions when bad.
+ * gen_bench: t, h, g, packed set; np 65536, tp = t rounded up to 4, o in
+ * [-4, 4], random positions. Both: the cos/sin table of base 10000. A bench
+ * row's p = {t, h, g, packed}. */
+CASE_FORM(oq, case_oq_want)
+
+/* ---- indexer K gather (dsa_indexer_k_gather) ----------------------------------
+ * Rule: k_out and k_scale byte for byte, rows the call must leave untouched
+ * included. */
+typedef struct case_k_gather_want {
+  const uint8_t *k;     /* [total, 128] e4m3 or [total, 64] e2m1x2 */
+  const uint8_t *scale; /* [total] f32 or [total, 4] ue8m0 */
+} case_k_gather_want;
+
+/* X(r, t, quick_r, quick_t): r requests of t compressed rows, FP8, from a
+ * CASE_K_POOL_BYTES pool of 64-token blocks (no dsacl-bench row yet:
+ * checkcl-cases --bench times it). */
+#define CASE_K_GATHER_ROWS(X) X(4, 8192, 2, 1024)
+
+/* cu_seqlens i32 [r + 1], block table i32 [r, w], an indexer cache of nb
+ * blocks of bs tokens (FP8, or MXFP4 when mx) stride bytes apart (cache
+ * NULL: every byte cache_fill), k_out and k_scale of total rows starting as
+ * out_in and sc_in (NULL: the upload's out_fill). */
+typedef struct case_k_gather {
+  int mx;
+  int64_t r, w, total, nb, stride;
+  int32_t bs;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int32_t *cu, *table;
+  uint8_t *out_in, *sc_in;
+  int owned;
+  cl_mem mc, mcu, mbt, mo, ms;
+  dsa_paged_cache pc;
+  dsa_tensor tcu, tbt, to, ts;
+} case_k_gather;
+
+/* gen_check: r, w, nb, bs, mx set; the stride a token multiple plus 0, 4 or
+ * 8 bytes, a random cache image, table entries with -1 and out-of-range ones
+ * now and then, random lengths (up to w * bs each), total = cu[r] + 0 .. 2,
+ * out_in and sc_in random. gen_bench: r, nb and total (= r * t) set; FP8,
+ * bs 64, stride 8640, the cache 0x3c, w = t / 64 rounded up, distinct random
+ * blocks, every request t rows. A bench row's p = {r, t}. */
+CASE_FORM(k_gather, case_k_gather_want)
 
 #endif

@@ -231,3 +231,106 @@ double case_k_insert_flops(const int64_t *p) {
 }
 
 CASE_OPS(k_insert, uint8_t, "dsa_indexer_k_insert")
+
+/* ---- K gather ----------------------------------------------------------------- */
+
+static int64_t kg_row_bytes(const case_k_gather *c) { return c->mx ? 64 : 128; }
+
+int case_k_gather_gen_check(case_k_gather *c, uint64_t *rng) {
+  c->owned = 1;
+  c->stride = (int64_t)c->bs * (c->mx ? 68 : 132) + 4 * case_rnd(rng, 3);
+  c->cache = case_alloc((size_t)(c->nb * c->stride));
+  c->table = case_alloc((size_t)(c->r * c->w) * 4);
+  c->cu = case_alloc((size_t)(c->r + 1) * 4);
+  if (!c->cache || !c->table || !c->cu) return -1;
+  case_fill_bytes(rng, c->cache, (size_t)(c->nb * c->stride));
+  for (int64_t i = 0; i < c->r * c->w; i++) {
+    const int64_t x = case_rnd(rng, 20);
+    c->table[i] = (int32_t)(x == 0 ? -1 : x == 1 ? c->nb + case_rnd(rng, 2) : case_rnd(rng, c->nb));
+  }
+  c->cu[0] = 0;
+  for (int64_t i = 0; i < c->r; i++) c->cu[i + 1] = c->cu[i] + (int32_t)case_rnd(rng, c->w * c->bs + 1);
+  c->total = c->cu[c->r] + case_rnd(rng, 3);
+  const size_t ob = (size_t)(c->total * kg_row_bytes(c)), sb = (size_t)c->total * 4;
+  c->out_in = case_alloc(ob);
+  c->sc_in = case_alloc(sb);
+  if (!c->out_in || !c->sc_in) return -1;
+  case_fill_bytes(rng, c->out_in, ob), case_fill_bytes(rng, c->sc_in, sb);
+  return 0;
+}
+
+int case_k_gather_gen_bench(case_k_gather *c) {
+  c->owned = 1;
+  c->mx = 0, c->bs = 64, c->stride = 8640, c->cache_fill = 0x3c;
+  const int64_t t = c->total / c->r;
+  c->w = (t + c->bs - 1) / c->bs;
+  if (c->r * c->w > c->nb) return -1; /* the pool too small */
+  uint64_t seed = 0x5eed2003u;
+  int64_t *blocks = case_random_distinct(&seed, c->nb, c->r * c->w);
+  c->table = case_alloc((size_t)(c->r * c->w) * 4);
+  c->cu = case_alloc((size_t)(c->r + 1) * 4);
+  if (!blocks || !c->table || !c->cu) return free(blocks), -1;
+  for (int64_t i = 0; i < c->r * c->w; i++) c->table[i] = (int32_t)blocks[i];
+  for (int64_t i = 0; i <= c->r; i++) c->cu[i] = (int32_t)(i * t);
+  free(blocks);
+  return 0;
+}
+
+int case_k_gather_upload(const case_dev *d, case_k_gather *c, unsigned char out_fill, char *msg,
+                         size_t msz) {
+  const int64_t kb = kg_row_bytes(c);
+  c->mc = case_buf(d, (size_t)(c->nb * c->stride), c->cache, c->cache_fill);
+  c->mcu = case_buf(d, (size_t)(c->r + 1) * 4, c->cu, 0);
+  c->mbt = case_buf(d, (size_t)(c->r * c->w) * 4, c->table, 0);
+  c->mo = case_buf(d, (size_t)(c->total * kb), c->out_in, out_fill);
+  c->ms = case_buf(d, (size_t)c->total * 4, c->sc_in, out_fill);
+  if (!c->mc || !c->mcu || !c->mbt || !c->mo || !c->ms) {
+    snprintf(msg, msz, "indexer k gather: device buffers for r=%lld w=%lld total=%lld",
+             (long long)c->r, (long long)c->w, (long long)c->total);
+    return 1;
+  }
+  c->pc = (dsa_paged_cache){.mem = c->mc, .offset = 0, .num_blocks = c->nb, .block_size = c->bs,
+                            .block_stride = c->stride,
+                            .format = c->mx ? DSA_CACHE_INDEXER_MXFP4 : DSA_CACHE_INDEXER_FP8};
+  c->tcu = dsa_tensor_make(c->mcu, 0, DSA_I32, 1, (int64_t[]){c->r + 1});
+  c->tbt = dsa_tensor_make(c->mbt, 0, DSA_I32, 2, (int64_t[]){c->r, c->w});
+  c->to = dsa_tensor_make(c->mo, 0, c->mx ? DSA_E2M1X2 : DSA_E4M3, 2, (int64_t[]){c->total, kb});
+  c->ts = c->mx ? dsa_tensor_make(c->ms, 0, DSA_UE8M0, 2, (int64_t[]){c->total, 4})
+                : dsa_tensor_make(c->ms, 0, DSA_F32, 1, &c->total);
+  return 0;
+}
+
+dsa_status case_k_gather_call(dsa_queue *q, const case_k_gather *c, const dsa_events *ev) {
+  return dsa_indexer_k_gather(q, &c->tcu, &c->tbt, &c->pc, &c->to, &c->ts, ev);
+}
+
+int case_k_gather_check(const case_dev *d, const case_k_gather *c, const case_k_gather_want *want,
+                        char *msg, size_t msz) {
+  char what[128], w2[160];
+  snprintf(what, sizeof what, "k_gather R=%lld W=%lld bs=%d mx=%d", (long long)c->r,
+           (long long)c->w, c->bs, c->mx);
+  snprintf(w2, sizeof w2, "%s k_out", what);
+  if (case_read_cmp(d, c->mo, (size_t)(c->total * kg_row_bytes(c)), want->k, 1, w2, msg, msz))
+    return 1;
+  snprintf(w2, sizeof w2, "%s k_scale", what);
+  return case_read_cmp(d, c->ms, (size_t)c->total * 4, want->scale, 4, w2, msg, msz);
+}
+
+void case_k_gather_free(case_k_gather *c) {
+  if (c->owned) free(c->cache), free(c->cu), free(c->table), free(c->out_in), free(c->sc_in);
+  case_release(&c->mc), case_release(&c->mcu), case_release(&c->mbt), case_release(&c->mo);
+  case_release(&c->ms);
+}
+
+/* A 132-byte FP8 token read and written per row, the table and lengths read. */
+double case_k_gather_bytes(const int64_t *p) {
+  const double rows = (double)p[0] * (double)p[1];
+  return rows * 132 * 2 + (double)(p[0] * ((p[1] + 63) / 64)) * 4 + (double)(p[0] + 1) * 4;
+}
+
+double case_k_gather_flops(const int64_t *p) {
+  (void)p;
+  return 0; /* memory-bound */
+}
+
+CASE_OPS(k_gather, case_k_gather_want, "dsa_indexer_k_gather")
