@@ -27,6 +27,15 @@ known=(
 # local memory as uninitialized; not analysed further): those cases run
 # without it (docs/PORTING.md).
 no_uninit="indexer_q_fp8 indexer_q_mxfp4 sparse_mla_decode"
+# The 16-byte-aligned insert kernels (mla_cache_insert_a16,
+# mla_qnorm_rope_kv_insert_i64f32_a16, issue 13 item 6): optimised by
+# Oclgrind 21.10's compiler, its --uninitialized plugin reports their
+# 16-byte stores of the quantized lanes as "store <4 x i32> undef", although
+# the bytes it writes match the golden exactly (the case passes under the
+# simulator, as on PoCL, Intel and the H200); unoptimised
+# (-cl-opt-disable) the same kernels run clean. Those cases run twice:
+# optimised with the bounds and race checks, and unoptimised with all three.
+twice="mla_cache_insert qnorm_rope_kv_insert"
 # ---- SLOW: on the simulator the 32 KiB variants of logits and attention
 # take minutes per case; DSACL_OCLGRIND_FULL=1 runs them (by hand, and in
 # the long runs of docs/PORTING.md). The 32 KiB variants are checked against
@@ -86,9 +95,15 @@ for opdir in "$golden"/*/; do
     rm -rf "$tmp/g"; mkdir -p "$tmp/g/$op"
     ln -s "$(cd "$casedir" && pwd)" "$tmp/g/$op/$c"
     f=("${flags[@]}")
-    case " $no_uninit " in *" $op "*) f=(--check-api --data-races --max-errors 20) ;; esac
+    case " $no_uninit $twice " in *" $op "*) f=(--check-api --data-races --max-errors 20) ;; esac
     oclgrind "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
     check "$op/$c" "$tmp/log" $?
+    case " $twice " in
+      *" $op "*)
+        oclgrind --build-options -cl-opt-disable "${flags[@]}" "$build/tools/dsacl-golden" "$tmp/g" \
+          > "$tmp/log" 2>&1
+        check "$op/$c(unoptimised)" "$tmp/log" $? ;;
+    esac
   done
 done
 # The sparse MLA tile kernels (their portable back-end needs 89 KB of local
