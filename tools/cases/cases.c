@@ -54,6 +54,22 @@ int64_t *case_random_distinct(uint64_t *seed, int64_t n, int64_t k) {
   return all;
 }
 
+int case_insert_slots(uint64_t *rng, int64_t *slots, int64_t n, int64_t cap, int64_t bad_span) {
+  int64_t *perm = case_alloc((size_t)(cap > 0 ? cap : 0) * 8);
+  if (!perm) return -1;
+  for (int64_t i = 0; i < cap; i++) perm[i] = i;
+  for (int64_t i = 0; i < n; i++) {
+    if (i < cap) {
+      const int64_t j = i + case_rnd(rng, cap - i), t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    const int64_t r = case_rnd(rng, 12);
+    slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + case_rnd(rng, bad_span) : perm[i];
+  }
+  free(perm);
+  return 0;
+}
+
 uint16_t case_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);

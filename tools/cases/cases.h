@@ -51,6 +51,11 @@ void case_fill_bytes(uint64_t *rng, void *p, size_t n);
  * steps of the shuffle: the stream dsacl-bench's rows always drew); NULL
  * when out of memory. */
 int64_t *case_random_distinct(uint64_t *seed, int64_t n, int64_t k);
+/* n slots for an insert into cap cache slots: distinct random slots (a
+ * shuffle drawn as it goes), one in 12 -1 (skipped), one in 12 out of range
+ * (cap .. cap + bad_span - 1), and -1 past cap; 0, or -1 when out of
+ * memory. */
+int case_insert_slots(uint64_t *rng, int64_t *slots, int64_t n, int64_t cap, int64_t bad_span);
 uint16_t case_bf16(float f); /* round to nearest even; finite f */
 double case_bf16_f(uint16_t h);
 

@@ -147,22 +147,10 @@ static int k_alloc(case_k_insert *c, int with_cache) {
 
 int case_k_insert_gen_check(case_k_insert *c, uint64_t *rng) {
   c->stride = (int64_t)c->bs * (c->mx ? 68 : 132) + 4 * case_rnd(rng, 3);
-  const int64_t cap = c->nb * c->bs;
-  int64_t *perm = case_alloc((size_t)cap * 8);
-  if (!perm || k_alloc(c, 1)) return free(perm), -1;
+  if (k_alloc(c, 1)) return -1;
   case_fill_bytes(rng, c->cache, (size_t)(c->nb * c->stride));
   block_bf16(rng, c->k, c->n * 128);
-  for (int64_t i = 0; i < cap; i++) perm[i] = i;
-  for (int64_t i = 0; i < c->n; i++) {
-    if (i < cap) {
-      const int64_t j = i + case_rnd(rng, cap - i), t = perm[i];
-      perm[i] = perm[j], perm[j] = t;
-    }
-    const int64_t r = case_rnd(rng, 12);
-    c->slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + case_rnd(rng, 3) : perm[i];
-  }
-  free(perm);
-  return 0;
+  return case_insert_slots(rng, c->slots, c->n, c->nb * c->bs, 3);
 }
 
 int case_k_insert_gen_bench(case_k_insert *c) {

@@ -63,20 +63,7 @@ int case_mla_insert_gen_check(case_mla_insert *c, uint64_t *rng) {
   for (int64_t i = 0; i < c->n; i++) case_mla_k_row(rng, c->k + i * 512);
   /* distinct slots (the order of equal slots is unspecified), some -1, an
    * out-of-range one now and then */
-  const int64_t cap = c->nb * c->bs;
-  int64_t *perm = case_alloc((size_t)cap * 8);
-  if (!perm) return -1;
-  for (int64_t i = 0; i < cap; i++) perm[i] = i;
-  for (int64_t i = 0; i < c->n; i++) {
-    if (i < cap) {
-      const int64_t j = i + case_rnd(rng, cap - i), t = perm[i];
-      perm[i] = perm[j], perm[j] = t;
-    }
-    const int64_t r = case_rnd(rng, 12);
-    c->slots[i] = i >= cap || r == 0 ? -1 : r == 1 ? cap + case_rnd(rng, 5) : perm[i];
-  }
-  free(perm);
-  return 0;
+  return case_insert_slots(rng, c->slots, c->n, c->nb * c->bs, 5);
 }
 
 int case_mla_insert_gen_bench(case_mla_insert *c) {
