@@ -42,10 +42,13 @@
  *   exactly the rem still needed (for distinct values: after the last key
  *   level at the latest). The winners go to local memory at positions from
  *   a group scan (no atomics), padded to a power of two p2, and are merge-
- *   sorted descending with E = max(2, p2 / WG) words per item: each item
- *   sorts its E in registers (bitonic), then log2(p2 / E) rounds merge
- *   pairs of runs, each item finding its E outputs on the merge path by a
- *   binary search (one barrier a round with two local buffers).
+ *   sorted descending with E = max(emin, p2 / WG) words per item (emin 4
+ *   where lrow groups fill the device, else 2): each item sorts its E in
+ *   registers (bitonic), then log2(p2 / E) rounds merge pairs of runs,
+ *   each item finding its E outputs on the merge path by a binary search
+ *   (one barrier a round with two local buffers). topk_rows with sub-
+ *   groups of 32 sorts each 32-item row's 32 E words by a bitonic network
+ *   of shuffles instead of the register sort and the first five rounds.
  *   Group scans and the max use sub-group shuffles where the build has
  *   them (cl/dsa_subgroup.h: NVIDIA shfl.sync, AMD ds_bpermute, Intel
  *   sub-groups of 32; two barriers instead of 2 log2 WG), local memory
