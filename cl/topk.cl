@@ -42,10 +42,13 @@
  *   exactly the rem still needed (for distinct values: after the last key
  *   level at the latest). The winners go to local memory at positions from
  *   a group scan (no atomics), padded to a power of two p2, and are merge-
- *   sorted descending with E = max(2, p2 / WG) words per item: each item
- *   sorts its E in registers (bitonic), then log2(p2 / E) rounds merge
- *   pairs of runs, each item finding its E outputs on the merge path by a
- *   binary search (one barrier a round with two local buffers).
+ *   sorted descending with E = max(emin, p2 / WG) words per item (emin 4
+ *   where lrow groups fill the device, else 2): each item sorts its E in
+ *   registers (bitonic), then log2(p2 / E) rounds merge pairs of runs,
+ *   each item finding its E outputs on the merge path by a binary search
+ *   (one barrier a round with two local buffers). topk_rows with sub-
+ *   groups of 32 sorts each 32-item row's 32 E words by a bitonic network
+ *   of shuffles instead of the register sort and the first five rounds.
  *   Group scans and the max use sub-group shuffles where the build has
  *   them (cl/dsa_subgroup.h: NVIDIA shfl.sync, AMD ds_bpermute, Intel
  *   sub-groups of 32; two barriers instead of 2 log2 WG), local memory
@@ -241,26 +244,72 @@ DSA_INLINE uint topk_group_max(uint v, __local uint *slot, uint tid) {
     }                                                                         \
   }
 
+/* TOPK_NO_WARP_SORT (a build option, for tuning): the sort's first rounds in
+ * local memory even where sub-groups of 32 exist. */
+#if DSA_HAS_SG32 && !defined(TOPK_NO_WARP_SORT)
+/* The value of v in lane (this lane ^ m) of the 32-item row. */
+DSA_INLINE ulong topk_shfl_xor_u64(ulong v, uint m) {
+  const uint lo = dsa_sg32_shfl_xor_u32((uint)v, (int)m);
+  const uint hi = dsa_sg32_shfl_xor_u32((uint)(v >> 32), (int)m);
+  return ((ulong)hi << 32) | (ulong)lo;
+}
+/* Sorts the 32 * EE words of each 32-item row descending (word e of lane l
+ * is element l * EE + e): a bitonic network, in registers within an item
+ * for distances below EE, by shuffles across the row above. Every item of
+ * the row runs it (uniform control flow). It replaces the register sort and
+ * the first log2(32) merge rounds of topk_sort (each a barrier and a binary
+ * search in local memory). */
+#define TOPK_WARP_SORT(EE)                                                    \
+  {                                                                           \
+    const uint lane_ = tid & 31u;                                             \
+    TOPK_UNROLL for (uint s_ = 2u; s_ <= 32u * (EE); s_ <<= 1) {              \
+      TOPK_UNROLL for (uint d_ = s_ >> 1; d_ > 0u; d_ >>= 1) {                \
+        if (d_ >= (EE)) {                                                     \
+          TOPK_UNROLL for (uint e = 0u; e < (EE); e++) {                      \
+            const uint i_ = lane_ * (EE) + e;                                 \
+            const ulong o_ = topk_shfl_xor_u64(v[e], d_ / (EE));              \
+            const bool keep_max_ = ((i_ & s_) == 0u) == ((i_ & d_) == 0u);    \
+            v[e] = keep_max_ ? max(v[e], o_) : min(v[e], o_);                 \
+          }                                                                   \
+        } else {                                                              \
+          TOPK_UNROLL for (uint e = 0u; e < (EE); e++) {                      \
+            const uint f = e ^ d_;                                            \
+            if (f > e) {                                                      \
+              const ulong a_ = v[e], b_ = v[f];                               \
+              const bool desc_ = ((lane_ * (EE) + e) & s_) == 0u;             \
+              v[e] = desc_ ? max(a_, b_) : min(a_, b_);                       \
+              v[f] = desc_ ? min(a_, b_) : max(a_, b_);                       \
+            }                                                                 \
+          }                                                                   \
+        }                                                                     \
+      }                                                                       \
+    }                                                                         \
+  }
+#define TOPK_WSORT 1
+#else
+#define TOPK_WSORT 0
+#endif
+
 /* Sorts the p2 words of buf descending (merge sort): item t sorts words
  * [tE, tE + E) in registers, then rounds merge pairs of sorted runs: item t
  * finds where its E outputs start on the merge path of its pair (a binary
  * search) and merges E words. Ping-pongs between buf and buf + p2 when dbl
  * (one barrier a round), else works in place (two). Returns the half that
  * holds the result. Every item of the group calls it. */
-#define TOPK_SORT_FN(EE)                                                                       \
-  DSA_INLINE __local ulong *topk_sort##EE(__local ulong *buf, uint p2, uint tid, uint dbl) {   \
+#define TOPK_SORT_FN(PFX, EE, FIRST, RUN0)                                                     \
+  DSA_INLINE __local ulong *PFX##EE(__local ulong *buf, uint p2, uint tid, uint dbl) {   \
     const uint nt = p2 / (EE);                                                                 \
     const bool act = tid < nt;                                                                 \
     ulong v[EE];                                                                               \
     TOPK_UNROLL for (uint e = 0u; e < (EE); e++) v[e] = act ? buf[tid * (EE) + e] : 0ul;       \
-    TOPK_REG_SORT(EE)                                                                          \
+    FIRST(EE)                                                                                  \
     __local ulong *src = buf, *dst = dbl ? buf + p2 : buf;                                     \
     if (!dbl) barrier(CLK_LOCAL_MEM_FENCE);                                                    \
     if (act) {                                                                                 \
       TOPK_UNROLL for (uint e = 0u; e < (EE); e++) dst[tid * (EE) + e] = v[e];                 \
     }                                                                                          \
     barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-    for (uint L = (EE); L < p2; L <<= 1) {                                                     \
+    for (uint L = (RUN0); L < p2; L <<= 1) {                                                   \
       src = dst;                                                                               \
       dst = dbl ? (src == buf ? buf + p2 : buf) : buf;                                         \
       if (act) {                                                                               \
@@ -289,13 +338,23 @@ DSA_INLINE uint topk_group_max(uint v, __local uint *slot, uint tid) {
     }                                                                                          \
     return dst;                                                                                \
   }
-TOPK_SORT_FN(2)
-TOPK_SORT_FN(4)
-TOPK_SORT_FN(8)
+TOPK_SORT_FN(topk_sort, 2, TOPK_REG_SORT, 2u)
+TOPK_SORT_FN(topk_sort, 4, TOPK_REG_SORT, 4u)
+TOPK_SORT_FN(topk_sort, 8, TOPK_REG_SORT, 8u)
 #if TOPK_E_MAX == 16
-TOPK_SORT_FN(16)
+TOPK_SORT_FN(topk_sort, 16, TOPK_REG_SORT, 16u)
 #elif TOPK_E_MAX != 8
 #error "topk_rows sorts with at most 8 or 16 words per item"
+#endif
+#if TOPK_WSORT
+/* topk_wsort<E>: the same with each 32-item row's 32 * E words sorted by
+ * the warp network first (runs of 32 * E, then the merge rounds). */
+TOPK_SORT_FN(topk_wsort, 2, TOPK_WARP_SORT, 64u)
+TOPK_SORT_FN(topk_wsort, 4, TOPK_WARP_SORT, 128u)
+TOPK_SORT_FN(topk_wsort, 8, TOPK_WARP_SORT, 256u)
+#if TOPK_E_MAX == 16
+TOPK_SORT_FN(topk_wsort, 16, TOPK_WARP_SORT, 512u)
+#endif
 #endif
 
 /* topk_rows_<WG>. Grid: rows * nchunks groups of WG items (WG a power of
@@ -309,11 +368,11 @@ TOPK_SORT_FN(16)
 #define TOPK_ROWS_PARAMS                                                                     \
   DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
       int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
-      __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, DSA_FAULTS
+      uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
   logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
       a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, chunk, nchunks, split, arena, arena_words, dbl, keys, faults
+      scratch, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
@@ -496,7 +555,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   /* ---- collect the m winners at scanned positions, pad to p2 ---- */
   uint p2 = 2u;
   while (p2 < m) p2 <<= 1;
-  const uint E = max(2u, p2 / wg);
+  /* emin (2 or 4, from the host): 4 words per item where groups fill the
+   * device saves a merge round for half the items (H200, 8192 x 8192 k =
+   * 512 on lrow: 358.2 against 364.2 us); 2 where latency counts. */
+  const uint E = min(max(emin, p2 / wg), p2);
   {
     uint total;
     uint pos = TOPK_SCAN(popcount(win), 0u, &total);
@@ -510,12 +572,29 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   __local ulong *res;
-  if (E == 2u) res = topk_sort2(buf, p2, tid, dbl);
-  else if (E == 4u) res = topk_sort4(buf, p2, tid, dbl);
 #if TOPK_E_MAX == 16
-  else if (E == 16u) res = topk_sort16(buf, p2, tid, dbl);
+#define TOPK_SORT16(PFX) else if (E == 16u) res = PFX##16(buf, p2, tid, dbl);
+#else
+#define TOPK_SORT16(PFX)
 #endif
-  else res = topk_sort8(buf, p2, tid, dbl);
+#define TOPK_SORT_BY(PFX)                                   \
+  if (E == 2u) res = PFX##2(buf, p2, tid, dbl);             \
+  else if (E == 4u) res = PFX##4(buf, p2, tid, dbl);        \
+  TOPK_SORT16(PFX)                                          \
+  else res = PFX##8(buf, p2, tid, dbl);
+  /* The warp network in the register kernel only: in topk_lrows it cost
+   * more than it saved (H200, 8192 x 8192 k = 512: 449.8 against 358.3
+   * us; the register kernel at k = 2048: 746.2 against 846.7). */
+#if TOPK_WSORT
+  if (!lk) {
+    TOPK_SORT_BY(topk_wsort)
+  } else
+#endif
+  {
+    TOPK_SORT_BY(topk_sort)
+  }
+#undef TOPK_SORT_BY
+#undef TOPK_SORT16
 
   if (!split) {
     __global uchar *orow = out_mem + out_off + r * out_s0;

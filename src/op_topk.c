@@ -76,6 +76,7 @@ typedef struct topk_shape {
   int64_t rows, n_cols;
   int32_t k;
   size_t wg_limit, wg_limit_l; /* topk_rows_<WG>, topk_lrows_<WG> */
+  bool bf16;                   /* bf16 logits */
 } topk_shape;
 
 typedef struct topk_plan {
@@ -132,6 +133,7 @@ static bool rows_plan(const dsa_context *c, const topk_shape *s, uint64_t cols, 
 static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, const char **why) {
   const int64_t n = s->n_cols, k = s->k;
   const uint64_t cap = (uint64_t)wg_limit_of(c, s, false) * TOPK_VPT;
+  const int64_t cu = c->caps.compute_units ? c->caps.compute_units : 1;
   uint64_t chunk;
   if (c->topk_chunk) {
     chunk = c->topk_chunk;
@@ -140,7 +142,6 @@ static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, 
     chunk = pow2_at_least((uint64_t)(n + 3) / 4);
     if (chunk < 64) chunk = 64;
   } else {
-    const int64_t cu = c->caps.compute_units ? c->caps.compute_units : 1;
     if (s->rows < 2 * cu) {
       /* Few rows: about two groups per compute unit, chunks of at least
        * max(4k, 8192) columns (smaller ones make the merge the cost: H200,
@@ -172,9 +173,14 @@ static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, 
     *why = "scratch over 1 GiB";
     return false;
   }
-  /* The chunks' keys in local memory where they fit (topk_lrows: fewer
-   * registers, more groups at once), else in registers. */
-  if (!rows_plan(c, s, chunk, true, p) && !rows_plan(c, s, chunk, false, p)) {
+  /* Few rows of f32 (the device not full): the chunks' keys in registers,
+   * every load in flight at once (H200, 64 x 32768 k = 512: 36.96 us
+   * against 38.58 with them in local memory; the chunk pass alone 28.66
+   * against 31.34; bf16 logits measured 42.72 against 42.18, so they keep
+   * local memory). Else in local memory where they fit (topk_lrows: fewer
+   * registers, more groups at once), then in registers. */
+  const bool regs_first = s->rows < 2 * cu && !s->bf16;
+  if (!rows_plan(c, s, chunk, !regs_first, p) && !rows_plan(c, s, chunk, regs_first, p)) {
     *why = "no group fits a chunk";
     return false;
   }
@@ -200,7 +206,7 @@ static const char *refuse_split(const dsa_context *c, const void *shape, char *b
 /* row and lrow: one group holds the row (lk: its keys in local memory). */
 static const char *refuse_rows(const dsa_context *c, const void *shape, char *buf, size_t n,
                                bool lk) {
-  const topk_shape dev = {1, TOPK_MIN_WG * TOPK_VPT, 1, 0, 0};
+  const topk_shape dev = {1, TOPK_MIN_WG * TOPK_VPT, 1, 0, 0, false};
   const topk_shape *s = shape ? shape : &dev;
   topk_plan p;
   if (rows_plan(c, s, (uint64_t)s->n_cols, lk, &p)) return NULL;
@@ -340,7 +346,7 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   size_t klim, klim_l;
   DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, &klim));
   DSA_CHECK(kernels_limit(q, lrows_kernel, LROWS_KERNELS, &klim_l));
-  const topk_shape shape = {rows, logits->shape[1], k, klim, klim_l};
+  const topk_shape shape = {rows, logits->shape[1], k, klim, klim_l, logits->dtype == DSA_BF16};
   const int v = dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill
                                                   : &dsa__variants_topk_decode,
                           &shape);
@@ -397,6 +403,10 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_u32(&ka, p.chunk);
   dsa__karg_u32(&ka, p.nch);
   dsa__karg_i32(&ka, split);
+  /* The sort's words per item at least: 4 where lrow groups fill the
+   * device (one merge round fewer; cl/topk.cl), else 2. */
+  const int64_t cu = q->ctx->caps.compute_units ? q->ctx->caps.compute_units : 1;
+  dsa__karg_u32(&ka, !split && lk && rows >= 2 * cu ? 4u : 2u);
   const size_t arena_words = (p.local_bytes - (size_t)(TOPK_MAX_WG + 4) * 4) / 8;
   dsa__karg_local(&ka, p.local_bytes);
   dsa__karg_u32(&ka, (cl_uint)arena_words);
@@ -414,7 +424,6 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
    * lists to local memory first (the searches there, four entries per
    * item) measured slower: 52.6 us against 49.2 at 64 x 32768 k = 512 on
    * an H200. */
-  const int64_t cu = q->ctx->caps.compute_units ? q->ctx->caps.compute_units : 1;
   const uint32_t mq = rows < 2 * cu ? 1 : TOPK_MERGE_Q, per = TOPK_MERGE_WG * mq,
                  pieces = (uint32_t)((k + per - 1) / per);
   dsa_kargs km;
