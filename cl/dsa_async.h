@@ -51,12 +51,6 @@ DSA_INLINE void dsa_nv_ldsm_x4(uint *r, __local const void *row) {
                        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                        : "r"(dsa_lds_addr(row)));
 }
-/* Two matrices (lanes 0-15 give the row addresses). */
-DSA_INLINE void dsa_nv_ldsm_x2(uint *r, __local const void *row) {
-  __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
-                       : "=r"(r[0]), "=r"(r[1])
-                       : "r"(dsa_lds_addr(row)));
-}
 /* Two matrices (lanes 0-15 give the row addresses), transposed. */
 DSA_INLINE void dsa_nv_ldsm_x2_t(uint *r, __local const void *row) {
   __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"

@@ -35,8 +35,6 @@
  *   dsa_tile_lane()                     this work-item's lane in its unit
  *   dsa_tile_load_a(p, pitch)           A atom at p: row r, word w at p[r * pitch + w]
  *   dsa_tile_load_b(p, pitch)           B atom at p: column n, word w at p[n * pitch + w]
- *   dsa_tile_load_b16(p, pitch)         the same with p and pitch 16-byte multiples
- *                                       (NVIDIA: ldmatrix)
  *   dsa_tile_load_bt(p, pitch)          B atom stored the other way: row k (of K) at
  *                                       p[k * pitch], element n in half n % 2 of word
  *                                       n / 2 (B^T of load_b: the keys x dims tile of
@@ -598,21 +596,6 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 #ifndef DSA_TILE_MAX8
 #define DSA_TILE_MAX8 0
 #endif
-
-/* dsa_tile_load_b with p and pitch multiples of 4 words (16 bytes): on
- * NVIDIA one ldmatrix.x2 (lanes 0-15 give the 8 key rows' addresses of the
- * two 8 x 8 blocks, words 0-3 and 4-7: b0 and b1 of the fragment map) instead
- * of two 32-bit local reads a lane; everywhere else dsa_tile_load_b. */
-DSA_INLINE dsa_tile_b dsa_tile_load_b16(__local const uint *p, uint pitch) {
-#if DSA_TILE == DSA_TILE_NV && !DSA_TILE_EMU
-  dsa_tile_b b;
-  const uint l = dsa_tile_lane();
-  dsa_nv_ldsm_x2(b.v, p + (l & 7u) * pitch + ((l >> 3) & 1u) * 4u);
-  return b;
-#else
-  return dsa_tile_load_b(p, pitch);
-#endif
-}
 
 DSA_INLINE dsa_tile_c dsa_tile_zero(void) {
   dsa_tile_c c;

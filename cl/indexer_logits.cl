@@ -479,71 +479,6 @@ DSA_INLINE void tl_stage_q(IL_PARAMS, __local uint *dst, const int first, const 
   }
 }
 
-/* Tuning switches (kernel-only: DSACL_BUILD_OPTIONS=-DTL_PIPE=0 times the
- * alternative in the same build). TL_PIPE: the sub-tiles' key locations
- * and loads run ahead of the products (below); TL_LDSM: B fragments with
- * dsa_tile_load_b16 (ldmatrix on NVIDIA). */
-#ifndef TL_PIPE
-#define TL_PIPE 1
-#endif
-#ifndef TL_LDSM
-#define TL_LDSM 0
-#endif
-#if TL_LDSM
-#define TL_LOAD_B dsa_tile_load_b16
-#else
-#define TL_LOAD_B dsa_tile_load_b
-#endif
-
-/* A located key (cl_locate_key): its offsets, scale and state. */
-typedef struct {
-  ulong ko, so;
-  float sc;
-  int st;
-} tl_key;
-
-/* Key j of the sub-tile (skip: the group's tile has no valid key), kept in
- * registers until its ring slot is free. */
-DSA_INLINE tl_key tl_locate(IL_PARAMS, const int paged, const int fp4, const uint bseq,
-                            const int j, const int skip, const int lo, const int hi) {
-  tl_key k = {0, 0, 1.0f, !skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT};
-  if (k.st == IL_KEY_OK) k.st = il_locate_key(IL_NAMES, paged, fp4, bseq, j, &k.ko, &k.so, &k.sc);
-  return k;
-}
-
-DSA_INLINE void tl_key_put(__local ulong *koff, __local ulong *ksoff, __local float *kscale,
-                           __local int *kstate, const int i, const tl_key k) {
-  koff[i] = k.ko;
-  ksoff[i] = k.so;
-  kscale[i] = k.sc;
-  kstate[i] = k.st;
-}
-
-/* The raw bytes of a sub-tile's TL_KT keys x 8 segments of 16 dims (ring
- * entries from slot): TSEGS 16-byte loads an item, all issued before any
- * use (memory-level parallelism); absent keys read as zeros. */
-DSA_INLINE void tl_load_keys(IL_PARAMS, uint4 *x, __global const uchar *kbase,
-                             __global const uchar *sbase, const ulong sds,
-                             __local const ulong *koff, __local const ulong *ksoff,
-                             __local const int *kstate, const int slot, const int sub_skip,
-                             const int fp4, const uint lid, const int NT, const int TSEGS) {
-#pragma unroll
-  for (int u = 0; u < TSEGS; u++) {
-    const int idx = (int)lid + NT * u, kk = slot + (idx >> 3), seg = idx & 7;
-    const int ok = !sub_skip && kstate[kk] == IL_KEY_OK;
-    __global const uchar *kp = kbase + koff[kk] + (ulong)(fp4 ? seg * 8 : seg * 16);
-    x[u] = (uint4)(0u);
-    if (ok) {
-      if (!fp4) {
-        x[u] = dsa_load16(kp, k_al);
-      } else {
-        const uint2 y = dsa_load8(kp, k_al);
-        x[u] = (uint4)(y.x, y.y, *(sbase + ksoff[kk] + (ulong)(seg >> 1) * sds), 0u);
-      }
-    }
-  }
-}
-
 DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local uint *stg,
                         __local uint *qst, __local float *red, __local ulong *koff,
                         __local ulong *ksoff, __local float *kscale, __local int *kstate,
@@ -574,14 +509,11 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
     nq = min(tq, nrows - (int)r_base);
   }
   const int nmb = nq * HP / DSA_TILE_M;
-  /* Units: ur along the row blocks (rb = TMBU ur + j: a unit's row blocks
-   * are consecutive, so those of one token sum their partials in the lane
-   * before the column reduction), uk along the key blocks (kb = uk + UK jj);
-   * with fewer row blocks than units, several units share a row block and
-   * split its keys. Units past UR x UK idle. */
+  /* Units: ur along the row blocks (rb = ur + UR j), uk along the key
+   * blocks (kb = uk + UK jj); with fewer row blocks than units, several
+   * units share a row block and split its keys. Units past UR x UK idle. */
   const int UR = clamp((nmb + TMBU - 1) / TMBU, 1, TU), UK = TU / UR;
   const int ur = (int)unit % UR, uk = (int)unit / UR;
-  const int per = HP / DSA_TILE_M; /* row blocks of a token */
   /* FP8 operands as f16 pairs where the back-end multiplies f16 (exact:
    * e4m3 values are f16 values; 2^-8-scaled by the shift that converts). */
   const int h16 = DSA_TILE_HAS_F16 && !fp4;
@@ -610,7 +542,7 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
   float wv[TL_MBU_MAX][DSA_TILE_CE];
 #pragma unroll
   for (int j = 0; j < TMBU; j++) {
-    const int rb = uk < UK ? TMBU * ur + j : nmb;
+    const int rb = uk < UK ? ur + UR * j : nmb;
 #pragma unroll
     for (int e = 0; e < DSA_TILE_CE; e++) {
       const int row = rb * DSA_TILE_M + (int)dsa_tile_row(e);
@@ -631,7 +563,7 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
     for (int j = 0; j < TMBU; j++) {
-      const int rb0 = (TMBU * ur + j) * DSA_TILE_M - pc * TL_KT;
+      const int rb0 = (ur + UR * j) * DSA_TILE_M - pc * TL_KT;
       if (rb0 >= 0 && rb0 < rows) {
 #pragma unroll
         for (int ks = 0; ks < TL_KS; ks++)
@@ -644,56 +576,53 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
   tl_stage_q(IL_NAMES, qst, 0, skip ? 0 : nq * HP, HP, nq, r_base, fp4, 0, lid, NT);
 #endif
 
-  /* The sub-tiles run as a pipeline, two barriers each: sub-tile s's keys
-   * are located two steps ahead (item t < TL_KT: into registers before s -
-   * 2's products, into slot s % 3 of the key ring after them) and loaded
-   * one step ahead (into registers before s - 1's products, converted and
-   * staged after them), so the global reads' latency overlaps the matrix
-   * work instead of sitting before a barrier. */
   __global const uchar *kbase = paged ? cache : kv;
   __global const uchar *sbase = paged ? cache : ksc;
   const ulong sds = paged ? 1ul : ksc_ds;
-  tl_key kr = {0, 0, 1.0f, IL_KEY_OUT};
-  uint4 x[TL_SEGS_MAX];
-#if TL_PIPE
-  for (int s = 0; s < 2; s++) {
-    if ((int)lid < TL_KT) {
-      kr = tl_locate(IL_NAMES, paged, fp4, bseq, n0 + s * TL_KT + (int)lid, skip, lo, hi);
-      tl_key_put(koff, ksoff, kscale, kstate, s * TL_KT + (int)lid, kr);
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  tl_load_keys(IL_NAMES, x, kbase, sbase, sds, koff, ksoff, kstate, 0, skip, fp4, lid, NT, TSEGS);
-#endif
   for (int sub = 0; sub < TL_SUB; sub++) {
     const int k0 = n0 + sub * TL_KT;
     const int sub_skip = skip || k0 >= hi || k0 + TL_KT <= lo;
-    const int slot = (sub % 3) * TL_KT; /* this sub-tile's key ring entries */
-#if !TL_PIPE
     if ((int)lid < TL_KT) {
-      kr = tl_locate(IL_NAMES, paged, fp4, bseq, k0 + (int)lid, skip, lo, hi);
-      tl_key_put(koff, ksoff, kscale, kstate, slot + (int)lid, kr);
+      const int t = (int)lid, j = k0 + t;
+      int st = !sub_skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
+      ulong ko = 0, so = 0;
+      float sc = 1.0f;
+      if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, fp4, bseq, j, &ko, &so, &sc);
+      koff[t] = ko;
+      ksoff[t] = so;
+      kscale[t] = sc;
+      kstate[t] = st;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    tl_load_keys(IL_NAMES, x, kbase, sbase, sds, koff, ksoff, kstate, slot, sub_skip, fp4, lid,
-                 NT, TSEGS);
-#endif
+    /* TL_KT keys x 8 segments of 16 dims: every load of the item first
+     * (memory-level parallelism), then the conversions and stores. */
+    {
+      uint4 x[TL_SEGS_MAX];
 #pragma unroll
-    for (int u = 0; u < TSEGS; u++) {
-      const int idx = (int)lid + NT * u, kk = idx >> 3, seg = idx & 7;
-      tl_stage_words(stg + kk * TL_PITCH + seg * 8, x[u], fp4, h16);
+      for (int u = 0; u < TSEGS; u++) {
+        const int idx = (int)lid + NT * u, kk = idx >> 3, seg = idx & 7;
+        const int ok = !sub_skip && kstate[kk] == IL_KEY_OK;
+        __global const uchar *kp = kbase + koff[kk] + (ulong)(fp4 ? seg * 8 : seg * 16);
+        x[u] = (uint4)(0u);
+        if (ok) {
+          if (!fp4) {
+            x[u] = dsa_load16(kp, k_al);
+          } else {
+            const uint2 y = dsa_load8(kp, k_al);
+            x[u] = (uint4)(y.x, y.y, *(sbase + ksoff[kk] + (ulong)(seg >> 1) * sds), 0u);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < TSEGS; u++) {
+        const int idx = (int)lid + NT * u, kk = idx >> 3, seg = idx & 7;
+        tl_stage_words(stg + kk * TL_PITCH + seg * 8, x[u], fp4, h16);
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-#if TL_PIPE
-    if (sub + 1 < TL_SUB)
-      tl_load_keys(IL_NAMES, x, kbase, sbase, sds, koff, ksoff, kstate, ((sub + 1) % 3) * TL_KT,
-                   skip || k0 + TL_KT >= hi || k0 + 2 * TL_KT <= lo, fp4, lid, NT, TSEGS);
-    if ((int)lid < TL_KT && sub + 2 < TL_SUB)
-      kr = tl_locate(IL_NAMES, paged, fp4, bseq, k0 + 2 * TL_KT + (int)lid, skip, lo, hi);
-#endif
 
     /* Unit (ur, uk): key blocks kb = uk + UK jj, each against its row
-     * blocks rb = TMBU ur + j, TL_KP key blocks per pass: every B fragment
+     * blocks rb = ur + UR j, TL_KP key blocks per pass: every B fragment
      * feeds TL_MBU atoms, and TL_KP x TL_MBU independent accumulations keep
      * the matrix unit busy while the next loads are in flight. */
     for (int kb0 = uk; kb0 < (sub_skip || uk >= UK ? 0 : TL_NB); kb0 += UK * TL_KP) {
@@ -708,11 +637,11 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
         for (int q = 0; q < TL_KP; q++) {
           const int kb = kb0 + UK * q;
           if (kb >= TL_NB) continue; /* uniform in the unit */
-          const dsa_tile_b b = TL_LOAD_B(
+          const dsa_tile_b b = dsa_tile_load_b(
               stg + kb * DSA_TILE_N * TL_PITCH + ks * (DSA_TILE_K / 2), TL_PITCH);
 #pragma unroll
           for (int j = 0; j < TMBU; j++) {
-            const int rb = TMBU * ur + j;
+            const int rb = ur + UR * j;
             if (rb >= nmb) continue; /* uniform in the unit */
 #if DSA_TILE_A_REGS
             const dsa_tile_a a = qa[j][ks];
@@ -729,67 +658,48 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
           }
         }
       }
-      /* Epilogue per atom: k_scale (f16: times 2^16 s, one rounding as
-       * with 2^16 first: that product is exact and undoes the operands'
-       * 2^-8), ReLU, weights; the unit's consecutive row blocks of one
-       * token add up in the lane (a run), then the column is summed over
-       * the run's rows and the partial goes to red at the run's first row
-       * block. */
+      /* Epilogue per atom: k_scale (f16: 2^16 first, exact, undoing the
+       * operands' 2^-8), ReLU, weights, the column summed over the atom's
+       * rows; partials meet in red. */
       const float unscale = h16 ? 0x1p16f : 1.0f;
 #pragma unroll
       for (int q = 0; q < TL_KP; q++) {
         const int kb = kb0 + UK * q;
         if (kb >= TL_NB) continue; /* uniform in the unit */
-        float ksc_e[DSA_TILE_CE];
-#pragma unroll
-        for (int e = 0; e < DSA_TILE_CE; e++)
-          ksc_e[e] = kscale[slot + kb * DSA_TILE_N + (int)dsa_tile_col(e)] * unscale;
-        float p[DSA_TILE_CCOLS];
-#pragma unroll
-        for (int s = 0; s < DSA_TILE_CCOLS; s++) p[s] = 0.0f;
 #pragma unroll
         for (int j = 0; j < TMBU; j++) {
-          const int rb = TMBU * ur + j;
+          const int rb = ur + UR * j;
           if (rb >= nmb) continue; /* uniform in the unit */
+          float p[DSA_TILE_CCOLS];
 #pragma unroll
-          for (int e = 0; e < DSA_TILE_CE; e++)
-            p[dsa_tile_slot(e)] += fmax(c[q][j].v[e] * ksc_e[e], 0.0f) * wv[j][e];
-          /* The run ends at the unit's last row block, the token's last,
-           * or the group's last (uniform in the unit). */
-          if (j == TMBU - 1 || (rb + 1) % per == 0 || rb + 1 == nmb) {
-            const int rs = max(TMBU * ur, rb - rb % per);
+          for (int s = 0; s < DSA_TILE_CCOLS; s++) p[s] = 0.0f;
 #pragma unroll
-            for (int s = 0; s < DSA_TILE_CCOLS; s++) {
-              const float v = dsa_tile_col_sum(p[s]);
-              if (dsa_tile_col_leader())
-                red[rs * TL_KT + kb * DSA_TILE_N + (int)dsa_tile_slot_col(s)] = v;
-              p[s] = 0.0f;
-            }
+          for (int e = 0; e < DSA_TILE_CE; e++) {
+            const float ksc_e = kscale[kb * DSA_TILE_N + (int)dsa_tile_col(e)];
+            p[dsa_tile_slot(e)] += fmax(c[q][j].v[e] * unscale * ksc_e, 0.0f) * wv[j][e];
+          }
+#pragma unroll
+          for (int s = 0; s < DSA_TILE_CCOLS; s++) {
+            const float v = dsa_tile_col_sum(p[s]);
+            if (dsa_tile_col_leader())
+              red[rb * TL_KT + kb * DSA_TILE_N + (int)dsa_tile_slot_col(s)] = v;
           }
         }
       }
     }
-#if TL_PIPE
-    if ((int)lid < TL_KT && sub + 2 < TL_SUB)
-      tl_key_put(koff, ksoff, kscale, kstate, ((sub + 2) % 3) * TL_KT + (int)lid, kr);
-#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* A token's logit: the sum of its runs (they start at the row blocks
-     * that are a unit's first or the token's first). */
+    const int per = HP / DSA_TILE_M;
     for (int idx = (int)lid; idx < nq * TL_KT; idx += NT) {
       const int t = idx / TL_KT, kk = idx - t * TL_KT, col = k0 + kk;
       float sum = 0.0f;
-      for (int rb = t * per; rb < (t + 1) * per; rb++)
-        if (rb % TMBU == 0 || rb == t * per) sum += red[rb * TL_KT + kk];
-      const int st = col >= tlo[t] && col < thi[t] ? kstate[slot + kk] : IL_KEY_OUT;
+      for (int rb = t * per; rb < (t + 1) * per; rb++) sum += red[rb * TL_KT + kk];
+      const int st = col >= tlo[t] && col < thi[t] ? kstate[kk] : IL_KEY_OUT;
       if (col < ncols && (st != IL_KEY_OUT || clean))
         il_store(out, o_off, o_rs, r_base + (uint)t, col, st == IL_KEY_OK ? sum : -INFINITY,
                  out_bf16);
     }
-    /* No third barrier: the next writes of red, of this slot and of stg
-     * come after the next sub-tile's first barrier, or (stg) after this
-     * sub-tile's second one, which every reader here has passed. */
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
 
@@ -800,9 +710,9 @@ DSA_INLINE_ALWAYS void tl_body(IL_PARAMS, const int tq, const int nrows, __local
     __local uint4 stg[TL_KT * TL_PITCH / 4];                                                   \
     __local uint4 qst[DSA_TILE_A_REGS ? 1 : (RMAX) * TL_PITCH / 4];                            \
     __local float red[TL_RB_OF(RMAX) * TL_KT];                                                 \
-    __local ulong koff[3 * TL_KT], ksoff[3 * TL_KT];                                           \
-    __local float kscale[3 * TL_KT];                                                           \
-    __local int kstate[3 * TL_KT], tlo[(RMAX) / 16], thi[(RMAX) / 16];                         \
+    __local ulong koff[TL_KT], ksoff[TL_KT];                                                   \
+    __local float kscale[TL_KT];                                                               \
+    __local int kstate[TL_KT], tlo[(RMAX) / 16], thi[(RMAX) / 16];                             \
     tl_body(IL_FROM_KARGS(PAGED, FP4), tq, nrows, (__local uint *)stg, (__local uint *)qst,    \
             red, koff, ksoff, kscale, kstate, tlo, thi, PAGED, FP4, NT, RMAX);                 \
   }

@@ -133,12 +133,11 @@ static tl_geom tl_geometry(const dsa_context *c, int flavour) {
   return g;
 }
 /* IL_TILE_KERNEL's local memory: staged keys (and queries, without A in
- * registers), row-block partials, per key of the 3-slot ring two offsets,
- * scale and state. */
+ * registers), row-block partials, per key two offsets, scale and state. */
 static size_t tl_local_bytes(const tl_geom *g) {
   const size_t q = g->be->a_regs ? 16 : (size_t)g->rmax * TL_PITCH * 4; /* uint4 */
   return (size_t)g->kt * TL_PITCH * 4 + q + (size_t)(g->rmax / g->be->m) * g->kt * 4 +
-         (size_t)3 * g->kt * 24 + (size_t)(g->rmax / 16) * 8;
+         (size_t)g->kt * 24 + (size_t)(g->rmax / 16) * 8;
 }
 
 void dsa_indexer_logits_params_default(dsa_indexer_logits_params *p) {
