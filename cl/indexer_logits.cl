@@ -840,10 +840,10 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
 }
 
 DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const int knt,
-                               const int tq,
-                               const int nrows, __local ulong *koff, __local float *kscale,
-                               __local KM_ST *kstate, __local float *red, __local uint2 *qf,
-                               __local float2 *wf, __local int *tlo, __local int *thi) {
+                               const int tq, const int nrows, __local ulong *koff,
+                               __local float *kscale, __local KM_ST *kstate, __local float *red,
+                               __local uint2 *qf, __local float2 *wf, __local int *tlo,
+                               __local int *thi) {
   const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
   const uint gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
@@ -1075,77 +1075,77 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
       }
 #pragma unroll
       for (int u = 0; u < 2; u++) {
-      if (u >= TPW) continue; /* uniform in the group */
-      const int tk = tok + u, tk_ok = tk < nq;
-      dsa_tile_c acc[KM_NTW];
+        if (u >= TPW) continue; /* uniform in the group */
+        const int tk = tok + u, tk_ok = tk < nq;
+        dsa_tile_c acc[KM_NTW];
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
-      const float sc = 0x1p16f;
+        for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+        const float sc = 0x1p16f;
 #pragma unroll
-      for (int c2 = 0; c2 < 2; c2++) {
-        const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-        const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+        for (int c2 = 0; c2 < 2; c2++) {
+          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-          const dsa_tile_a a = KT > 1 ? af[c2][s] : dsa_tile_a_kp_e4m3(wg[s], w8[s]);
+          for (int s = 0; s < 4; s++) {
+            const dsa_tile_a a = KT > 1 ? af[c2][s] : dsa_tile_a_kp_e4m3(wg[s], w8[s]);
 #pragma unroll
-          for (int nt = 0; nt < KM_NTW; nt++) {
-            dsa_tile_b bf;
+            for (int nt = 0; nt < KM_NTW; nt++) {
+              dsa_tile_b bf;
 #if KM_QL
-            const uint2 q2 = qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
-            bf.v[0] = q2.x;
-            bf.v[1] = q2.y;
+              const uint2 q2 = qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
+              bf.v[0] = q2.x;
+              bf.v[1] = q2.y;
 #else
-            bf.v[0] = qb[nt][c2 * 4 + s][0];
-            bf.v[1] = qb[nt][c2 * 4 + s][1];
+              bf.v[0] = qb[nt][c2 * 4 + s][0];
+              bf.v[1] = qb[nt][c2 * 4 + s][1];
 #endif
-            acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+            }
           }
         }
-      }
-      /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
-       * heads, then the quad's. */
-      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
-      /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
-       * rounding either way; folded, it saves a multiply an element (H200,
-       * B = 64 next_n = 1: -3 %). */
-      const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
-      float p0 = 0.0f, p1 = 0.0f;
+        /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
+         * heads, then the quad's. */
+        const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
+        /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
+         * rounding either way; folded, it saves a multiply an element (H200,
+         * B = 64 next_n = 1: -3 %). */
+        const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
+        float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++) {
+        for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
-        const float2 w2 = wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
-        const float wv_[2] = {w2.x, w2.y};
+          const float2 w2 = wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
+          const float wv_[2] = {w2.x, w2.y};
 #else
-        const float wv_[2] = {wv[nt][0], wv[nt][1]};
+          const float wv_[2] = {wv[nt][0], wv[nt][1]};
 #endif
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
-          p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
+          for (int e = 0; e < 2; e++) {
+            p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
+            p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
+          }
         }
-      }
-      p0 = dsa_tile_row_sum(p0);
-      p1 = dsa_tile_row_sum(p1);
+        p0 = dsa_tile_row_sum(p0);
+        p1 = dsa_tile_row_sum(p1);
 #if KM_QL
-      /* The warp holds all heads of its token: these are the logits. */
-      if (dsa_tile_row_leader() && tk_ok) {
-        const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
+        /* The warp holds all heads of its token: these are the logits. */
+        if (dsa_tile_row_leader() && tk_ok) {
+          const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int k2 = kk + 8 * hr, col = n0 + k2;
-          const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
-          if (col < ncols && (st != IL_KEY_OUT || clean))
-            il_store(out, o_off, o_rs, r_base + (uint)tk, col,
-                     st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+          for (int hr = 0; hr < 2; hr++) {
+            const int k2 = kk + 8 * hr, col = n0 + k2;
+            const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
+            if (col < ncols && (st != IL_KEY_OUT || clean))
+              il_store(out, o_off, o_rs, r_base + (uint)tk, col,
+                       st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+          }
         }
-      }
 #else
-      (void)tk_ok;
-      if (dsa_tile_row_leader()) {
-        red[cs * KM_KPG + kk] = p0;
-        red[cs * KM_KPG + kk + 8] = p1;
-      }
+        (void)tk_ok;
+        if (dsa_tile_row_leader()) {
+          red[cs * KM_KPG + kk] = p0;
+          red[cs * KM_KPG + kk + 8] = p1;
+        }
 #endif
       }
     }
