@@ -732,7 +732,7 @@ IL_TILE_KERNEL(paged_mqa_logits_tile, 1, 0)
 IL_TILE_KERNEL(mqa_logits_mxfp4_tile, 0, 1)
 IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 
-/* ---- Keys as the M dimension (paged FP8, the NVIDIA fragment layout) -------
+/* ---- Keys as the M dimension (FP8 paged and ragged, the NVIDIA fragment layout) --
  * Variant "nv-keys" (src/op_indexer_logits.c), DSA_TILE_NV only (native
  * mma.sync, or its exact emulation on Intel sub-groups of 32).
  *
@@ -762,7 +762,9 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * operands, 2^16 back in the epilogue, exact).
  *
  * A group: KM_NT work-items (KM_NT / 32 warps), tq tokens of one sequence
- * and KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
+ * (ragged prefill: tq consecutive query rows, each masked to its own key
+ * range [ks, ke); the group's keys are located once for all of them) and
+ * KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
  * up to KM_COLS = 8 KM_NTW; warp w takes column slice cs = w % NS (NS = tq
  * HP / KM_COLS slices of KM_NTW n-tiles, 16 KM_NTW registers of B
  * fragments) and key chunks kslc + NKS i (NKS = warps / NS). With KM_NTW 8
@@ -797,6 +799,12 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_QL && KM_NTW != 8
 #error "indexer_logits.cl: KM_QL needs KM_NTW 8"
 #endif
+/* Tokens a warp (km_body's tpw, a literal per kernel; 2 needs KM_QL): 2
+ * lets one warp take both tokens of a group against each key chunk, its A
+ * fragments (keys) loaded from memory and converted once for both. H200,
+ * 2 tokens a group: prefill M = 2048 1001 -> 913 us, paged next_n = 2
+ * 274 -> 251 us; at next_n = 1 (one token) the kernel built for 2 was 4 %
+ * slower, so those keep 1 (docs/PERFORMANCE.md, pre5). */
 #if KM_PF < 1
 #error "indexer_logits.cl: KM_PF >= 1"
 #endif
@@ -831,7 +839,8 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
     }
 }
 
-DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local ulong *koff,
+DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const int knt,
+                               const int tq, const int nrows, __local ulong *koff,
                                __local float *kscale, __local KM_ST *kstate, __local float *red,
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
                                __local int *thi) {
@@ -841,22 +850,30 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   const uint rg = row0 + grow;
   const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
   const int HP = (H + KM_COLS - 1) / KM_COLS * KM_COLS;
+  /* The group's tokens: rows r_base .. r_base + nq - 1, of sequence b
+   * (paged: tq tokens of its next_n); ragged: tq consecutive query rows,
+   * each with its own key range, sharing the group's keys. */
   const int nchunk = (next_n + tq - 1) / tq;
-  const uint b = rg / (uint)nchunk;
-  const int i0 = (int)(rg - b * (uint)nchunk) * tq;
-  const uint r_base = b * (uint)next_n + (uint)i0;
-  const int nq = min(tq, next_n - i0);
-  /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W. */
-  const int NS = tq * HP / KM_COLS, NKS = knt / 32 / NS;
-  const int cs = (int)warp % NS, kslc = (int)warp / NS;
+  const uint b = paged ? rg / (uint)nchunk : 0u;
+  const int i0 = paged ? (int)(rg - b * (uint)nchunk) * tq : 0;
+  const uint r_base = paged ? b * (uint)next_n + (uint)i0 : rg * (uint)tq;
+  const int nq = paged ? min(tq, next_n - i0) : min(tq, nrows - (int)r_base);
+  __global const uchar *kbase = paged ? cache : kv;
+  /* Slices: the host keeps tq * HP / KM_COLS a power of two dividing KM_W.
+   * A warp takes TPW consecutive slices (tpw where every slice is a
+   * token: H <= KM_COLS), tokens tok .. tok + TPW - 1. */
+  const int NS = tq * HP / KM_COLS, KT = KM_QL ? tpw : 1;
+  const int TPW = KT > 1 && NS == tq ? min(KT, tq) : 1;
+  const int NKS = knt / 32 / (NS / TPW);
+  const int cs = (int)warp % (NS / TPW) * TPW, kslc = (int)warp / (NS / TPW);
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
   if ((int)lid < 4) {
     int lo = 0, hi = 0;
     if ((int)lid < nq) {
-      const uint i = (uint)i0 + lid;
+      const uint r = r_base + lid, rb = r / (uint)next_n, i = r - rb * (uint)next_n;
       const int bad = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0,
-                                   ctx_rank, 1, b, i, next_n, ncols, W, bs, &lo, &hi);
+                                   ctx_rank, paged, rb, i, next_n, ncols, W, bs, &lo, &hi);
       if (bad && n0 == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     }
     tlo[lid] = lo;
@@ -874,9 +891,30 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
    * instead of two dependent global reads a key one after the other (the
    * fault's atomic and the local stores between them kept the compiler
    * from overlapping the iterations). */
+#define KM_TU (KM_KPG / KM_NT)
+  if (!paged) {
+    /* Ragged: key j at kv + j kv_rs, its scale at ksc + j ksc_rs; the scale
+     * reads of an item first, then the stores (reads in flight together). */
+    float sc[KM_TU];
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt, j = n0 + t;
+      sc[u] = t < KM_KPG && j >= lo && j < hi
+                  ? *(__global const float *)(ksc + ksc_off + (ulong)j * ksc_rs)
+                  : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < KM_TU; u++) {
+      const int t = (int)lid + u * knt, j = n0 + t, in = j >= lo && j < hi;
+      if (t < KM_KPG) {
+        koff[t] = in ? kv_off + (ulong)j * kv_rs : 0ul;
+        kscale[t] = sc[u];
+        kstate[t] = (KM_ST)(in ? IL_KEY_OK : IL_KEY_OUT);
+      }
+    }
+  } else
 #if KM_BTP
   {
-#define KM_TU (KM_KPG / KM_NT)
     int kin[KM_TU], blk[KM_TU], row[KM_TU];
 #pragma unroll
     for (int u = 0; u < KM_TU; u++) {
@@ -908,7 +946,6 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
         kstate[t] = (KM_ST)(!kin[u] ? IL_KEY_OUT : bad ? IL_KEY_MASKED : IL_KEY_OK);
       }
     }
-#undef KM_TU
   }
 #else
   for (int t = (int)lid; t < KM_KPG; t += knt) {
@@ -922,20 +959,28 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     kstate[t] = (KM_ST)st;
   }
 #endif
+#undef KM_TU
 
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
-  const uint ii = (uint)i0 + (uint)(tok_ok ? tok : 0);
+  const uint bq_ = r / (uint)next_n, ii = r - bq_ * (uint)next_n; /* the token's (b, i) */
 #if KM_QL
   /* The token's B fragments into local memory in fragment order, [token]
    * [n-tile][k-step][lane] (b0, b1): one 8-byte read per lane and MMA, a
    * warp's 256 contiguous bytes (no bank conflicts). The warps of a slice
    * split its n-tiles. */
-  (void)red;
-  for (int nt = kslc; nt < KM_NTW; nt += NKS) {
+  (void)red, (void)bq_, (void)ii, (void)r;
+  /* The row ranges of the warp's tokens (read once). */
+  const int lo0 = tok_ok ? tlo[tok] : 0, hi0 = tok_ok ? thi[tok] : 0;
+  const int lo1 = TPW > 1 && tok + 1 < nq ? tlo[tok + 1] : 0;
+  const int hi1 = TPW > 1 && tok + 1 < nq ? thi[tok + 1] : 0;
+  for (int pn = kslc; pn < TPW * KM_NTW; pn += NKS) {
+    const int u = pn / KM_NTW, nt = pn - u * KM_NTW, tk = tok + u, tk_ok = tk < nq;
+    const uint rk = r_base + (uint)(tk_ok ? tk : 0);
+    const uint bk = rk / (uint)next_n, ik = rk - bk * (uint)next_n;
     const int h = h0 + nt * 8 + (int)gq;
-    const int ok = tok_ok && h < H;
-    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    const int ok = tk_ok && h < H;
+    const ulong qrow = qv_off + (ulong)bk * qv_bs + (ulong)ik * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
     for (int c2 = 0; c2 < 2; c2++) {
       __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
       const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
@@ -943,7 +988,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 #pragma unroll
       for (int s = 0; s < 4; s++) {
         const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
-        qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
+        qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
       }
     }
     if (gq == 0u) {
@@ -951,14 +996,13 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
-        we[e] = tok_ok && hc < H
-                    ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
+        we[e] = tk_ok && hc < H
+                    ? *(__global const float *)(w + w_off + (ulong)rk * w_rs + (ulong)hc * w_hs)
                     : 0.0f;
       }
-      wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
+      wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
     }
   }
-  const int my_lo = tok_ok ? tlo[tok] : 0, my_hi = tok_ok ? thi[tok] : 0;
 #else
   /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
   (void)qf, (void)wf;
@@ -968,7 +1012,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   for (int nt = 0; nt < KM_NTW; nt++) {
     const int h = h0 + nt * 8 + (int)gq;
     const int ok = tok_ok && h < H;
-    const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    const ulong qrow = qv_off + (ulong)bq_ * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
 #pragma unroll
     for (int c2 = 0; c2 < 2; c2++) {
       __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
@@ -1000,7 +1044,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
   int c = c_lo + kslc;
 #pragma unroll
   for (int p = 0; p < KM_PF; p++)
-    if (c + p * NKS < c_hi) km_load(x[p], cache, koff, kstate, c + p * NKS, k_al);
+    if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -1014,76 +1058,96 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
     if (c + KM_PF * NKS < c_hi)
-      km_load(x[KM_PF - 1], cache, koff, kstate, c + KM_PF * NKS, k_al);
+      km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
-      dsa_tile_c acc[KM_NTW];
+      /* The chunk's A fragments, converted once for the warp's tokens
+       * (KT 1: inside the k loop, next to their products). */
+      dsa_tile_a af[2][4];
+      if (KT > 1) {
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
-      const float sc = 0x1p16f;
+        for (int c2 = 0; c2 < 2; c2++) {
+          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
 #pragma unroll
-      for (int c2 = 0; c2 < 2; c2++) {
-        const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-        const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+          for (int s = 0; s < 4; s++) af[c2][s] = dsa_tile_a_kp_e4m3(wg[s], w8[s]);
+        }
+      }
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-          const dsa_tile_a a = dsa_tile_a_kp_e4m3(wg[s], w8[s]);
+      for (int u = 0; u < 2; u++) {
+        if (u >= TPW) continue; /* uniform in the group */
+        const int tk = tok + u, tk_ok = tk < nq;
+        dsa_tile_c acc[KM_NTW];
 #pragma unroll
-          for (int nt = 0; nt < KM_NTW; nt++) {
-            dsa_tile_b bf;
+        for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+        const float sc = 0x1p16f;
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) {
+          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
+          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+#pragma unroll
+          for (int s = 0; s < 4; s++) {
+            const dsa_tile_a a = KT > 1 ? af[c2][s] : dsa_tile_a_kp_e4m3(wg[s], w8[s]);
+#pragma unroll
+            for (int nt = 0; nt < KM_NTW; nt++) {
+              dsa_tile_b bf;
 #if KM_QL
-            const uint2 q2 = qf[((tok * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
-            bf.v[0] = q2.x;
-            bf.v[1] = q2.y;
+              const uint2 q2 = qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
+              bf.v[0] = q2.x;
+              bf.v[1] = q2.y;
 #else
-            bf.v[0] = qb[nt][c2 * 4 + s][0];
-            bf.v[1] = qb[nt][c2 * 4 + s][1];
+              bf.v[0] = qb[nt][c2 * 4 + s][0];
+              bf.v[1] = qb[nt][c2 * 4 + s][1];
 #endif
-            acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+            }
           }
         }
-      }
-      /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
-       * heads, then the quad's. */
-      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
-      /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
-       * rounding either way; folded, it saves a multiply an element (H200,
-       * B = 64 next_n = 1: -3 %). */
-      const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
-      float p0 = 0.0f, p1 = 0.0f;
+        /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
+         * heads, then the quad's. */
+        const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
+        /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
+         * rounding either way; folded, it saves a multiply an element (H200,
+         * B = 64 next_n = 1: -3 %). */
+        const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
+        float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < KM_NTW; nt++) {
+        for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
-        const float2 w2 = wf[(tok * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
-        const float wv_[2] = {w2.x, w2.y};
+          const float2 w2 = wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
+          const float wv_[2] = {w2.x, w2.y};
 #else
-        const float wv_[2] = {wv[nt][0], wv[nt][1]};
+          const float wv_[2] = {wv[nt][0], wv[nt][1]};
 #endif
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
-          p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
+          for (int e = 0; e < 2; e++) {
+            p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
+            p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
+          }
         }
-      }
-      p0 = dsa_tile_row_sum(p0);
-      p1 = dsa_tile_row_sum(p1);
+        p0 = dsa_tile_row_sum(p0);
+        p1 = dsa_tile_row_sum(p1);
 #if KM_QL
-      /* The warp holds all heads of its token: these are the logits. */
-      if (dsa_tile_row_leader() && tok_ok)
+        /* The warp holds all heads of its token: these are the logits. */
+        if (dsa_tile_row_leader() && tk_ok) {
+          const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int k2 = kk + 8 * hr, col = n0 + k2;
-          const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
-          if (col < ncols && (st != IL_KEY_OUT || clean))
-            il_store(out, o_off, o_rs, r, col,
-                     st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+          for (int hr = 0; hr < 2; hr++) {
+            const int k2 = kk + 8 * hr, col = n0 + k2;
+            const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
+            if (col < ncols && (st != IL_KEY_OUT || clean))
+              il_store(out, o_off, o_rs, r_base + (uint)tk, col,
+                       st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+          }
         }
 #else
-      if (dsa_tile_row_leader()) {
-        red[cs * KM_KPG + kk] = p0;
-        red[cs * KM_KPG + kk + 8] = p1;
-      }
+        (void)tk_ok;
+        if (dsa_tile_row_leader()) {
+          red[cs * KM_KPG + kk] = p0;
+          red[cs * KM_KPG + kk + 8] = p1;
+        }
 #endif
+      }
     }
   }
 #if KM_QL
@@ -1113,7 +1177,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
 /* Two group sizes, one body: KM_NT work-items, and (paged_mqa_logits_keys2)
  * 2 KM_NT for grids too small to fill the device otherwise (the host picks). */
 #if KM_QL
-#define KM_KERNEL(NAME, NT)                                                                   \
+#define KM_KERNEL(NAME, NT, PAGED, TPW)                                                       \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
     __local ulong koff[KM_KPG];                                                               \
@@ -1122,11 +1186,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
     __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
     __local int tlo[4], thi[4];                                                               \
-    (void)nrows;                                                                              \
-    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, 0, qf, wf, tlo, thi);          \
+    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, NT, tq, nrows, koff, kscale, kstate, 0, qf,  \
+            wf, tlo, thi);                                                                    \
   }
 #else
-#define KM_KERNEL(NAME, NT)                                                                   \
+#define KM_KERNEL(NAME, NT, PAGED, TPW)                                                       \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
     __local ulong koff[KM_KPG];                                                               \
@@ -1134,10 +1198,16 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int knt, const int tq, __local u
     __local KM_ST kstate[KM_KPG];                                                             \
     __local float red[KM_TQ * KM_KPG];                                                        \
     __local int tlo[4], thi[4];                                                               \
-    (void)nrows;                                                                              \
-    km_body(IL_FROM_KARGS(1, 0), NT, tq, koff, kscale, kstate, red, 0, 0, tlo, thi);          \
+    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, NT, tq, nrows, koff, kscale, kstate, red, 0, \
+            0, tlo, thi);                                                                     \
   }
 #endif
-KM_KERNEL(paged_mqa_logits_keys, KM_NT)
-KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT)
+/* Paged: one token a warp for next_n = 1 (_keys, _keys2), two for tq = 2
+ * (_t2); ragged prefill: two. */
+KM_KERNEL(paged_mqa_logits_keys, KM_NT, 1, 1)
+KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT, 1, 1)
+KM_KERNEL(paged_mqa_logits_keys_t2, KM_NT, 1, 2)
+KM_KERNEL(paged_mqa_logits_keys2_t2, 2 * KM_NT, 1, 2)
+KM_KERNEL(mqa_logits_keys, KM_NT, 0, 2)
+KM_KERNEL(mqa_logits_keys2, 2 * KM_NT, 0, 2)
 #endif

@@ -243,8 +243,8 @@ dsa_status dsa__il_keys_env(dsa_context *c) {
   return DSA_OK;
 }
 
-/* Paged FP8 on the NVIDIA fragment layout (native or emulated), H <= 64.
- * DSACL_IL_KEYS=off refuses it (old-vs-new timing in one build). */
+/* FP8 (paged or ragged) on the NVIDIA fragment layout (native or emulated),
+ * H <= 64. DSACL_IL_KEYS=off refuses it (old-vs-new timing in one build). */
 static const char *refuse_keys(const dsa_context *c, const void *shape, char *buf, size_t n) {
   bool emu;
   if (dsa__tile_backend(&c->caps, c->caps_enabled, &emu) != DSA_TILE_NV)
@@ -264,20 +264,20 @@ static const char *refuse_keys(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 
-/* The other three operators: no nv-keys kernel (yet). */
+/* The MXFP4 operators: no nv-keys kernel (yet). */
 static const char *refuse_keys_no(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)c, (void)shape, (void)buf, (void)n;
-  return "paged FP8 only";
+  return "FP8 only";
 }
 
 enum { V_KEYS, V_TILE, V_WIDE, V_NARROW };
 #define IL_VARIANTS(KEYS)                                                                      \
-  {"nv-keys", 0, KEYS, "paged FP8, D = 128, H <= 64; the nv-mma back-end"},                    \
+  {"nv-keys", 0, KEYS, "FP8, D = 128, H <= 64; the nv-mma back-end"},                    \
       {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"}, \
       {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS(refuse_keys_no));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS(refuse_keys));
 DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_indexer_logits (mxfp4)",
                   IL_VARIANTS(refuse_keys_no));
 DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_indexer_paged_logits",
@@ -325,10 +325,12 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     snprintf(q->last_variant, sizeof q->last_variant, "%s: tile (%s%s)", table->op, g.be->name,
              g.emu ? ", emulated" : "");
   } else if (v == V_KEYS) {
-    /* Groups of tq tokens of one sequence x KM_KPG keys. */
+    /* Groups of tq tokens of one sequence (ragged: tq consecutive query
+     * rows) x KM_KPG keys. */
     tk = KM_KPG;
-    tq = (cl_int)km_tq((int)j->H, (int)j->next_n);
-    rows = (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq);
+    tq = (cl_int)km_tq((int)j->H, j->paged ? (int)j->next_n : 1 << 20);
+    rows = j->paged ? (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq)
+                    : (j->rows + tq - 1) / tq;
     /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
      * short of warps (KM_WARPS_CU an SM at 121 registers): B = 8 at 32K
      * context, 256 groups on the H200's 132 SMs, 34.3 -> 29.4 us (next_n
@@ -340,7 +342,12 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     if (q->ctx->il_keys == KM_NT) wide = 0;
     if (q->ctx->il_keys == 2 * KM_NT) wide = 1;
     if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;
-    kname = wide ? "paged_mqa_logits_keys2" : "paged_mqa_logits_keys";
+    /* Two tokens a group (ragged, paged next_n >= 2): the kernels whose
+     * warps take both (cl/indexer_logits.cl, tpw 2). */
+    static const char *knames[3][2] = {{"mqa_logits_keys", "mqa_logits_keys2"},
+                                       {"paged_mqa_logits_keys", "paged_mqa_logits_keys2"},
+                                       {"paged_mqa_logits_keys_t2", "paged_mqa_logits_keys2_t2"}};
+    kname = knames[j->paged ? (tq > 1 ? 2 : 1) : 0][wide];
     nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;

@@ -329,6 +329,9 @@ static void test_ragged(void) {
       {0, 0, 8, 128, 50, 1, 0, 0, 1, 1, 0, 0},    {0, 3, 8, 128, 0, 1, 0, 0, 1, 1, 0, 0},
       {1, 3, 64, 128, 150, 1, 0, 1, 0, 0, 1, 0},  {1, 5, 8, 64, 300, 0, 0, 2, 0, 0, 0, 0},
       {1, 2, 1, 32, 40, 1, 1, 0, 0, 0, 1, 1},     {1, 3, 128, 96, 66, 1, 0, 1, 0, 0, 0, 4},
+      /* Several key tiles of every kernel (nv-keys: 1024 keys a group) and
+       * an odd row count (groups of several query rows, the last partial). */
+      {0, 5, 64, 128, 2500, 1, 0, 0, 1, 1, 0, 0}, {0, 3, 64, 128, 2100, 0, 1, 1, 1, 1, 0, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_ragged(&fixed[i]);
   /* Random combinations on top of the fixed cases (which hold each
