@@ -21,8 +21,8 @@
  * the next chunk's bytes are loaded while this one is multiplied), then
  * every work-item does RH x RK FMAs per dim from RH / 4 + RK / 4 float4
  * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
- * per-key partials; partials of the HG head groups meet in local memory at
- * the end. Tiles wholly outside a row's valid keys only write -inf (when
+ * per-key partials; partials of the HG head groups meet in local memory
+ * after each head chunk. Tiles wholly outside a row's valid keys only write -inf (when
  * clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
  * 256 keys, DC 16) for H > 16, "h16" (4 x 4, HG 4, KG 64: 16 x 256, DC 16).
  *
@@ -42,8 +42,9 @@
 
 /* Geometry (host-owned, src/op_indexer_logits.c, passed as build options):
  * IL_NT work-items per portable group; the wide variant IL_W_HG x IL_W_KG
- * items of IL_W_RH heads x IL_W_RK keys with IL_W_DC dims per chunk, the
- * narrow one IL_N_*;
+ * items of IL_W_RH heads x IL_W_RK keys with IL_W_DC dims per chunk (IL_P_*
+ * for the paged kernels), the narrow one IL_N_*; IL_QPF 1: the query's next
+ * chunk is loaded with the keys' (0: when it is staged);
  * the NVIDIA path's MMA_NT, MMA_KT, MMA_SUB and MMA_PITCH below. */
 
 /* Exact e4m3 value; the NaN codes 0x7F / 0xFF decode to +-480 as in vLLM's
@@ -237,9 +238,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
   const int sq = (int)lid, qh = sq / SEGK, qd = (sq - qh * SEGK) * 16;
   const int kk = (int)lid / SEGK, kd = ((int)lid - kk * SEGK) * 16;
   const int kok = kstate[kk] == IL_KEY_OK;
-  /* Sized for 8 x 8 and zeroed whole: with loops up to RK / RH clang
-   * turned the zeroing of a 4 x 4 tile into a memset of a stack array. */
-  float part[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  /* Item t < TK: key t's logit over the head chunks so far. The head-group
+   * partials meet per chunk (through red), so no per-key partials stay live
+   * in registers across the FMAs (8 registers at 8 x 8: NVIDIA's compiler
+   * then went past 128, one group an SM). */
+  float tot = 0.0f;
 
   const int hend = skip ? 0 : H;
   for (int hc = 0; hc < hend; hc += TH) {
@@ -253,7 +256,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
     uint4 xq = (uint4)(0u), xk = (uint4)(0u);
-    if (qok && qd < D)
+    if (IL_QPF && qok && qd < D)
       xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
                     qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
     if (kok && kd < D)
@@ -263,6 +266,10 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
     for (int dc = 0; dc < D; dc += DC) {
       {
         float v[16];
+        if (!IL_QPF && qok && dc + qd < D) /* the query chunk now (L2-resident) */
+          xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (dc + qd) / 2 : dc + qd),
+                        qsc + qsrow + (ulong)h * qsc_hs + (ulong)((dc + qd) / 32) * qsc_ds, fp4,
+                        q_al);
         if (sq < TH * SEGK) { /* <= IL_NT */
           il_dec16(xq, fp4, v);
 #pragma unroll
@@ -277,7 +284,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
         const int nd = dc + DC;
         xq = (uint4)(0u);
         xk = (uint4)(0u);
-        if (qok && nd + qd < D)
+        if (IL_QPF && qok && nd + qd < D)
           xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (nd + qd) / 2 : nd + qd),
                         qsc + qsrow + (ulong)h * qsc_hs + (ulong)((nd + qd) / 32) * qsc_ds, fp4,
                         q_al);
@@ -289,7 +296,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
       __local const float4 *ka = (__local const float4 *)ks + kg;
 #pragma unroll
       for (int d = 0; d < DC; d++) {
-        float xa[8], ya[8];
+        /* The heads whole, the keys a float4 at a time (fewer operand
+         * registers live: 8 + 4 rather than 8 + 8). */
+        float xa[8];
 #pragma unroll
         for (int u = 0; u < RH / 4; u++) {
           const float4 x = qa[d * (TH / 4) + u * HG];
@@ -298,12 +307,12 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
 #pragma unroll
         for (int u = 0; u < RK / 4; u++) {
           const float4 y = ka[d * (TK / 4) + u * KG];
-          ya[4 * u] = y.x, ya[4 * u + 1] = y.y, ya[4 * u + 2] = y.z, ya[4 * u + 3] = y.w;
+          const float ya[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+          for (int a = 0; a < RH; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][4 * u + c] = fma(xa[a], ya[c], acc[a][4 * u + c]);
         }
-#pragma unroll
-        for (int a = 0; a < RH; a++)
-#pragma unroll
-          for (int c = 0; c < RK; c++) acc[a][c] = fma(xa[a], ya[c], acc[a][c]);
       }
       barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -315,27 +324,32 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
       wv[a] = ha < H ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)ha * w_hs)
                      : 0.0f;
     }
+    /* red aliases ks: every read of the chunks is behind the dims' last
+     * barrier, and the next head chunk stages after the second one here. */
 #pragma unroll
     for (int c = 0; c < RK; c++) {
-      const float s = kscale[(c / 4) * 4 * KG + (int)kg * 4 + c % 4];
+      const int t = (c / 4) * 4 * KG + (int)kg * 4 + c % 4;
+      const float s = kscale[t];
+      float part = 0.0f;
 #pragma unroll
-      for (int a = 0; a < RH; a++) part[c] = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part[c]);
+      for (int a = 0; a < RH; a++) part = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part);
+      red[hg * TK + t] = part;
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if ((int)lid < TK) {
+      float sum = 0.0f;
+      for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid];
+      tot += sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  /* red aliases ks: every read of the chunks is behind the loop's last
-   * barrier. */
-#pragma unroll
-  for (int c = 0; c < RK; c++) red[hg * TK + (c / 4) * 4 * KG + kg * 4 + c % 4] = part[c];
-  barrier(CLK_LOCAL_MEM_FENCE);
   if ((int)lid < TK) {
     const int t = (int)lid;
     const int col = n0 + t;
     const int st = kstate[t];
-    float sum = 0.0f;
-    for (int g = 0; g < HG; g++) sum += red[g * TK + t];
     if (col < ncols && (st != IL_KEY_OUT || clean))
-      il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? sum : -INFINITY, out_bf16);
+      il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? tot : -INFINITY, out_bf16);
   }
 }
 
@@ -387,17 +401,18 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks, 
    ((RK) != 4 && (RK) != 8) || (DC) % 16 || (RK) * (KG) * (DC) / 16 != IL_NT ||             \
    (RH) * (HG) * (DC) / 16 > IL_NT)
 #if IL_GEOM_BAD(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC) ||                              \
+    IL_GEOM_BAD(IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC) ||                              \
     IL_GEOM_BAD(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC)
 #error "indexer_logits.cl: portable tile geometry does not divide"
 #endif
 
 IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 0)
 IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0)
+IL_KERNEL(paged_mqa_logits_h64, IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC, 1, 0)
 IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0)
 IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 1)
 IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC, 1, 1)
 IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1)
 
 
