@@ -22,8 +22,8 @@
  * every work-item does RH x RK FMAs per dim from RH / 4 + RK / 4 float4
  * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
  * per-key partials; partials of the HG head groups meet in local memory
- * after each head chunk. Tiles wholly outside a row's valid keys only write -inf (when
- * clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
+ * after each head chunk. Tiles wholly outside a row's valid keys only write
+ * -inf (when clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
  * 256 keys, DC 16) for H > 16, "h16" (4 x 4, HG 4, KG 64: 16 x 256, DC 16).
  *
  * The NVIDIA tensor-core path (DSA_HAS_NV_PTX) lives in the *_mma kernels at
@@ -42,9 +42,8 @@
 
 /* Geometry (host-owned, src/op_indexer_logits.c, passed as build options):
  * IL_NT work-items per portable group; the wide variant IL_W_HG x IL_W_KG
- * items of IL_W_RH heads x IL_W_RK keys with IL_W_DC dims per chunk (IL_P_*
- * for the paged kernels), the narrow one IL_N_*; IL_QPF 1: the query's next
- * chunk is loaded with the keys' (0: when it is staged);
+ * items of IL_W_RH heads x IL_W_RK keys with IL_W_DC dims per chunk, the
+ * narrow one IL_N_*;
  * the NVIDIA path's MMA_NT, MMA_KT, MMA_SUB and MMA_PITCH below. */
 
 /* Exact e4m3 value; the NaN codes 0x7F / 0xFF decode to +-480 as in vLLM's
@@ -202,12 +201,13 @@ DSA_INLINE int il_locate_key(IL_PARAMS, const int paged, const int fp4, const ui
  * keys per read instruction: one 128-byte wavefront each, conflict-free.
  * The head-group partials (red) reuse the key chunk's local memory once the
  * dims are done. */
-DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, __local float *red,
-                        __local ulong *koff, __local ulong *ksoff, __local float *kscale,
-                        __local int *kstate, const int HG, const int KG, const int RH,
-                        const int RK, const int DC, const int paged, const int fp4,
-                        const uint lid, const uint r, const int n0, const uint b, const uint i,
-                        const int lo, const int hi, const int skip) {
+DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
+                               __local float *red, __local ulong *koff, __local ulong *ksoff,
+                               __local float *kscale, __local int *kstate, const int HG,
+                               const int KG, const int RH, const int RK, const int DC,
+                               const int paged, const int fp4, const uint lid, const uint r,
+                               const int n0, const uint b, const uint i, const int lo,
+                               const int hi, const int skip) {
   const int TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
 
   /* Where each key of the tile lives. */
@@ -234,7 +234,8 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
   const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
   const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs;
   /* This item's staging work per chunk: query segment sq (head qh, 16 dims
-   * at qd), key segment sk (key kk, 16 dims at kd); sk < TK * SEGK == IL_NT. */
+   * at qd; items past TH * SEGK stage none), key segment lid (key kk, 16 dims
+   * at kd; TK * SEGK == IL_NT, checked below). */
   const int sq = (int)lid, qh = sq / SEGK, qd = (sq - qh * SEGK) * 16;
   const int kk = (int)lid / SEGK, kd = ((int)lid - kk * SEGK) * 16;
   const int kok = kstate[kk] == IL_KEY_OK;
@@ -256,7 +257,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
     uint4 xq = (uint4)(0u), xk = (uint4)(0u);
-    if (IL_QPF && qok && qd < D)
+    if (qok && qd < D)
       xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
                     qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
     if (kok && kd < D)
@@ -266,10 +267,6 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
     for (int dc = 0; dc < D; dc += DC) {
       {
         float v[16];
-        if (!IL_QPF && qok && dc + qd < D) /* the query chunk now (L2-resident) */
-          xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (dc + qd) / 2 : dc + qd),
-                        qsc + qsrow + (ulong)h * qsc_hs + (ulong)((dc + qd) / 32) * qsc_ds, fp4,
-                        q_al);
         if (sq < TH * SEGK) { /* <= IL_NT */
           il_dec16(xq, fp4, v);
 #pragma unroll
@@ -284,7 +281,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
         const int nd = dc + DC;
         xq = (uint4)(0u);
         xk = (uint4)(0u);
-        if (IL_QPF && qok && nd + qd < D)
+        if (qok && nd + qd < D)
           xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (nd + qd) / 2 : nd + qd),
                         qsc + qsrow + (ulong)h * qsc_hs + (ulong)((nd + qd) / 32) * qsc_ds, fp4,
                         q_al);
@@ -353,10 +350,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks, 
   }
 }
 
-DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks, __local float *red,
-                        __local ulong *koff, __local ulong *ksoff, __local float *kscale,
-                        __local int *kstate, const int HG, const int KG, const int RH,
-                        const int RK, const int DC, const int paged, const int fp4) {
+DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
+                               __local float *red, __local ulong *koff, __local ulong *ksoff,
+                               __local float *kscale, __local int *kstate, const int HG,
+                               const int KG, const int RH, const int RK, const int DC,
+                               const int paged, const int fp4) {
   const int TK = RK * KG;
   const uint lid = get_local_id(0);
   const uint g = get_group_id(0), gr = g / (uint)ntiles;
@@ -401,18 +399,17 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks, 
    ((RK) != 4 && (RK) != 8) || (DC) % 16 || (RK) * (KG) * (DC) / 16 != IL_NT ||             \
    (RH) * (HG) * (DC) / 16 > IL_NT)
 #if IL_GEOM_BAD(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC) ||                              \
-    IL_GEOM_BAD(IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC) ||                              \
     IL_GEOM_BAD(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC)
 #error "indexer_logits.cl: portable tile geometry does not divide"
 #endif
 
 IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 0)
 IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64, IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC, 1, 0)
+IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0)
 IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0)
 IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 1)
 IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1)
 IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1)
 
 

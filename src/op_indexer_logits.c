@@ -25,9 +25,13 @@ typedef cl_ulong u64;
  * HG x KG, each item RH heads x RK keys in registers, DC dims per chunk; the
  * wide tile for many heads, the narrow one for few. Both fit 32 KiB of
  * local memory. Wide 8 x 8 per item (64 heads x 256 keys a group): 64 FMAs
- * per 16 floats read from local memory, against 16 per 8 for 4 x 4
- * (docs/PERFORMANCE.md, "portable logits"). Overridable at build time for
- * tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the geometry). The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
+ * per 16 floats read from local memory, against 16 per 8 for 4 x 4. H200,
+ * forced portable: paged B = 64 1218 -> 984 us, prefill 9615 -> 7654 us;
+ * 8 x 4 and 4 x 8 with DC 32, and 128 items, were no faster
+ * (docs/PERFORMANCE.md, "Portable logits"). Overridable at build time for
+ * tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the geometry).
+ *
+ * The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
  * sub-tiles of TL_KT_* keys staged at TL_PITCH words per key (64 bf16 pairs
  * + 4: the fragment loads of 8 or 16 rows hit distinct banks), TL_RMAX_*
  * query rows (tokens x padded heads) per group; *_REGS for back-ends that
@@ -49,26 +53,6 @@ typedef cl_ulong u64;
 #endif
 #ifndef IL_W_DC
 #define IL_W_DC 16
-#endif
-/* The paged kernels' wide geometry (as the ragged one unless overridden). */
-#ifndef IL_P_HG
-#define IL_P_HG IL_W_HG
-#endif
-#ifndef IL_P_KG
-#define IL_P_KG IL_W_KG
-#endif
-#ifndef IL_P_RH
-#define IL_P_RH IL_W_RH
-#endif
-#ifndef IL_P_RK
-#define IL_P_RK IL_W_RK
-#endif
-#ifndef IL_P_DC
-#define IL_P_DC IL_W_DC
-#endif
-/* The query's next chunk loaded with the keys' (registers) or when staged. */
-#ifndef IL_QPF
-#define IL_QPF 1
 #endif
 #ifndef IL_N_HG
 #define IL_N_HG 4
@@ -155,8 +139,7 @@ typedef cl_ulong u64;
 const char dsa__defines_indexer_logits[] =
     DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
         DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG) DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_RH) DSA_KDEF(IL_N_RK)
-            DSA_KDEF(IL_N_DC) DSA_KDEF(IL_P_HG) DSA_KDEF(IL_P_KG) DSA_KDEF(IL_P_RH)
-                DSA_KDEF(IL_P_RK) DSA_KDEF(IL_P_DC) DSA_KDEF(IL_QPF) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
+            DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
                     DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
@@ -241,12 +224,10 @@ static const char *refuse_tile(const dsa_context *c, const void *shape, char *bu
 
 /* The wide tile serves H > 16 (with fewer heads the narrow one wastes less). */
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  const size_t lw = tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC),
-               lp = tile_local_bytes(IL_P_HG, IL_P_KG, IL_P_RH, IL_P_RK, IL_P_DC);
-  const il_job *j = shape;
-  /* Without a shape (listings): the larger of the ragged and paged kernels. */
-  const char *r = dsa__refuse_local_mem(c, j ? (j->paged ? lp : lw) : lw > lp ? lw : lp, buf, n);
+  const char *r = dsa__refuse_local_mem(
+      c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC), buf, n);
   if (r || !shape) return r;
+  const il_job *j = shape;
   if (j->H <= IL_N_RH * IL_N_HG) {
     snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, IL_N_RH * IL_N_HG);
     return buf;
@@ -350,7 +331,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   const int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   const char *kname = names[j->fp4][j->paged][v == V_WIDE];
-  cl_int tk = v != V_WIDE ? IL_N_RK * IL_N_KG : j->paged ? IL_P_RK * IL_P_KG : IL_W_RK * IL_W_KG;
+  cl_int tk = v == V_WIDE ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
   size_t nt = IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */
