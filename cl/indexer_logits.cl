@@ -14,20 +14,22 @@
  * Grid: 1-D, work-group g = (row - row0) * ntiles + (key tile - tile0): the
  * launcher splits huge grids into several launches over rows and tiles. A work-group computes one query row against a
  * tile of TK keys: a (TH heads x TK keys) block of dot products per head chunk,
- * 256 work-items as HG x KG, each holding 4 heads x 4 keys in registers. Per
- * chunk of DC dims the query's TH x DC values and the tile's TK x DC key values
- * are decoded once into local memory (16 values per segment: one 16-byte load
- * of e4m3, or 8 bytes of e2m1 plus a scale byte), then every work-item does 16
- * FMAs per dim from two float4 local reads. After the dims, ReLU(score) * w
- * folds the 4 heads into 4 per-key partials; partials of the HG head groups
- * meet in local memory at the end. Tiles wholly outside a row's valid keys
- * only write -inf (when clean) and leave. Variants: "h64" (HG 16, KG 16: 64
- * heads x 64 keys, DC 64) for H > 16, "h16" (HG 4, KG 64: 16 x 256, DC 16).
+ * IL_NT work-items as HG x KG, each holding RH heads x RK keys in registers
+ * (il_tile). Per chunk of DC dims the query's TH x DC values and the tile's
+ * TK x DC key values are decoded once into local memory (16 values per
+ * segment: one 16-byte load of e4m3, or 8 bytes of e2m1 plus a scale byte;
+ * the next chunk's bytes are loaded while this one is multiplied), then
+ * every work-item does RH x RK FMAs per dim from RH / 4 + RK / 4 float4
+ * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
+ * per-key partials; partials of the HG head groups meet in local memory
+ * after each head chunk. Tiles wholly outside a row's valid keys only write
+ * -inf (when clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
+ * 256 keys, DC 16) for H > 16, "h16" (4 x 4, HG 4, KG 64: 16 x 256, DC 16).
  *
  * The NVIDIA tensor-core path (DSA_HAS_NV_PTX) lives in the *_mma kernels at
  * the end of the file: FP8 paged and ragged with D = 128 and H <= 128. The
- * launcher's variant tables choose among nv-mma, the wide and the narrow
- * portable kernels (the wide one needs more than 32 KiB of local memory).
+ * launcher's variant tables choose among nv-keys, the tile kernels, and the
+ * wide and narrow portable kernels (both within 32 KiB of local memory).
  *
  * PoCL note: no barrier sits inside data-dependent control flow, not even
  * uniform flow (PoCL 5 mishandled barriers after a data-dependent early
@@ -40,7 +42,8 @@
 
 /* Geometry (host-owned, src/op_indexer_logits.c, passed as build options):
  * IL_NT work-items per portable group; the wide variant IL_W_HG x IL_W_KG
- * (heads/4 x keys/4) with IL_W_DC dims per chunk, the narrow one IL_N_*;
+ * items of IL_W_RH heads x IL_W_RK keys with IL_W_DC dims per chunk, the
+ * narrow one IL_N_*;
  * the NVIDIA path's MMA_NT, MMA_KT, MMA_SUB and MMA_PITCH below. */
 
 /* Exact e4m3 value; the NaN codes 0x7F / 0xFF decode to +-480 as in vLLM's
@@ -52,18 +55,25 @@ DSA_INLINE float il_e4m3(uint b) {
   return as_float(as_uint(m >= 8u ? nrm : sub) | ((b & 0x80u) << 24));
 }
 
-/* Sixteen consecutive values of a row starting at p (and, for MXFP4, the
- * scale byte of their 32-element block at sp). */
-DSA_INLINE void il_load16(__global const uchar *p, __global const uchar *sp, const int fp4,
-                          int aligned, float *v) {
+/* Sixteen consecutive values of a row in two steps, so that the loads of
+ * the next chunk are in flight while this one is multiplied: il_raw16 reads
+ * the bytes at p (16 of e4m3, or 8 of e2m1 in .xy and the scale byte of
+ * their 32-element block at sp in .z), il_dec16 decodes them. Absent rows
+ * are zero bytes (zero values). */
+DSA_INLINE uint4 il_raw16(__global const uchar *p, __global const uchar *sp, const int fp4,
+                          int aligned) {
+  if (!fp4) return dsa_load16(p, aligned);
+  const uint2 x = dsa_load8(p, aligned);
+  return (uint4)(x.x, x.y, (uint)*sp, 0u);
+}
+
+DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v) {
   if (!fp4) {
-    const uint4 x = dsa_load16(p, aligned);
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = il_e4m3((w[j >> 2] >> (8 * (j & 3))) & 0xFFu);
   } else {
-    const uint2 x = dsa_load8(p, aligned);
-    const float sc = dsa_ue8m0_to_f32(*sp);
+    const float sc = dsa_ue8m0_to_f32(x.z);
     const uint w[2] = {x.x, x.y};
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = dsa_e2m1_to_f32((w[j >> 3] >> (4 * (j & 7))) & 0xFu) * sc;
@@ -179,14 +189,26 @@ DSA_INLINE int il_locate_key(IL_PARAMS, const int paged, const int fp4, const ui
 }
 
 /* The tile's work; skip: no key of the tile is valid (the group only writes
- * -inf, or nothing). */
-DSA_INLINE void il_tile(IL_PARAMS, __local float *qs, __local float *ks, __local float *red,
-                        __local ulong *koff, __local ulong *ksoff, __local float *kscale,
-                        __local int *kstate, const int HG, const int KG, const int DC,
-                        const int paged, const int fp4, const uint lid, const uint r,
-                        const int n0, const uint b, const uint i, const int lo, const int hi,
-                        const int skip) {
-  const int TH = 4 * HG, TK = 4 * KG, SEGK = DC / 16;
+ * -inf, or nothing).
+ *
+ * Register tile: work-item (hg, kg) holds RH heads x RK keys, as float4
+ * columns: its heads are 4 hg + {0..3} + 4 HG i (i < RH / 4) and its keys
+ * 4 kg + {0..3} + 4 KG j, so at each dim its RH / 4 + RK / 4 float4 reads
+ * from the [dim][head] and [dim][key] chunks in local memory feed RH x RK
+ * FMAs (8 x 8: 64 FMAs per 16 floats read; 4 x 4 was 16 per 8, bound by
+ * local-memory bandwidth). Items are laid as blocks of 32 = 4 head groups x
+ * 8 key groups, so a warp (NVIDIA) reads 4 distinct float4 of heads and 8 of
+ * keys per read instruction: one 128-byte wavefront each, conflict-free.
+ * The head-group partials (red) reuse the key chunk's local memory once the
+ * dims are done. */
+DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
+                               __local float *red, __local ulong *koff, __local ulong *ksoff,
+                               __local float *kscale, __local int *kstate, const int HG,
+                               const int KG, const int RH, const int RK, const int DC,
+                               const int paged, const int fp4, const uint lid, const uint r,
+                               const int n0, const uint b, const uint i, const int lo,
+                               const int hi, const int skip) {
+  const int TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
 
   /* Where each key of the tile lives. */
   if ((int)lid < TK) { /* TK <= IL_NT */
@@ -206,97 +228,134 @@ DSA_INLINE void il_tile(IL_PARAMS, __local float *qs, __local float *ks, __local
   __global const uchar *kbase = paged ? cache : kv;
   __global const uchar *sbase = paged ? cache : ksc;
   const ulong sds = paged ? 1ul : ksc_ds;
-  const uint hg = lid / (uint)KG, kg = lid - hg * (uint)KG;
+  /* Blocks of 32 items: 4 head groups x 8 key groups (see above). */
+  const uint blk = lid / 32u, ln = lid % 32u, nkb = (uint)KG / 8u;
+  const uint hg = (blk / nkb) * 4u + ln / 8u, kg = (blk % nkb) * 8u + ln % 8u;
   const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
   const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs;
-  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  /* This item's staging work per chunk: query segment sq (head qh, 16 dims
+   * at qd; items past TH * SEGK stage none), key segment lid (key kk, 16 dims
+   * at kd; TK * SEGK == IL_NT, checked below). */
+  const int sq = (int)lid, qh = sq / SEGK, qd = (sq - qh * SEGK) * 16;
+  const int kk = (int)lid / SEGK, kd = ((int)lid - kk * SEGK) * 16;
+  const int kok = kstate[kk] == IL_KEY_OK;
+  /* Item t < TK: key t's logit over the head chunks so far. The head-group
+   * partials meet per chunk (through red), so no per-key partials stay live
+   * in registers across the FMAs (8 registers at 8 x 8: NVIDIA's compiler
+   * then went past 128, one group an SM). */
+  float tot = 0.0f;
 
   const int hend = skip ? 0 : H;
   for (int hc = 0; hc < hend; hc += TH) {
-    float acc[4][4];
+    float acc[8][8];
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 8; a++)
 #pragma unroll
-      for (int c = 0; c < 4; c++) acc[a][c] = 0.0f;
+      for (int c = 0; c < 8; c++) acc[a][c] = 0.0f;
+
+    const int h = hc + qh, qok = sq < TH * SEGK && h < H;
+    /* Raw bytes of chunk 0, then inside the loop those of the next chunk
+     * are loaded before this one's FMAs. */
+    uint4 xq = (uint4)(0u), xk = (uint4)(0u);
+    if (qok && qd < D)
+      xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
+                    qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
+    if (kok && kd < D)
+      xk = il_raw16(kbase + koff[kk] + (ulong)(fp4 ? kd / 2 : kd),
+                    sbase + ksoff[kk] + (ulong)(kd / 32) * sds, fp4, k_al);
 
     for (int dc = 0; dc < D; dc += DC) {
-      if ((int)lid < TH * SEGK) { /* <= IL_NT */
-        const int s = (int)lid;
-        const int hh = s / SEGK, sg = s - hh * SEGK, h = hc + hh, d0 = dc + sg * 16;
+      {
         float v[16];
-        if (h < H && d0 < D) {
-          const ulong ho = qrow + (ulong)h * qv_hs + (ulong)(fp4 ? d0 / 2 : d0);
-          il_load16(qv + ho, qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d0 / 32) * qsc_ds, fp4,
-                    q_al, v);
-        } else {
+        if (sq < TH * SEGK) { /* <= IL_NT */
+          il_dec16(xq, fp4, v);
 #pragma unroll
-          for (int e = 0; e < 16; e++) v[e] = 0.0f;
+          for (int e = 0; e < 16; e++) qs[(qd + e) * TH + qh] = v[e];
         }
+        il_dec16(xk, fp4, v);
 #pragma unroll
-        for (int e = 0; e < 16; e++) qs[(sg * 16 + e) * TH + hh] = v[e];
-      }
-      if ((int)lid < TK * SEGK) { /* == IL_NT */
-        const int s = (int)lid;
-        const int kk = s / SEGK, sg = s - kk * SEGK, d0 = dc + sg * 16;
-        float v[16];
-        if (kstate[kk] == IL_KEY_OK && d0 < D) {
-          il_load16(kbase + koff[kk] + (ulong)(fp4 ? d0 / 2 : d0),
-                    sbase + ksoff[kk] + (ulong)(d0 / 32) * sds, fp4, k_al, v);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 16; e++) v[e] = 0.0f;
-        }
-#pragma unroll
-        for (int e = 0; e < 16; e++) ks[(sg * 16 + e) * TK + kk] = v[e];
+        for (int e = 0; e < 16; e++) ks[(kd + e) * TK + kk] = v[e];
       }
       barrier(CLK_LOCAL_MEM_FENCE);
+      {
+        const int nd = dc + DC;
+        xq = (uint4)(0u);
+        xk = (uint4)(0u);
+        if (qok && nd + qd < D)
+          xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (nd + qd) / 2 : nd + qd),
+                        qsc + qsrow + (ulong)h * qsc_hs + (ulong)((nd + qd) / 32) * qsc_ds, fp4,
+                        q_al);
+        if (kok && nd + kd < D)
+          xk = il_raw16(kbase + koff[kk] + (ulong)(fp4 ? (nd + kd) / 2 : nd + kd),
+                        sbase + ksoff[kk] + (ulong)((nd + kd) / 32) * sds, fp4, k_al);
+      }
       __local const float4 *qa = (__local const float4 *)qs + hg;
       __local const float4 *ka = (__local const float4 *)ks + kg;
+#pragma unroll
       for (int d = 0; d < DC; d++) {
-        const float4 x = qa[d * HG], y = ka[d * KG];
-        const float xa[4] = {x.x, x.y, x.z, x.w}, ya[4] = {y.x, y.y, y.z, y.w};
+        /* The heads whole, the keys a float4 at a time (fewer operand
+         * registers live: 8 + 4 rather than 8 + 8). */
+        float xa[8];
 #pragma unroll
-        for (int a = 0; a < 4; a++)
+        for (int u = 0; u < RH / 4; u++) {
+          const float4 x = qa[d * (TH / 4) + u * HG];
+          xa[4 * u] = x.x, xa[4 * u + 1] = x.y, xa[4 * u + 2] = x.z, xa[4 * u + 3] = x.w;
+        }
 #pragma unroll
-          for (int c = 0; c < 4; c++) acc[a][c] = fma(xa[a], ya[c], acc[a][c]);
+        for (int u = 0; u < RK / 4; u++) {
+          const float4 y = ka[d * (TK / 4) + u * KG];
+          const float ya[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+          for (int a = 0; a < RH; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][4 * u + c] = fma(xa[a], ya[c], acc[a][4 * u + c]);
+        }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    float wv[4];
+    float wv[8];
 #pragma unroll
-    for (int a = 0; a < 4; a++) {
-      const int h = hc + (int)hg * 4 + a;
-      wv[a] = h < H ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)h * w_hs)
-                    : 0.0f;
+    for (int a = 0; a < RH; a++) {
+      const int ha = hc + (a / 4) * 4 * HG + (int)hg * 4 + a % 4;
+      wv[a] = ha < H ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)ha * w_hs)
+                     : 0.0f;
     }
+    /* red aliases ks: every read of the chunks is behind the dims' last
+     * barrier, and the next head chunk stages after the second one here. */
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      const float s = kscale[kg * 4 + c];
+    for (int c = 0; c < RK; c++) {
+      const int t = (c / 4) * 4 * KG + (int)kg * 4 + c % 4;
+      const float s = kscale[t];
+      float part = 0.0f;
 #pragma unroll
-      for (int a = 0; a < 4; a++) part[c] = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part[c]);
+      for (int a = 0; a < RH; a++) part = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part);
+      red[hg * TK + t] = part;
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if ((int)lid < TK) {
+      float sum = 0.0f;
+      for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid];
+      tot += sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-#pragma unroll
-  for (int c = 0; c < 4; c++) red[hg * TK + kg * 4 + c] = part[c];
-  barrier(CLK_LOCAL_MEM_FENCE);
   if ((int)lid < TK) {
     const int t = (int)lid;
     const int col = n0 + t;
     const int st = kstate[t];
-    float sum = 0.0f;
-    for (int g = 0; g < HG; g++) sum += red[g * TK + t];
     if (col < ncols && (st != IL_KEY_OUT || clean))
-      il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? sum : -INFINITY, out_bf16);
+      il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? tot : -INFINITY, out_bf16);
   }
 }
 
-DSA_INLINE void il_body(IL_PARAMS, __local float *qs, __local float *ks, __local float *red,
-                        __local ulong *koff, __local ulong *ksoff, __local float *kscale,
-                        __local int *kstate, const int HG, const int KG, const int DC,
-                        const int paged, const int fp4) {
-  const int TK = 4 * KG;
+DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
+                               __local float *red, __local ulong *koff, __local ulong *ksoff,
+                               __local float *kscale, __local int *kstate, const int HG,
+                               const int KG, const int RH, const int RK, const int DC,
+                               const int paged, const int fp4) {
+  const int TK = RK * KG;
   const uint lid = get_local_id(0);
   const uint g = get_group_id(0), gr = g / (uint)ntiles;
   const uint r = row0 + gr;
@@ -313,30 +372,45 @@ DSA_INLINE void il_body(IL_PARAMS, __local float *qs, __local float *ks, __local
    * return) whose condition it cannot prove uniform; there it evaluated later
    * per-item conditions for the whole group. Loop bounds are fine. */
   const int skip = n0 >= hi || n0 + TK <= lo;
-  il_tile(IL_NAMES, qs, ks, red, koff, ksoff, kscale, kstate, HG, KG, DC, paged, fp4, lid, r,
-          n0, b, i, lo, hi, skip);
+  il_tile(IL_NAMES, qs, ks, red, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, paged, fp4,
+          lid, r, n0, b, i, lo, hi, skip);
 }
 
-#define IL_KERNEL(NAME, HG, KG, DC, PAGED, FP4)                                               \
+/* Local memory: the chunks of TH x DC query and TK x DC key values, the
+ * head-group partials (HG x TK) in the key chunk's place when they fit
+ * (src/op_indexer_logits.c, tile_local_bytes, counts the same). */
+#define IL_KS_FLOATS(HG, KG, RK, DC)                                                          \
+  ((RK) * (KG) * ((DC) > (HG) ? (DC) : (HG)))
+#define IL_KERNEL(NAME, HG, KG, RH, RK, DC, PAGED, FP4)                                       \
   __kernel __attribute__((reqd_work_group_size(IL_NT, 1, 1))) void NAME(IL_KARGS) {           \
-    __local float4 qs[(4 * HG) * DC / 4];                                                      \
-    __local float4 ks[(4 * KG) * DC / 4];                                                      \
-    __local float red[HG * 4 * KG];                                                            \
-    __local ulong koff[4 * KG], ksoff[4 * KG];                                                 \
-    __local float kscale[4 * KG];                                                              \
-    __local int kstate[4 * KG];                                                                \
-    il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks, red, koff,    \
-            ksoff, kscale, kstate, HG, KG, DC, PAGED, FP4);                                    \
+    __local float4 qs[(RH * HG) * DC / 4];                                                     \
+    __local float4 ks[IL_KS_FLOATS(HG, KG, RK, DC) / 4];                                       \
+    __local ulong koff[RK * KG], ksoff[RK * KG];                                               \
+    __local float kscale[RK * KG];                                                             \
+    __local int kstate[RK * KG];                                                               \
+    il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
+            (__local float *)ks, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, PAGED, FP4); \
   }
 
-IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_DC, 0, 0)
-IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_DC, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_DC, 1, 0)
-IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_DC, 1, 0)
-IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_DC, 0, 1)
-IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_DC, 1, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_DC, 1, 1)
+/* The geometry must tile: 32-item blocks of 4 head x 8 key groups, one key
+ * segment of 16 dims per item and chunk, at most one query segment. */
+#define IL_GEOM_BAD(HG, KG, RH, RK, DC)                                                       \
+  ((HG) * (KG) != IL_NT || (HG) % 4 || (KG) % 8 || ((RH) != 4 && (RH) != 8) ||             \
+   ((RK) != 4 && (RK) != 8) || (DC) % 16 || (RK) * (KG) * (DC) / 16 != IL_NT ||             \
+   (RH) * (HG) * (DC) / 16 > IL_NT)
+#if IL_GEOM_BAD(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC) ||                              \
+    IL_GEOM_BAD(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC)
+#error "indexer_logits.cl: portable tile geometry does not divide"
+#endif
+
+IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 0)
+IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 0)
+IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0)
+IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0)
+IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 1)
+IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1)
 
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------

@@ -22,20 +22,53 @@ typedef cl_ulong u64;
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
 /* Kernel geometry (cl/indexer_logits.cl): portable groups of IL_NT items as
- * HG x KG, each item 4 heads x 4 keys, DC dims per chunk; the wide tile for
- * many heads, the narrow one for few (and for devices with 32 KiB of local
- * memory). The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
+ * HG x KG, each item RH heads x RK keys in registers, DC dims per chunk; the
+ * wide tile for many heads, the narrow one for few. Both fit 32 KiB of
+ * local memory. Wide 8 x 8 per item (64 heads x 256 keys a group): 64 FMAs
+ * per 16 floats read from local memory, against 16 per 8 for 4 x 4. H200,
+ * forced portable: paged B = 64 1218 -> 984 us, prefill 9615 -> 7654 us;
+ * 8 x 4 and 4 x 8 with DC 32, and 128 items, were no faster
+ * (docs/PERFORMANCE.md, "Portable logits"). Overridable at build time for
+ * tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the geometry).
+ *
+ * The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
  * sub-tiles of TL_KT_* keys staged at TL_PITCH words per key (64 bf16 pairs
  * + 4: the fragment loads of 8 or 16 rows hit distinct banks), TL_RMAX_*
  * query rows (tokens x padded heads) per group; *_REGS for back-ends that
  * keep A in registers, *_LOCAL for the portable one. */
+#ifndef IL_NT
 #define IL_NT NT
-#define IL_W_HG 16
-#define IL_W_KG 16
-#define IL_W_DC 64
+#endif
+#ifndef IL_W_HG
+#define IL_W_HG 8
+#endif
+#ifndef IL_W_KG
+#define IL_W_KG 32
+#endif
+#ifndef IL_W_RH
+#define IL_W_RH 8
+#endif
+#ifndef IL_W_RK
+#define IL_W_RK 8
+#endif
+#ifndef IL_W_DC
+#define IL_W_DC 16
+#endif
+#ifndef IL_N_HG
 #define IL_N_HG 4
+#endif
+#ifndef IL_N_KG
 #define IL_N_KG 64
+#endif
+#ifndef IL_N_RH
+#define IL_N_RH 4
+#endif
+#ifndef IL_N_RK
+#define IL_N_RK 4
+#endif
+#ifndef IL_N_DC
 #define IL_N_DC 16
+#endif
 /* Two geometries of the tile kernels (cl/indexer_logits.cl): groups of
  * TL_NT items over TL_RMAX1_REGS rows (one token: paged next_n = 1), and of
  * TL_NT2 items over TL_RMAX_REGS rows (tokens sharing each key tile). H100,
@@ -104,16 +137,19 @@ typedef cl_ulong u64;
 #define KM_WARPS_CU 16
 #endif
 const char dsa__defines_indexer_logits[] =
-    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG)
-        DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
+    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
+        DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG) DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_RH) DSA_KDEF(IL_N_RK)
+            DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
                     DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
 /* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
- * partials, and per key its two offsets, scale and state. */
-static size_t tile_local_bytes(int hg, int kg, int dc) {
-  return (size_t)(4 * hg + 4 * kg) * dc * 4 + (size_t)hg * 4 * kg * 4 + (size_t)4 * kg * 24;
+ * partials in the k chunk's place (as large as the larger of the two), and
+ * per key its two offsets, scale and state. */
+static size_t tile_local_bytes(int hg, int kg, int rh, int rk, int dc) {
+  const size_t tk = (size_t)rk * kg;
+  return (size_t)rh * hg * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4 + tk * 24;
 }
 
 /* The tile kernels' geometry on this context's back-end, flavour 1 (one
@@ -188,11 +224,12 @@ static const char *refuse_tile(const dsa_context *c, const void *shape, char *bu
 
 /* The wide tile serves H > 16 (with fewer heads the narrow one wastes less). */
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  const char *r = dsa__refuse_local_mem(c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_DC), buf, n);
+  const char *r = dsa__refuse_local_mem(
+      c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC), buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
-  if (j->H <= 4 * IL_N_HG) {
-    snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, 4 * IL_N_HG);
+  if (j->H <= IL_N_RH * IL_N_HG) {
+    snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, IL_N_RH * IL_N_HG);
     return buf;
   }
   return NULL;
@@ -200,7 +237,7 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
 
 static const char *refuse_narrow(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_DC), buf, n);
+  return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC), buf, n);
 }
 
 /* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
@@ -294,8 +331,8 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   const int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   const char *kname = names[j->fp4][j->paged][v == V_WIDE];
-  cl_int tk = v == V_WIDE ? 4 * IL_W_KG : 4 * IL_N_KG;
-  size_t nt = NT;
+  cl_int tk = v == V_WIDE ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
+  size_t nt = IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */
   int64_t rows = j->rows;
