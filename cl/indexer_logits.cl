@@ -12,8 +12,8 @@
  *           MXFP4 [0, bs*64)  values (t at t*64),  [bs*64, bs*68) 4 scale bytes
  *
  * Grid: 1-D, work-group g = (row - row0) * ntiles + (key tile - tile0): the
- * launcher splits huge grids into several launches over rows and tiles. A work-group computes one query row against a
- * tile of TK keys: a (TH heads x TK keys) block of dot products per head chunk,
+ * launcher splits huge grids into several launches over rows and tiles.
+ * A portable work-group computes one query row against a tile of TK keys: a (TH heads x TK keys) block of dot products per head chunk,
  * IL_NT work-items as HG x KG, each holding RH heads x RK keys in registers
  * (il_tile). Per chunk of DC dims the query's TH x DC values and the tile's
  * TK x DC key values are decoded once into local memory (16 values per
@@ -26,10 +26,13 @@
  * -inf (when clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
  * 256 keys, DC 16) for H > 16, "h16" (4 x 4, HG 4, KG 64: 16 x 256, DC 16).
  *
- * The NVIDIA tensor-core path (DSA_HAS_NV_PTX) lives in the *_mma kernels at
- * the end of the file: FP8 paged and ragged with D = 128 and H <= 128. The
- * launcher's variant tables choose among nv-keys, the tile kernels, and the
- * wide and narrow portable kernels (both within 32 KiB of local memory).
+ * Two matrix-engine families follow the portable kernels: the tile kernels
+ * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
+ * 128, FP8 and MXFP4, ragged and paged) and the keys-as-M kernels (*_keys*,
+ * variant "nv-keys": the NVIDIA mma.sync fragment layout, native or
+ * emulated; FP8 ragged and paged, D = 128, H <= 64). The launcher's variant
+ * tables choose among nv-keys, the tile kernels, and the wide and narrow
+ * portable kernels (both within 32 KiB of local memory).
  *
  * PoCL note: no barrier sits inside data-dependent control flow, not even
  * uniform flow (PoCL 5 mishandled barriers after a data-dependent early
