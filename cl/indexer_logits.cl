@@ -13,8 +13,9 @@
  *
  * Grid: 1-D, work-group g = (row - row0) * ntiles + (key tile - tile0): the
  * launcher splits huge grids into several launches over rows and tiles.
- * A portable work-group computes one query row against a tile of TK keys: a (TH heads x TK keys) block of dot products per head chunk,
- * IL_NT work-items as HG x KG, each holding RH heads x RK keys in registers
+ * A portable work-group computes one query row against a tile of TK keys:
+ * a (TH heads x TK keys) block of dot products per head chunk, IL_NT
+ * work-items as HG x KG, each holding RH heads x RK keys in registers
  * (il_tile). Per chunk of DC dims the query's TH x DC values and the tile's
  * TK x DC key values are decoded once into local memory (16 values per
  * segment: one 16-byte load of e4m3, or 8 bytes of e2m1 plus a scale byte;
