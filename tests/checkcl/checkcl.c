@@ -100,7 +100,7 @@ void cc_after_call(cc_env *e) {
 
 /* ---- the operators ------------------------------------------------------- */
 
-static const cc_op *const families[] = {cc_ops_mla_cache, cc_ops_mla_qnorm, cc_ops_indexer_quant, cc_ops_indexer_logits, cc_ops_topk, cc_ops_sparse_mla, cc_ops_index_helpers, cc_ops_compressor, cc_ops_output_quant};
+static const cc_op *const families[] = {cc_ops_mla_cache, cc_ops_mla_qnorm, cc_ops_indexer_quant, cc_ops_indexer_logits, cc_ops_topk, cc_ops_sparse_mla, cc_ops_index_helpers, cc_ops_compressor, cc_ops_output_quant, cc_ops_mtp_norm};
 
 #define MAX_OPS 32
 static const cc_op *ops[MAX_OPS];
