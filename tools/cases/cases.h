@@ -21,6 +21,7 @@
 
 #include <dsacl/compressor.h>
 #include <dsacl/dsacl.h>
+#include <dsacl/index_helpers.h>
 #include <dsacl/indexer_logits.h>
 #include <dsacl/indexer_quant.h>
 #include <dsacl/mla_qnorm.h>
@@ -716,5 +717,73 @@ CASE_FORM(cp_save, uint8_t)
 CASE_FORM(cp_comp, case_cp_want)
 /* The parameters a call gets (the reference needs the same). */
 dsa_compressor_params case_cp_params(const case_cp *c);
+
+/* ---- index-building helpers (dsa_index_compressed_slot_mapping, _swa,
+ * _global_topk, _c128_topk, _combine_topk_swa, _mixed_sparse) ------------
+ * Integer tables in, integer tables out: one struct for the six, its op
+ * picking the call. Rule: out and lens byte for byte, the whole buffers
+ * (entries the operator must leave alone included). No bench rows (index
+ * building is a few microseconds of a decode step). */
+typedef enum case_ih_op {
+  CASE_IH_SLOT,  /* in: query_start_loc [r+1], seq_lens [r], block_table [r, w];
+                    out: slot_mapping i64 [t]; no lens */
+  CASE_IH_SWA,   /* in: positions i64 [t], token_to_req [t], is_valid_token u8
+                    [t] (optional), block_table [r, w]; out [t, width] */
+  CASE_IH_GTK,   /* in: topk_local [t, k], token_to_req, block_table,
+                    is_valid_token (optional); out [t, k] */
+  CASE_IH_C128,  /* in: positions i64 [t], token_to_req, block_table
+                    (optional), is_valid_token; out [t, k] */
+  CASE_IH_COMB,  /* in: topk [t, kt] (optional), query_start_loc, seq_lens,
+                    gather_lens; out [t, width] */
+  CASE_IH_MIXED, /* in: dsa_index_mixed_sparse_inputs' ten, in its order */
+  CASE_IH_OPS
+} case_ih_op;
+
+/* One array: i32 unless dt says otherwise, [d0] (d1 < 0) or [d0, d1] with
+ * row stride rs elements (host data d0 * rs elements); absent: NULL is
+ * passed. */
+typedef struct case_ih_arr {
+  void *host;
+  int present;
+  dsa_dtype dt;
+  int64_t d0, d1, rs;
+  cl_mem m;
+  dsa_tensor t;
+} case_ih_arr;
+
+typedef struct case_ih_want {
+  const void *out;      /* out's d0 * rs elements */
+  const int32_t *lens;  /* [t]; not for CASE_IH_SLOT */
+} case_ih_want;
+
+typedef struct case_ih {
+  case_ih_op op;
+  union {
+    dsa_index_compressed_slot_mapping_params slot;
+    dsa_index_swa_params swa;
+    dsa_index_global_topk_params gtk;
+    dsa_index_c128_topk_params c128;
+    dsa_index_combine_topk_swa_params comb;
+    dsa_index_mixed_sparse_params mixed;
+  } p;
+  case_ih_arr in[10], out, lens; /* lens: d0 = t */
+  void *own[16];                 /* host arrays the generator allocated */
+  int nown;
+} case_ih;
+
+/* gen_check: op set; the shapes and parameters drawn too (valid index data
+ * with -1 entries now and then; optional inputs present or not), as
+ * tests/checkcl drew them. The generic ops' names: case_ih_name(op). */
+int case_ih_gen_check(case_ih *c, uint64_t *rng);
+int case_ih_upload(const case_dev *d, case_ih *c, unsigned char out_fill, char *msg, size_t msz);
+dsa_status case_ih_call(dsa_queue *q, const case_ih *c, const dsa_events *ev);
+int case_ih_check(const case_dev *d, const case_ih *c, const case_ih_want *want, char *msg,
+                  size_t msz);
+void case_ih_free(case_ih *c);
+const char *case_ih_name(case_ih_op op);
+/* The generic drivers' ops (golden_run_case), one per operator. */
+extern const case_ops case_ih_ops[CASE_IH_OPS];
+/* The tensor of in[i] as the call passes it (NULL when absent). */
+const dsa_tensor *case_ih_in(const case_ih *c, int i);
 
 #endif
