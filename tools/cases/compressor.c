@@ -193,8 +193,8 @@ dsa_status case_cp_comp_call(dsa_queue *q, const case_cp *c, const dsa_events *e
 int case_cp_save_check(const case_dev *d, const case_cp *c, const uint8_t *want, char *msg,
                        size_t msz) {
   char what[128];
-  snprintf(what, sizeof what, "state (fmt=%d ratio=%d T=%lld)", c->fmt, c->ratio,
-           (long long)c->t);
+  snprintf(what, sizeof what, "state (ratio=%d T=%lld, [%lld, %lld, %lld])", c->ratio,
+           (long long)c->t, (long long)c->nbs, (long long)c->bss, (long long)(2 * c->sw));
   return case_read_cmp(d, c->mst, state_bytes(c), want, 4, what, msg, msz);
 }
 
