@@ -781,6 +781,13 @@ int case_ih_check(const case_dev *d, const case_ih *c, const case_ih_want *want,
                   size_t msz);
 void case_ih_free(case_ih *c);
 const char *case_ih_name(case_ih_op op);
+/* gen_bench: op set; DeepSeek-V4 decode shapes: 64 requests of one token
+ * at a 32K context (slot mapping C4 with 64-row blocks, SWA window 128,
+ * global top-k K = 512, C128 K = 256 with 2-row blocks); the combination a
+ * prefill of 4 requests of 2048 tokens (top-k 512, window 128); the mixed
+ * matrix those 64 decode tokens beside that prefill. Fixed seeds, distinct
+ * random blocks. No dsacl-bench row: checkcl-cases --bench times them. */
+int case_ih_gen_bench(case_ih *c);
 /* The generic drivers' ops (golden_run_case), one per operator. */
 extern const case_ops case_ih_ops[CASE_IH_OPS];
 /* The tensor of in[i] as the call passes it (NULL when absent). */

@@ -201,6 +201,122 @@ int case_ih_gen_check(case_ih *c, uint64_t *rng) {
   return c->op < CASE_IH_OPS ? gen[c->op](c, rng) : -1;
 }
 
+/* ---- gen_bench ---------------------------------------------------------- */
+
+#define B_R 64        /* decode requests, one token each */
+#define B_CTX 32768   /* their context */
+#define B_PR 4        /* prefill requests */
+#define B_PT 2048     /* tokens each */
+
+/* A block table [r, w] of distinct random blocks. */
+static int32_t *btable(case_ih *c, case_ih_arr *a, uint64_t *seed, int64_t r, int64_t w) {
+  int32_t *t = arr(c, a, DSA_I32, r, w, w);
+  int64_t *perm = case_random_distinct(seed, r * w, r * w);
+  if (!t || !perm) return free(perm), NULL;
+  for (int64_t i = 0; i < r * w; i++) t[i] = (int32_t)perm[i];
+  free(perm);
+  return t;
+}
+static int32_t *iota(case_ih *c, case_ih_arr *a, int64_t n) { /* token i is request i */
+  int32_t *v = arr(c, a, DSA_I32, n, -1, 1);
+  for (int64_t i = 0; v && i < n; i++) v[i] = (int32_t)i;
+  return v;
+}
+static int32_t *filled(case_ih *c, case_ih_arr *a, int64_t n, int32_t x) {
+  int32_t *v = arr(c, a, DSA_I32, n, -1, 1);
+  for (int64_t i = 0; v && i < n; i++) v[i] = x;
+  return v;
+}
+static int64_t *last_pos(case_ih *c, case_ih_arr *a, int64_t n) {
+  int64_t *v = arr(c, a, DSA_I64, n, -1, 1);
+  for (int64_t i = 0; v && i < n; i++) v[i] = B_CTX - 1;
+  return v;
+}
+static int32_t *rand_i32(case_ih *c, case_ih_arr *a, uint64_t *seed, int64_t d0, int64_t d1,
+                         int64_t hi) {
+  int32_t *v = arr(c, a, DSA_I32, d0, d1, d1);
+  for (int64_t i = 0; v && i < d0 * (d1 < 0 ? 1 : d1); i++) v[i] = (int32_t)case_rnd(seed, hi);
+  return v;
+}
+
+int case_ih_gen_bench(case_ih *c) {
+  uint64_t seed = 0x1d5eedu + (uint64_t)c->op;
+  const int64_t t = B_R;
+  switch (c->op) {
+  case CASE_IH_SLOT: {
+    int32_t *qsl = iota(c, &c->in[0], B_R + 1);
+    if (!qsl || !filled(c, &c->in[1], B_R, B_CTX) || !btable(c, &c->in[2], &seed, B_R, B_CTX / 4 / 64))
+      return -1;
+    dsa_index_compressed_slot_mapping_params_default(&c->p.slot);
+    c->p.slot.compress_ratio = 4, c->p.slot.block_size = 64;
+    c->out = (case_ih_arr){.present = 1, .dt = DSA_I64, .d0 = t, .d1 = -1, .rs = 1};
+    return 0;
+  }
+  case CASE_IH_SWA:
+    if (!last_pos(c, &c->in[0], t) || !iota(c, &c->in[1], t) ||
+        !btable(c, &c->in[3], &seed, B_R, B_CTX / 64))
+      return -1;
+    dsa_index_swa_params_default(&c->p.swa);
+    c->p.swa.window = 128, c->p.swa.block_size = 64;
+    return outs(c, t, 128);
+  case CASE_IH_GTK:
+    if (!rand_i32(c, &c->in[0], &seed, t, 512, B_CTX / 4) || !iota(c, &c->in[1], t) ||
+        !btable(c, &c->in[2], &seed, B_R, B_CTX / 4 / 64))
+      return -1;
+    dsa_index_global_topk_params_default(&c->p.gtk);
+    c->p.gtk.block_size = 64;
+    return outs(c, t, 512);
+  case CASE_IH_C128: {
+    uint8_t *v = arr(c, &c->in[3], DSA_U8, t, -1, 1);
+    if (!v || !last_pos(c, &c->in[0], t) || !iota(c, &c->in[1], t) ||
+        !btable(c, &c->in[2], &seed, B_R, B_CTX / 128 / 2))
+      return -1;
+    memset(v, 1, (size_t)t);
+    dsa_index_c128_topk_params_default(&c->p.c128);
+    c->p.c128.compress_ratio = 128, c->p.c128.block_size = 2;
+    return outs(c, t, B_CTX / 128);
+  }
+  case CASE_IH_COMB: {
+    const int64_t pt = B_PR * B_PT;
+    int32_t *qsl = arr(c, &c->in[1], DSA_I32, B_PR + 1, -1, 1);
+    if (!qsl || !rand_i32(c, &c->in[0], &seed, pt, 512, B_PT / 4) ||
+        !filled(c, &c->in[2], B_PR, B_PT) || !filled(c, &c->in[3], B_PR, B_PT))
+      return -1;
+    for (int64_t i = 0; i <= B_PR; i++) qsl[i] = (int32_t)(i * B_PT);
+    dsa_index_combine_topk_swa_params_default(&c->p.comb);
+    c->p.comb.window = 128, c->p.comb.compress_ratio = 4, c->p.comb.topk = 512;
+    c->p.comb.N = B_PT / 4, c->p.comb.M = B_PT / 4 + B_PT;
+    return outs(c, pt, 512 + 128);
+  }
+  case CASE_IH_MIXED: {
+    const int64_t r = B_R + B_PR, tp = B_PR * B_PT, tt = B_R + tp;
+    const int64_t ws = B_CTX / 64, wc = (B_CTX / 4 + 64) / 64;
+    int32_t *qsl = arr(c, &c->in[5], DSA_I32, r + 1, -1, 1), *seq = arr(c, &c->in[6], DSA_I32, r, -1, 1),
+            *t2r = arr(c, &c->in[7], DSA_I32, tt, -1, 1);
+    uint8_t *dv = arr(c, &c->in[3], DSA_U8, B_R, -1, 1);
+    if (!qsl || !seq || !t2r || !dv) return -1;
+    for (int64_t i = 0; i < r; i++) {
+      const int64_t ql = i < B_R ? 1 : B_PT;
+      qsl[i + 1] = qsl[i] + (int32_t)ql, seq[i] = i < B_R ? B_CTX : B_PT;
+      for (int64_t j = qsl[i]; j < qsl[i + 1]; j++) t2r[j] = (int32_t)i;
+    }
+    memset(dv, 1, B_R);
+    if (!rand_i32(c, &c->in[0], &seed, B_R, 128, B_R * ws * 64) ||
+        !rand_i32(c, &c->in[1], &seed, B_R, 512, B_R * wc * 64) ||
+        !filled(c, &c->in[2], B_R, 512) || !rand_i32(c, &c->in[4], &seed, tp, 512, B_PT / 4) ||
+        !btable(c, &c->in[8], &seed, r, ws) || !btable(c, &c->in[9], &seed, r, wc))
+      return -1;
+    dsa_index_mixed_sparse_params_default(&c->p.mixed);
+    c->p.mixed.window = 128, c->p.mixed.compress_ratio = 4, c->p.mixed.topk = 512;
+    c->p.mixed.swa_block_size = 64, c->p.mixed.compressed_block_size = 64;
+    c->p.mixed.decode_compressed_local = 0;
+    return outs(c, tt, 128 + 512);
+  }
+  default:
+    return -1;
+  }
+}
+
 static int up(const case_dev *d, case_ih_arr *a, unsigned char fill) {
   if (!a->present) return 0;
   if (!(a->m = case_buf(d, arr_bytes(a), a->host, fill))) return 1;
