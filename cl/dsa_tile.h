@@ -69,12 +69,12 @@
 
 #include "dsa_async.h"
 
-#define DSA_TILE_PORTABLE 0
-#define DSA_TILE_NV 1
-#define DSA_TILE_INTEL16 2
-#define DSA_TILE_INTEL8 3
-#define DSA_TILE_MFMA 4
-#define DSA_TILE_WMMA 5
+/* The back-ends' codes (DSA_TILE_PORTABLE, _NV, _INTEL16, _INTEL8, _MFMA,
+ * _WMMA) come from the host's table (src/internal.h DSA_TILE_MAP) as build
+ * options, beside DSA_TILE, the picked one. */
+#ifndef DSA_TILE_WMMA
+#error "build options lack the host's tile back-end table (see dsa__build_options)"
+#endif
 
 #ifndef DSA_TILE
 #define DSA_TILE DSA_TILE_PORTABLE

@@ -738,7 +738,8 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  * ring's and the tile's masks: 46,272 B on NVIDIA. The portable back-end's
  * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
-#define FD_EB 592                         /* ring bytes an entry */
+/* FD_EB (ring bytes an entry, 592) comes from the launcher
+ * (src/op_sparse_mla.c), which sizes the ring's local memory by it. */
 #define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
 #define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)

@@ -69,9 +69,10 @@
  */
 #include "dsa_common.h"
 
-/* TOPK_MAX_K (= DSA_TOPK_MAX_K), TOPK_MAX_WG, TOPK_VPT, TOPK_E_MAX and
- * TOPK_MERGE_Q come from the launcher (src/op_topk.c) as build options. */
-#define TOPK_BINS 2048
+/* TOPK_MAX_K (= DSA_TOPK_MAX_K), TOPK_MAX_WG, TOPK_VPT, TOPK_E_MAX,
+ * TOPK_MERGE_Q and TOPK_BINS (the radix histogram's bins, which the host
+ * sizes local memory by) come from the launcher (src/op_topk.c) as build
+ * options. */
 /* topk_lrows: keys loaded per batch (TOPK_VPT: all at once). A build
  * option (DSACL_BUILD_OPTIONS=-DTOPK_LK_BATCH=n) overrides it for tuning. */
 #ifndef TOPK_LK_BATCH

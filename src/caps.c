@@ -160,12 +160,9 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
 }
 
 const dsa_tile_backend dsa__tile_backends[DSA_TILE_COUNT] = {
-    [DSA_TILE_PORTABLE] = {"portable", 1, 4, 4, 0},
-    [DSA_TILE_NV] = {"nv-mma", 32, 16, 8, 1},
-    [DSA_TILE_INTEL16] = {"intel-dpas16", 16, 8, 16, 1},
-    [DSA_TILE_INTEL8] = {"intel-dpas8", 8, 8, 8, 1},
-    [DSA_TILE_MFMA] = {"amd-mfma", 64, 16, 16, 1},
-    [DSA_TILE_WMMA] = {"amd-wmma", 32, 16, 16, 1},
+#define DSA_TILE_ROW_(id, word, lanes, m, n, a_regs) [DSA_TILE_##id] = {word, lanes, m, n, a_regs},
+    DSA_TILE_MAP(DSA_TILE_ROW_)
+#undef DSA_TILE_ROW_
 };
 
 int dsa__tile_backend(const dsa_caps *caps, unsigned enabled, bool *emu) {
@@ -279,5 +276,8 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
 #define DSA_E2M1_OPT_(name, val) DSA_OPT_(" -DDSA_E2M1_%s=%d", #name, val);
   DSA_E2M1_MODE_MAP(DSA_E2M1_OPT_)
 #undef DSA_E2M1_OPT_
+#define DSA_TILE_OPT_(id, word, lanes, m, n, a_regs) DSA_OPT_(" -DDSA_TILE_%s=%d", #id, DSA_TILE_##id);
+  DSA_TILE_MAP(DSA_TILE_OPT_)
+#undef DSA_TILE_OPT_
 #undef DSA_OPT_
 }

@@ -373,7 +373,7 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
   const char *src = ep->source;
   size_t len = ep->length;
   char *disk_src = NULL;
-  char options[2048];
+  char options[4096]; /* build_options (2048) + the program's defines + -I */
   const char *defines = dsa__program_defines(id);
   snprintf(options, sizeof options, "%s%s", c->build_options, defines);
 

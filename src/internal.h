@@ -72,11 +72,24 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps);
 unsigned dsa__caps_bits(const dsa_caps *caps);
 
 /* ---- matrix-tile back-ends (cl/dsa_tile.h; caps.c) -------------------------
- * The codes are cl/dsa_tile.h's DSA_TILE_* values. A context's back-end is
+ * One table: X(id, DSACL_MMA's word, lanes, m, n, a_regs); a back-end's code
+ * is its row, DSA_TILE_<id>, which dsa__build_options passes to the kernels
+ * (-DDSA_TILE_<id>=code beside -DDSA_TILE=picked). A context's back-end is
  * the device's own (or DSACL_MMA's); it falls back to portable when the
  * capability it needs is disabled. */
-enum { DSA_TILE_PORTABLE, DSA_TILE_NV, DSA_TILE_INTEL16, DSA_TILE_INTEL8, DSA_TILE_MFMA,
-       DSA_TILE_WMMA, DSA_TILE_COUNT };
+#define DSA_TILE_MAP(X)                      \
+  X(PORTABLE, "portable", 1, 4, 4, 0)       \
+  X(NV, "nv-mma", 32, 16, 8, 1)             \
+  X(INTEL16, "intel-dpas16", 16, 8, 16, 1)  \
+  X(INTEL8, "intel-dpas8", 8, 8, 8, 1)      \
+  X(MFMA, "amd-mfma", 64, 16, 16, 1)        \
+  X(WMMA, "amd-wmma", 32, 16, 16, 1)
+enum {
+#define DSA_TILE_ENUM_(id, word, lanes, m, n, a_regs) DSA_TILE_##id,
+  DSA_TILE_MAP(DSA_TILE_ENUM_)
+#undef DSA_TILE_ENUM_
+  DSA_TILE_COUNT
+};
 typedef struct dsa_tile_backend {
   const char *name; /* DSACL_MMA's word for it */
   int lanes, m, n;  /* work-items per unit, rows and columns per atom */
@@ -163,7 +176,7 @@ struct dsa_context {
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the nv-keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
-  char build_options[1024];
+  char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
   pthread_mutex_t lock; /* guards programs[] */

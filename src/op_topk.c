@@ -27,9 +27,9 @@
 #define TOPK_MERGE_WG 128
 #define TOPK_LROWS_MAX_WG 512 /* the largest topk_lrows_<WG> */
 #define TOPK_MERGE_Q 4   /* list entries per merge item at most (1 for few rows) */
+#define TOPK_BINS 2048 /* radix histogram bins a pass (11 bits) */
 const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_KDEF(TOPK_VPT)
-    DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q);
-#define TOPK_BINS 2048
+    DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q) DSA_KDEF(TOPK_BINS);
 /* Split: at most this many chunks per row (topk_merge's work grows with
  * their square) and this much scratch. */
 #define TOPK_MAX_CHUNKS 64

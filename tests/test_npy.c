@@ -1,4 +1,4 @@
-/* tools/npy.c on hostile files (issue 9, finding 8): the size the header
+/* tools/common/npy.c on hostile files (issue 9, finding 8): the size the header
  * declares is checked against the file before it is allocated. */
 #include <stdio.h>
 #include <string.h>

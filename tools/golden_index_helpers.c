@@ -1,12 +1,26 @@
 /* Golden runners for the index-building helpers (§10.3-10.5) and the q-norm
- * RoPE + KV insert (§8.4). Exact comparisons, except q_out of
- * qnorm_rope_kv_insert: vLLM's rsqrt is approximate, so up to 1 bf16 ulp
- * (SPEC.md). */
+ * RoPE + KV insert (§8.4), over the shared case descriptions
+ * (tools/cases/index_helpers.c, mla_qnorm.c). Exact comparisons, except
+ * q_out of qnorm_rope_kv_insert: vLLM's rsqrt is approximate, so up to 1
+ * bf16 ulp (SPEC.md). */
 #include "golden.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+
+/* in[i] (or the output) over a golden array; absent when a is NULL. */
+static void from_npy(case_ih_arr *a, npy_array *n, dsa_dtype dt) {
+  if (!n) return;
+  *a = (case_ih_arr){.host = n->data, .present = 1, .dt = dt, .d0 = n->shape[0],
+                     .d1 = n->ndim == 2 ? n->shape[1] : -1, .rs = n->ndim == 2 ? n->shape[1] : 1};
+}
+
+/* The shared case (tools/cases/index_helpers.c): out_indices and out_lens
+ * byte for byte, both starting as 0xEE bytes. */
+static int run_ih(gcase *c, case_ih *ic, npy_array *oi, npy_array *ol) {
+  from_npy(&ic->out, oi, DSA_I32), from_npy(&ic->lens, ol, DSA_I32);
+  const case_ih_want want = {oi->data, ol->data};
+  return golden_run_case(c, &case_ih_ops[ic->op], ic, 0xEE, &want);
+}
 
 static int run_global_topk_indices(gcase *c) {
   npy_array *tk = golden_load(c, "topk_indices", NPY_I4, 2),
@@ -17,25 +31,18 @@ static int run_global_topk_indices(gcase *c) {
             *ol = golden_load(c, "out_lens", NPY_I4, 1);
   int64_t bs;
   if (c->failed || golden_meta_i64(c, "block_size", &bs)) return -1;
-  cl_mem tm = golden_to_device(c, tk->data, tk->nbytes),
-         rm = golden_to_device(c, t2r->data, t2r->nbytes),
-         bm = golden_to_device(c, bt->data, bt->nbytes),
-         vm = golden_to_device(c, valid->data, valid->nbytes),
-         om = golden_filled(c, oi->nbytes, 0xEE), lm = golden_filled(c, ol->nbytes, 0xEE);
-  if (c->failed) return -1;
-  dsa_tensor tt = golden_tensor_of(tm, tk, DSA_I32), rt = golden_tensor_of(rm, t2r, DSA_I32),
-             btt = golden_tensor_of(bm, bt, DSA_I32), vt = golden_tensor_of(vm, valid, DSA_U8),
-             ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_index_global_topk_params p;
-  dsa_index_global_topk_params_default(&p);
-  p.block_size = (int32_t)bs;
-  if (golden_op_status(c, "dsa_index_global_topk",
-                       dsa_index_global_topk(c->q, &tt, &rt, &btt, &vt, &ot, &lt, &p, NULL)))
+  const int64_t t = tk->shape[0];
+  if (golden_shapes_agree(c, t2r->shape[0] == t && valid->shape[0] == t && oi->shape[0] == t &&
+                                 oi->shape[1] == tk->shape[1] && ol->shape[0] == t,
+                          "topk_indices and out_indices [T, K], token_to_req, is_valid_token "
+                          "and out_lens [T]"))
     return -1;
-  return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
-                 golden_compare(c, "out_lens", lm, ol)
-             ? -1
-             : 0;
+  case_ih ic = {.op = CASE_IH_GTK};
+  from_npy(&ic.in[0], tk, DSA_I32), from_npy(&ic.in[1], t2r, DSA_I32);
+  from_npy(&ic.in[2], bt, DSA_I32), from_npy(&ic.in[3], valid, DSA_U8);
+  dsa_index_global_topk_params_default(&ic.p.gtk);
+  ic.p.gtk.block_size = (int32_t)bs;
+  return run_ih(c, &ic, oi, ol);
 }
 
 static int run_combine_topk_swa_indices(gcase *c) {
@@ -50,41 +57,22 @@ static int run_combine_topk_swa_indices(gcase *c) {
       golden_meta_i64(c, "compress_ratio", &ratio) || golden_meta_i64(c, "topk", &topk) ||
       golden_meta_i64(c, "M", &m) || golden_meta_i64(c, "N", &n))
     return -1;
-  cl_mem tm = golden_to_device(c, tk->data, tk->nbytes),
-         qm = golden_to_device(c, qsl->data, qsl->nbytes),
-         sm = golden_to_device(c, sl->data, sl->nbytes),
-         gm = golden_to_device(c, gl->data, gl->nbytes), om = golden_filled(c, oi->nbytes, 0xEE),
-         lm = golden_filled(c, ol->nbytes, 0xEE);
-  if (c->failed) return -1;
-  dsa_tensor tt = golden_tensor_of(tm, tk, DSA_I32), qt = golden_tensor_of(qm, qsl, DSA_I32),
-             st = golden_tensor_of(sm, sl, DSA_I32), gt = golden_tensor_of(gm, gl, DSA_I32),
-             ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_index_combine_topk_swa_params p;
-  dsa_index_combine_topk_swa_params_default(&p);
-  p.window = (int32_t)window;
-  p.compress_ratio = (int32_t)ratio;
-  p.topk = (int32_t)topk;
-  p.M = m;
-  p.N = n;
-  if (golden_op_status(c, "dsa_index_combine_topk_swa",
-                       dsa_index_combine_topk_swa(c->q, &tt, &qt, &st, &gt, &ot, &lt, &p, NULL)))
+  const int64_t r = sl->shape[0];
+  if (golden_shapes_agree(c, qsl->shape[0] == r + 1 && gl->shape[0] == r &&
+                                 ol->shape[0] == oi->shape[0],
+                          "query_start_loc [R + 1], seq_lens and gather_lens [R], out_indices "
+                          "[T, W] and out_lens [T]"))
     return -1;
-  return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
-                 golden_compare(c, "out_lens", lm, ol)
-             ? -1
-             : 0;
-}
-
-/* Loads name (i32/u8, rank nd) into a device tensor; optional inputs may be
- * absent (NULL, no failure). */
-static const dsa_tensor *load_tensor(gcase *c, const char *name, npy_dtype nt, dsa_dtype dt,
-                                     int nd, int optional, dsa_tensor *slot) {
-  npy_array *a = golden_load_opt(c, name, nt, nd, optional);
-  if (!a) return NULL;
-  cl_mem m = golden_to_device(c, a->data, a->nbytes);
-  if (!m) return NULL;
-  *slot = golden_tensor_of(m, a, dt);
-  return slot;
+  case_ih ic = {.op = CASE_IH_COMB};
+  from_npy(&ic.in[0], tk, DSA_I32), from_npy(&ic.in[1], qsl, DSA_I32);
+  from_npy(&ic.in[2], sl, DSA_I32), from_npy(&ic.in[3], gl, DSA_I32);
+  dsa_index_combine_topk_swa_params_default(&ic.p.comb);
+  ic.p.comb.window = (int32_t)window;
+  ic.p.comb.compress_ratio = (int32_t)ratio;
+  ic.p.comb.topk = (int32_t)topk;
+  ic.p.comb.M = m;
+  ic.p.comb.N = n;
+  return run_ih(c, &ic, oi, ol);
 }
 
 static int run_mixed_sparse_indices(gcase *c) {
@@ -95,46 +83,42 @@ static int run_mixed_sparse_indices(gcase *c) {
       golden_meta_i64(c, "compressed_block_size", &cbs) ||
       golden_meta_i64(c, "decode_compressed_indices_are_local", &local))
     return -1;
-  dsa_tensor ts[10];
-  dsa_index_mixed_sparse_inputs in;
-  in.decode_swa_indices = load_tensor(c, "decode_swa_indices", NPY_I4, DSA_I32, 2, 0, &ts[0]);
-  in.decode_compressed_indices =
-      load_tensor(c, "decode_compressed_indices", NPY_I4, DSA_I32, 2, 1, &ts[1]);
-  in.decode_compressed_lens =
-      load_tensor(c, "decode_compressed_topk_lens", NPY_I4, DSA_I32, 1, 1, &ts[2]);
-  in.decode_is_valid_token =
-      load_tensor(c, "decode_is_valid_token", NPY_U1, DSA_U8, 1, 1, &ts[3]);
-  in.prefill_topk_indices =
-      load_tensor(c, "prefill_topk_indices", NPY_I4, DSA_I32, 2, 0, &ts[4]);
-  in.query_start_loc = load_tensor(c, "query_start_loc", NPY_I4, DSA_I32, 1, 0, &ts[5]);
-  in.seq_lens = load_tensor(c, "seq_lens", NPY_I4, DSA_I32, 1, 0, &ts[6]);
-  in.token_to_req = load_tensor(c, "token_to_req", NPY_I4, DSA_I32, 1, 0, &ts[7]);
-  in.swa_block_table = load_tensor(c, "swa_block_table", NPY_I4, DSA_I32, 2, 0, &ts[8]);
-  in.compressed_block_table =
-      load_tensor(c, "compressed_block_table", NPY_I4, DSA_I32, 2, 1, &ts[9]);
+  /* dsa_index_mixed_sparse_inputs' order; optional ones may be absent. */
+  static const struct {
+    const char *name;
+    npy_dtype nt;
+    int nd, optional;
+  } ins[10] = {{"decode_swa_indices", NPY_I4, 2, 0},
+               {"decode_compressed_indices", NPY_I4, 2, 1},
+               {"decode_compressed_topk_lens", NPY_I4, 1, 1},
+               {"decode_is_valid_token", NPY_U1, 1, 1},
+               {"prefill_topk_indices", NPY_I4, 2, 0},
+               {"query_start_loc", NPY_I4, 1, 0},
+               {"seq_lens", NPY_I4, 1, 0},
+               {"token_to_req", NPY_I4, 1, 0},
+               {"swa_block_table", NPY_I4, 2, 0},
+               {"compressed_block_table", NPY_I4, 2, 1}};
+  case_ih ic = {.op = CASE_IH_MIXED};
+  npy_array *a[10];
+  for (int i = 0; i < 10; i++) {
+    a[i] = golden_load_opt(c, ins[i].name, ins[i].nt, ins[i].nd, ins[i].optional);
+    from_npy(&ic.in[i], a[i], ins[i].nt == NPY_U1 ? DSA_U8 : DSA_I32);
+  }
   npy_array *oi = golden_load(c, "out_indices", NPY_I4, 2), *ol = golden_load(c, "out_lens", NPY_I4, 1);
   if (c->failed) return -1;
-  if (in.decode_swa_indices->shape[0] != td)
+  if (a[0]->shape[0] != td)
     return golden_fail(c, "num_decode_tokens = %lld but decode_swa_indices has %lld rows",
-                       (long long)td, (long long)in.decode_swa_indices->shape[0]);
-  cl_mem om = golden_filled(c, oi->nbytes, 0xEE), lm = golden_filled(c, ol->nbytes, 0xEE);
-  if (c->failed) return -1;
-  dsa_tensor ot = golden_tensor_of(om, oi, DSA_I32), lt = golden_tensor_of(lm, ol, DSA_I32);
-  dsa_index_mixed_sparse_params p;
-  dsa_index_mixed_sparse_params_default(&p);
-  p.window = (int32_t)window;
-  p.compress_ratio = (int32_t)ratio;
-  p.topk = (int32_t)topk;
-  p.swa_block_size = (int32_t)sbs;
-  p.compressed_block_size = (int32_t)cbs;
-  p.decode_compressed_local = (int32_t)local;
-  if (golden_op_status(c, "dsa_index_mixed_sparse",
-                       dsa_index_mixed_sparse(c->q, &in, &ot, &lt, &p, NULL)))
+                       (long long)td, (long long)a[0]->shape[0]);
+  if (golden_shapes_agree(c, ol->shape[0] == oi->shape[0], "out_indices [T, W], out_lens [T]"))
     return -1;
-  return golden_no_faults(c) || golden_compare(c, "out_indices", om, oi) ||
-                 golden_compare(c, "out_lens", lm, ol)
-             ? -1
-             : 0;
+  dsa_index_mixed_sparse_params_default(&ic.p.mixed);
+  ic.p.mixed.window = (int32_t)window;
+  ic.p.mixed.compress_ratio = (int32_t)ratio;
+  ic.p.mixed.topk = (int32_t)topk;
+  ic.p.mixed.swa_block_size = (int32_t)sbs;
+  ic.p.mixed.compressed_block_size = (int32_t)cbs;
+  ic.p.mixed.decode_compressed_local = (int32_t)local;
+  return run_ih(c, &ic, oi, ol);
 }
 
 /* The shared case (tools/cases/mla_qnorm.c), in place as vLLM runs it. */

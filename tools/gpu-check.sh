@@ -47,6 +47,11 @@ if [ "${1:-}" != "--bench-only" ]; then
   if [ -x $b/tests/checkcl ]; then
     $b/tests/checkcl --masked-only --bench --golden "$PWD/$deps/golden" 2>&1 | tee "$out/checkcl.txt" | tail -50
   fi
+  # Every variant side by side at the cases' V4 shapes, under each mask
+  # (meson test above ran checkcl-cases' checks; this is its timing).
+  if [ -x $b/tests/checkcl-cases ]; then
+    $b/tests/checkcl-cases --bench 2>&1 | tee "$out/checkcl-cases-bench.txt" | tail -60
+  fi
   if [ -x $b/tests/test_bigmem ]; then
     $b/tests/test_bigmem 2>&1 | tee "$out/bigmem.txt" | tail -10
   fi

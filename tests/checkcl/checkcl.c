@@ -100,9 +100,9 @@ void cc_after_call(cc_env *e) {
 
 /* ---- the operators ------------------------------------------------------- */
 
-static const cc_op *const families[] = {cc_ops_mla_cache, cc_ops_mla_qnorm, cc_ops_indexer_quant, cc_ops_indexer_logits, cc_ops_topk, cc_ops_sparse_mla, cc_ops_index_helpers, cc_ops_compressor, cc_ops_output_quant};
+static const cc_op *const families[] = {cc_ops_mla_cache, cc_ops_mla_qnorm, cc_ops_indexer_quant, cc_ops_indexer_logits, cc_ops_topk, cc_ops_sparse_mla, cc_ops_index_helpers, cc_ops_compressor, cc_ops_output_quant, cc_ops_mtp_norm};
 
-#define MAX_OPS 32
+#define MAX_OPS 48
 static const cc_op *ops[MAX_OPS];
 static int nops;
 
@@ -438,7 +438,13 @@ int main(int argc, char **argv) {
   if (runs > 64) runs = 64;
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (const cc_op *o = families[f]; o->name; o++)
-      if (selected(filter, o->name) && nops < MAX_OPS) ops[nops++] = o;
+      if (selected(filter, o->name)) {
+        if (nops == MAX_OPS) { /* never drop an operator silently */
+          fprintf(stderr, "checkcl: more than %d operators: raise MAX_OPS\n", MAX_OPS);
+          return 2;
+        }
+        ops[nops++] = o;
+      }
   if (!nops) {
     fprintf(stderr, "checkcl: no operator matches --ops %s\n", filter);
     return 2;

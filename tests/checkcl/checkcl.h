@@ -76,5 +76,6 @@ extern const cc_op cc_ops_sparse_mla[];
 extern const cc_op cc_ops_indexer_quant[];
 extern const cc_op cc_ops_compressor[];
 extern const cc_op cc_ops_output_quant[];
+extern const cc_op cc_ops_mtp_norm[];
 
 #endif

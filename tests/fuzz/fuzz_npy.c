@@ -1,4 +1,4 @@
-/* libFuzzer target: the .npy reader (tools/npy.c) on arbitrary bytes. */
+/* libFuzzer target: the .npy reader (tools/common/npy.c) on arbitrary bytes. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -19,10 +19,13 @@
 #ifndef DSACL_TOOLS_CASES_H
 #define DSACL_TOOLS_CASES_H
 
+#include <dsacl/compressor.h>
 #include <dsacl/dsacl.h>
+#include <dsacl/index_helpers.h>
 #include <dsacl/indexer_logits.h>
 #include <dsacl/indexer_quant.h>
 #include <dsacl/mla_qnorm.h>
+#include <dsacl/mtp_norm.h>
 #include <dsacl/output_quant.h>
 #include <dsacl/sparse_mla.h>
 #include <dsacl/topk.h>
@@ -587,5 +590,207 @@ typedef struct case_k_gather {
  * bs 64, stride 8640, the cache 0x3c, w = t / 64 rounded up, distinct random
  * blocks, every request t rows. A bench row's p = {r, t}. */
 CASE_FORM(k_gather, case_k_gather_want)
+
+/* ---- MTP RMSNorms (dsa_mtp_input_rmsnorm, dsa_mtp_shared_head_rmsnorm) -------
+ * Rule: want's ulp 0 (tests/ref): every output byte exact. ulp 1 (vLLM,
+ * whose division and rsqrt are approximate: mtp_norm.h): values within 1
+ * bf16 ulp (counted in the off1 counters), NaN matching NaN whatever its
+ * payload, a sign of zero or anything further a failure. */
+typedef struct case_mtp_want {
+  const uint16_t *eo; /* enorm_out [t, h] (the shared head's out) */
+  const uint16_t *ho; /* hnorm_out [t, hc, h]; input norm only */
+  int ulp;
+  size_t *off1_e, *off1_h; /* not NULL: set to the counts 1 ulp off */
+} case_mtp_want;
+
+/* X(t, h, quick_t): V4 Flash (H = 4096) and Pro (7168); the input norm
+ * with HC = CASE_MTP_HC, the shared head with HC = 0. */
+#define CASE_MTP_ROWS(X) \
+  X(64, 4096, 8)         \
+  X(256, 4096, 16)       \
+  X(4096, 4096, 32)      \
+  X(64, 7168, 8)         \
+  X(256, 7168, 16)       \
+  X(4096, 7168, 32)
+#define CASE_MTP_HC 4
+
+/* The input norm (head 0): inputs_embeds bf16 [t, h], positions i64 [t],
+ * previous_hidden bf16 [t, hc, h], enorm and hnorm weights [h] (f32, or
+ * bf16 when w_bf16; shared_w: one weight buffer passed as both), outputs
+ * enorm_out [t, h] and hnorm_out [t, hc, h]. The shared head (head 1): x =
+ * emb [t, h], weight we, out = enorm_out. eps 0: the default. */
+typedef struct case_mtp {
+  int head, w_bf16, shared_w;
+  int64_t t, h, hc;
+  float eps;
+  uint16_t *emb, *prev;
+  int64_t *pos;
+  void *we, *wh; /* wh: not with shared_w or head */
+  int owned;
+  cl_mem me, mp, mh, mwe, mwh, meo, mho;
+  dsa_tensor te, tp, th, twe, twh, teo, tho;
+} case_mtp;
+
+/* gen_check: head, t, h, hc, w_bf16 set; rows of random scale (2^-20 ..
+ * 2^19; zero rows now and then), positions 0 now and then (the masked
+ * embedding), weights in [-1.5, 1.5] (zeros now and then). gen_bench: head,
+ * t, h set (hc CASE_MTP_HC, or 0 for the head); emb and prev in [-4, 4],
+ * one f32 weight in [0.5, 1.5] shared by both norms, positions i % 97. A
+ * bench row's p = {t, h, hc (0: the shared head)}. */
+CASE_FORM(mtp, case_mtp_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_mtp_params case_mtp_params(const case_mtp *c);
+/* case_mtp_ops names dsa_mtp_input_rmsnorm; this one the shared head. */
+extern const case_ops case_mtp_head_ops;
+
+/* ---- KV compressor (dsa_compressor_save_states, dsa_compressor_compress_insert)
+ * One case struct for both operators (checkcl runs the save, then the
+ * compress over the saved state); two forms over it, cp_save and cp_comp.
+ * Rule: save: the whole state image byte for byte. Compress: against
+ * tests/ref the whole cache image byte for byte; against vLLM (tol, its
+ * softmax and rsqrt are approximate: docs/COMPRESSOR.md) a token record
+ * either image changed is compared by value (every decoded value within one
+ * code (e4m3, e2m1) or one bf16 ulp, at most 2 % of the values differing at
+ * all), every other byte exactly. */
+typedef struct case_cp_want {
+  const uint8_t *cache; /* the cache image after the call */
+  int tol;
+} case_cp_want;
+
+/* X(t, fmt, ratio, decode, quick_t); fmt 1 MLA (hd 512), 2 indexer FP8,
+ * 3 indexer MXFP4 (hd 128). Prefill: one request at positions 0..T-1;
+ * decode: T requests at a window end near a context of CASE_CP_CTX tokens
+ * (quick CASE_CP_CTX_QUICK). */
+#define CASE_CP_SAVE_ROWS(X) \
+  X(64, 1, 4, 1, 8)          \
+  X(8192, 1, 4, 0, 256)      \
+  X(8192, 1, 128, 0, 256)    \
+  X(8192, 2, 4, 0, 256)
+#define CASE_CP_COMP_ROWS(X) \
+  X(64, 1, 4, 1, 8)          \
+  X(64, 1, 128, 1, 8)        \
+  X(8192, 1, 4, 0, 256)      \
+  X(8192, 1, 128, 0, 256)    \
+  X(64, 2, 4, 1, 8)          \
+  X(8192, 2, 4, 0, 256)      \
+  X(8192, 3, 4, 0, 256)
+#define CASE_CP_CTX 4096
+#define CASE_CP_CTX_QUICK 512
+#define CASE_CP_POS 65536 /* gen_bench's cos_sin rows */
+
+/* kv_score f32 [t, 2 sw] (kv the first sw columns, score the next: vLLM's
+ * projection), ape f32 [ratio, sw], positions and slot_mapping i64 [t], the
+ * state f32 [nbs, bss, 2 sw] (in place), and for the compress: block table
+ * i32 [r, w], token_to_req i32 [t], norm weight [hd] (f32, or bf16 when
+ * w_bf16), cos_sin f32 [np, 64], cache_slot_mapping i64 [t], a cache of
+ * format fmt of cnb blocks of cbs tokens cstride bytes apart (in place;
+ * cache NULL: every byte cache_fill). Arrays left NULL are not uploaded (a
+ * golden's save has no cache). eps 0: the default. */
+typedef struct case_cp {
+  int fmt, ratio, w_bf16, decode, bad;
+  int64_t t, hd, sw, nbs, bss, r, w, np, cnb, cstride, ctx;
+  int32_t cbs;
+  float eps;
+  float *kvs, *ape, *st, *cs;
+  void *nw;
+  int64_t *pos, *sl, *csl;
+  int32_t *bt, *req;
+  uint8_t *cache;
+  unsigned char cache_fill;
+  int owned;
+  cl_mem mkvs, mape, mst, mpos, msl, mbt, mreq, mw, mcs, mcsl, mc;
+  dsa_paged_cache pc;
+  dsa_tensor tkv, tsc, tape, tst, tpos, tsl, tbt, treq, tw, tcs, tcsl;
+} case_cp;
+typedef case_cp case_cp_save;
+typedef case_cp case_cp_comp;
+
+/* gen_check (either form): fmt, ratio, t, bad set; one request at positions
+ * 0..t-1 over a state of bss = 4 (ratio 4) or 8 token blocks in reverse
+ * order, kv in [-3, 3], ape in [-1, 1], the state in [-4, 4], f32 weights in
+ * [-1.5, 1.5], slots -1 one in 16, cache slots at window ends (out of range
+ * one in 8 when bad, and cos_sin then too short for the later windows), a
+ * random cache image. gen_bench: t, fmt, ratio, decode and ctx set; vLLM's
+ * padded page strides, the cache zeroed. A bench row's p = {t, fmt, ratio,
+ * decode}. */
+CASE_FORM(cp_save, uint8_t)
+CASE_FORM(cp_comp, case_cp_want)
+/* The parameters a call gets (the reference needs the same). */
+dsa_compressor_params case_cp_params(const case_cp *c);
+
+/* ---- index-building helpers (dsa_index_compressed_slot_mapping, _swa,
+ * _global_topk, _c128_topk, _combine_topk_swa, _mixed_sparse) ------------
+ * Integer tables in, integer tables out: one struct for the six, its op
+ * picking the call. Rule: out and lens byte for byte, the whole buffers
+ * (entries the operator must leave alone included). No bench rows (index
+ * building is a few microseconds of a decode step). */
+typedef enum case_ih_op {
+  CASE_IH_SLOT,  /* in: query_start_loc [r+1], seq_lens [r], block_table [r, w];
+                    out: slot_mapping i64 [t]; no lens */
+  CASE_IH_SWA,   /* in: positions i64 [t], token_to_req [t], is_valid_token u8
+                    [t] (optional), block_table [r, w]; out [t, width] */
+  CASE_IH_GTK,   /* in: topk_local [t, k], token_to_req, block_table,
+                    is_valid_token (optional); out [t, k] */
+  CASE_IH_C128,  /* in: positions i64 [t], token_to_req, block_table
+                    (optional), is_valid_token; out [t, k] */
+  CASE_IH_COMB,  /* in: topk [t, kt] (optional), query_start_loc, seq_lens,
+                    gather_lens; out [t, width] */
+  CASE_IH_MIXED, /* in: dsa_index_mixed_sparse_inputs' ten, in its order */
+  CASE_IH_OPS
+} case_ih_op;
+
+/* One array: i32 unless dt says otherwise, [d0] (d1 < 0) or [d0, d1] with
+ * row stride rs elements (host data d0 * rs elements); absent: NULL is
+ * passed. */
+typedef struct case_ih_arr {
+  void *host;
+  int present;
+  dsa_dtype dt;
+  int64_t d0, d1, rs;
+  cl_mem m;
+  dsa_tensor t;
+} case_ih_arr;
+
+typedef struct case_ih_want {
+  const void *out;      /* out's d0 * rs elements */
+  const int32_t *lens;  /* [t]; not for CASE_IH_SLOT */
+} case_ih_want;
+
+typedef struct case_ih {
+  case_ih_op op;
+  union {
+    dsa_index_compressed_slot_mapping_params slot;
+    dsa_index_swa_params swa;
+    dsa_index_global_topk_params gtk;
+    dsa_index_c128_topk_params c128;
+    dsa_index_combine_topk_swa_params comb;
+    dsa_index_mixed_sparse_params mixed;
+  } p;
+  case_ih_arr in[10], out, lens; /* lens: d0 = t */
+  void *own[16];                 /* host arrays the generator allocated */
+  int nown;
+} case_ih;
+
+/* gen_check: op set; the shapes and parameters drawn too (valid index data
+ * with -1 entries now and then; optional inputs present or not), as
+ * tests/checkcl drew them. The generic ops' names: case_ih_name(op). */
+int case_ih_gen_check(case_ih *c, uint64_t *rng);
+int case_ih_upload(const case_dev *d, case_ih *c, unsigned char out_fill, char *msg, size_t msz);
+dsa_status case_ih_call(dsa_queue *q, const case_ih *c, const dsa_events *ev);
+int case_ih_check(const case_dev *d, const case_ih *c, const case_ih_want *want, char *msg,
+                  size_t msz);
+void case_ih_free(case_ih *c);
+const char *case_ih_name(case_ih_op op);
+/* gen_bench: op set; DeepSeek-V4 decode shapes: 64 requests of one token
+ * at a 32K context (slot mapping C4 with 64-row blocks, SWA window 128,
+ * global top-k K = 512, C128 K = 256 with 2-row blocks); the combination a
+ * prefill of 4 requests of 2048 tokens (top-k 512, window 128); the mixed
+ * matrix those 64 decode tokens beside that prefill. Fixed seeds, distinct
+ * random blocks. No dsacl-bench row: checkcl-cases --bench times them. */
+int case_ih_gen_bench(case_ih *c);
+/* The generic drivers' ops (golden_run_case), one per operator. */
+extern const case_ops case_ih_ops[CASE_IH_OPS];
+/* The tensor of in[i] as the call passes it (NULL when absent). */
+const dsa_tensor *case_ih_in(const case_ih *c, int i);
 
 #endif
