@@ -788,32 +788,59 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
 }
 
 /* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
- * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
+ * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. A warp is one
+ * entry, so the unused branch is uniform. A NoPE lane tests its four words
+ * once (dsa_dequant4_e4m3_special) and takes the integer path for all four
+ * (one block, no NaN to zero: that path's exponent fields stay below 255)
+ * or the exact one for all four, NaN zeroed. The old per-word form (a
+ * branch a word, NaN zeroing and the unused select on every word) spent a
+ * third of this step's arithmetic on the zeroing. */
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
                            __local uint *kd, __local int *vk) {
 #pragma unroll
   for (int r = 0; r < MT_NT / (MT_WG / 32); r++) {
     const uint e = tid / 32u + (uint)r * (MT_WG / 32), l = tid % 32u;
     __local const uchar *rs = rs0 + e * FD_EB;
-    dsa_raw raw;
-    raw.u = raw.ush = 0u;
-    raw.valid = vms[e];
-    if (l == 0u) vk[e] = raw.valid; /* the ring slot's masks are rewritten first */
-    if (l < NOPE_LANES) {
-      raw.r0 = *(__local const uint4 *)(rs + 16u * l);
-      raw.r1 = (uint4)(0u);
-      raw.u = rs[MLA_DATA_BYTES + (l >> 2)];
-    } else {
-      raw.r0 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES));
-      raw.r1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
-    }
+    const int valid = vms[e];
+    if (l == 0u) vk[e] = valid; /* the ring slot's masks are rewritten first */
     uint w[8];
-    lane_bf16(&raw, l, 1, w);
+    if (!valid) {
 #pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = raw.valid ? sm_nonan(w[i]) : 0u;
+      for (int i = 0; i < 8; i++) w[i] = 0u;
+    } else if (l < NOPE_LANES) {
+      const uint4 x = *(__local const uint4 *)(rs + 16u * l);
+      const uint u = rs[MLA_DATA_BYTES + (l >> 2)];
+      const uint xs[4] = {x.x, x.y, x.z, x.w};
+      const int sp = dsa_dequant4_e4m3_special(x.x, u) | dsa_dequant4_e4m3_special(x.y, u) |
+                     dsa_dequant4_e4m3_special(x.z, u) | dsa_dequant4_e4m3_special(x.w, u);
+      if (!sp) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const uint2 v = dsa_dequant4_e4m3_bf16_fast(xs[i], u);
+          w[2 * i] = v.x, w[2 * i + 1] = v.y;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const uint2 v = dsa_dequant4_e4m3_bf16(xs[i], u);
+          w[2 * i] = sm_nonan(v.x), w[2 * i + 1] = sm_nonan(v.y);
+        }
+      }
+    } else {
+      const uint4 x0 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES));
+      const uint4 x1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
+      w[0] = sm_nonan(x0.x), w[1] = sm_nonan(x0.y), w[2] = sm_nonan(x0.z);
+      w[3] = sm_nonan(x0.w), w[4] = sm_nonan(x1.x), w[5] = sm_nonan(x1.y);
+      w[6] = sm_nonan(x1.z), w[7] = sm_nonan(x1.w);
+    }
+    /* The lane's two 16-byte halves in the order (l / 4) % 2: the 8 lanes
+     * of a store's quarter-warp then hit 32 distinct banks (in lane order,
+     * lanes l and l + 4 shared banks: twice the wavefronts). */
+    const int sw = (int)((l >> 2) & 1u);
     __local uint4 *d = (__local uint4 *)(kd + e * MT_KDP + l * 8u);
-    d[0] = (uint4)(w[0], w[1], w[2], w[3]);
-    d[1] = (uint4)(w[4], w[5], w[6], w[7]);
+    const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
+    d[sw] = sw ? hi : lo;
+    d[1 - sw] = sw ? lo : hi;
   }
 }
 
