@@ -206,16 +206,16 @@ DSA_INLINE uint dsa_dequant_e4m3_bf16(uint b, float scale) {
  * whose products could leave bf16's normal range, takes the exact fp32 path.
  * The dequantizing gathers are bound by this arithmetic, not by memory,
  * without the fast path. */
-DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
+DSA_INLINE int dsa_dequant4_e4m3_special(uint x, uint u) {
   const uint t = x & 0x7F7F7F7Fu;
   const uint nonzero = (t + 0x7F7F7F7Fu) & 0x80808080u;
   const uint exp_zero = ~((x & 0x78787878u) + 0x78787878u) & 0x80808080u;
   const uint special = ((t + 0x01010101u) & 0x80808080u) | (nonzero & exp_zero);
-  if (special != 0u || u < 8u || u > 246u) {
-    const float sc = dsa_ue8m0_to_f32(u);
-    return (uint2)(dsa_dequant_e4m3_bf16(x, sc) | (dsa_dequant_e4m3_bf16(x >> 8, sc) << 16),
-                   dsa_dequant_e4m3_bf16(x >> 16, sc) | (dsa_dequant_e4m3_bf16(x >> 24, sc) << 16));
-  }
+  return special != 0u || u < 8u || u > 246u;
+}
+/* The integer path alone, for x and u where dsa_dequant4_e4m3_special is 0
+ * (its bf16 exponent fields are at most 15 + 246 - 7 < 255: never NaN). */
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_fast(uint x, uint u) {
   const uint bias = ((u - 7u) << 7) * 0x00010001u; /* (E-7) + (u-127) + 127, per half */
   uint r[2];
 #pragma unroll
@@ -227,6 +227,16 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
     r[h] = (((mag << 4) + bias) & (nz * 0xFFFFu)) | ((p & 0x00800080u) << 8);
   }
   return (uint2)(r[0], r[1]);
+}
+/* The exact fp32 path for four bytes. */
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_exact(uint x, uint u) {
+  const float sc = dsa_ue8m0_to_f32(u);
+  return (uint2)(dsa_dequant_e4m3_bf16(x, sc) | (dsa_dequant_e4m3_bf16(x >> 8, sc) << 16),
+                 dsa_dequant_e4m3_bf16(x >> 16, sc) | (dsa_dequant_e4m3_bf16(x >> 24, sc) << 16));
+}
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
+  if (dsa_dequant4_e4m3_special(x, u)) return dsa_dequant4_e4m3_bf16_exact(x, u);
+  return dsa_dequant4_e4m3_bf16_fast(x, u);
 }
 
 /* e = ceil(log2(amax / 448)) exactly, for a positive normal amax given by its

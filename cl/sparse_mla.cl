@@ -721,9 +721,9 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  * size of bf16, so two slots fit next to the bf16 tile in 48 KiB), copied
  * by 16 items (item (ce = tid / 16, cq = tid % 16): 16-byte pieces cq,
  * cq + 16, cq + 32 < 36, the scales by cq = 15). Per tile it:
- *   dequant   slot it % MT_ST into kd, one bf16 copy (fd_dequant: item entry
- *             tid / 32 + 8 r, lane tid % 32, NaN -> 0, unused -> 0), and
- *             the masks into vk for the logits step; barrier;
+ *   dequant   slot it % MT_ST into kd, one bf16 copy (fd_dequant: warp w
+ *             takes entries w and w + 8 in two rounds, NaN -> 0, unused
+ *             -> 0), and the masks into vk for the logits step; barrier;
  *   issue     tile it + MT_ST into the slot just emptied (its index, read a
  *             tile earlier, resolved now), so MT_ST tiles are in flight
  *             through QK, softmax and P x V; the next index read;
@@ -788,33 +788,74 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   }
 }
 
-/* Dequantize ring slot rs (masks vms) into kd: item entry tid / 32 + 8 r,
- * lane tid % 32 (dims [16 lane, +16)), NaN -> 0, unused -> 0. */
+/* Dim lane L (dims [16 L, +16)) of the ring entry at rs into its kd row,
+ * NaN -> 0, unused (valid 0) -> 0. A NoPE lane tests its four words once
+ * (dsa_dequant4_e4m3_special) and takes the integer path for all four (one
+ * scale block, no NaN to zero: that path's exponent fields stay below 255)
+ * or the exact one, NaN zeroed; a RoPE lane zeroes NaN in its 16 bf16. The
+ * two 16-byte stores go in the order (l / 4) % 2 of the work-item's lane l
+ * in its warp, so a quarter-warp's 8 stores hit 32 distinct banks (in lane
+ * order, lanes l and l + 4 shared banks: twice the wavefronts). */
+DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __local uint *row) {
+  uint w[8];
+  if (!valid) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = 0u;
+  } else if (L < NOPE_LANES) {
+    const uint4 x = *(__local const uint4 *)(rs + 16u * L);
+    const uint u = rs[MLA_DATA_BYTES + (L >> 2)];
+    const uint xs[4] = {x.x, x.y, x.z, x.w};
+    const int sp = dsa_dequant4_e4m3_special(x.x, u) | dsa_dequant4_e4m3_special(x.y, u) |
+                   dsa_dequant4_e4m3_special(x.z, u) | dsa_dequant4_e4m3_special(x.w, u);
+    if (!sp) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint2 v = dsa_dequant4_e4m3_bf16_fast(xs[i], u);
+        w[2 * i] = v.x, w[2 * i + 1] = v.y;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint2 v = dsa_dequant4_e4m3_bf16(xs[i], u);
+        w[2 * i] = sm_nonan(v.x), w[2 * i + 1] = sm_nonan(v.y);
+      }
+    }
+  } else {
+    const uint4 x0 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (L - NOPE_LANES));
+    const uint4 x1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (L - NOPE_LANES) + 16u);
+    w[0] = sm_nonan(x0.x), w[1] = sm_nonan(x0.y), w[2] = sm_nonan(x0.z);
+    w[3] = sm_nonan(x0.w), w[4] = sm_nonan(x1.x), w[5] = sm_nonan(x1.y);
+    w[6] = sm_nonan(x1.z), w[7] = sm_nonan(x1.w);
+  }
+  const int sw = (int)((l >> 2) & 1u);
+  __local uint4 *d = (__local uint4 *)(row + L * 8u);
+  const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
+  d[sw] = sw ? hi : lo;
+  d[1 - sw] = sw ? lo : hi;
+}
+
+/* Dequantize ring slot rs0 (masks vms) into kd (masks vk): warp w = tid /
+ * 32 takes entries w and w + 8, 64 dim lanes (56 NoPE, 8 RoPE) in two
+ * rounds of its 32 work-items: first the NoPE lanes of entry w and lanes
+ * 0-3 of entry w + 8, then lanes 4-27 of entry w + 8 and the RoPE lanes of
+ * both. A RoPE lane (NaN zeroing of 16 bf16) and a NoPE lane (dequantizing
+ * 16 e4m3) take different code, so a warp mixing them runs both: one mixed
+ * round in two, where one entry a round (lanes 28-31 RoPE) made both
+ * mixed. */
+#if MT_NT != 2 * (MT_WG / 32) || NOPE_LANES != 28
+#error "sparse_mla.cl: fd_dequant maps 2 entries (56 + 8 dim lanes) onto each warp"
+#endif
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
                            __local uint *kd, __local int *vk) {
-#pragma unroll
-  for (int r = 0; r < MT_NT / (MT_WG / 32); r++) {
-    const uint e = tid / 32u + (uint)r * (MT_WG / 32), l = tid % 32u;
-    __local const uchar *rs = rs0 + e * FD_EB;
-    dsa_raw raw;
-    raw.u = raw.ush = 0u;
-    raw.valid = vms[e];
-    if (l == 0u) vk[e] = raw.valid; /* the ring slot's masks are rewritten first */
-    if (l < NOPE_LANES) {
-      raw.r0 = *(__local const uint4 *)(rs + 16u * l);
-      raw.r1 = (uint4)(0u);
-      raw.u = rs[MLA_DATA_BYTES + (l >> 2)];
-    } else {
-      raw.r0 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES));
-      raw.r1 = *(__local const uint4 *)(rs + MLA_NOPE + 32u * (l - NOPE_LANES) + 16u);
-    }
-    uint w[8];
-    lane_bf16(&raw, l, 1, w);
-#pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = raw.valid ? sm_nonan(w[i]) : 0u;
-    __local uint4 *d = (__local uint4 *)(kd + e * MT_KDP + l * 8u);
-    d[0] = (uint4)(w[0], w[1], w[2], w[3]);
-    d[1] = (uint4)(w[4], w[5], w[6], w[7]);
+  const uint w = tid / 32u, l = tid % 32u;
+  if (l == 0u) vk[w] = vms[w], vk[w + 8u] = vms[w + 8u]; /* the ring's masks are rewritten first */
+  {
+    const uint e = l < 28u ? w : w + 8u, L = l < 28u ? l : l - 28u;
+    fd_lane(rs0 + e * FD_EB, vms[e], L, l, kd + e * MT_KDP);
+  }
+  {
+    const uint e = l >= 24u && l < 28u ? w : w + 8u, L = l < 24u ? l + 4u : 28u + (l & 3u);
+    fd_lane(rs0 + e * FD_EB, vms[e], L, l, kd + e * MT_KDP);
   }
 }
 
