@@ -22,7 +22,8 @@
  *          (k < 8, i < 4) in registers, writes 8 partial dots;
  *   reduce items (h = tid/8, n = tid%8), tid < 128: logit, then the online
  *          softmax update (m, l kept in those items' registers);
- *   PV     item tid owns dims 2tid, 2tid+1 of all 16 heads (32 accumulators).
+ *   PV     item (tid/128, tid%128) owns dims [4 (tid%128), +4) of heads
+ *          [8 (tid/128), +8) (32 accumulators).
  * Masked entries have logit -inf and a zero row; a tile whose running max is
  * still -inf contributes nothing, so empty rows and fully masked first tiles
  * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
@@ -53,6 +54,7 @@
 #if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 16
 #error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 16"
 #endif
+#define PV_H (HG / 2) /* heads a PV item: 128 items x 4 dims cover 512, twice */
 
 /* The argument groups of the attention kernels (cl/dsa_args.h), laid by the
  * launcher in this order. A set over a paged MLA cache: the cache, the
@@ -335,10 +337,14 @@ DSA_INLINE void attn_body(
   /* Reduce mapping (tid < 128): private running max and sum of head rh. */
   const uint rh = tid / NT, rn = tid % NT;
   float m_run = -INFINITY, l_run = 0.0f;
-  /* PV mapping. */
-  float acc[HG][2];
+  /* PV mapping: item (ph = tid / 128, pd = tid % 128) owns dims [4 pd, +4)
+   * of heads [8 ph, +8): per entry one float4 of K and two of P, where dims
+   * 2tid, 2tid+1 of all 16 heads took one float2 and four float4 (five
+   * shared-memory reads for the same 32 multiply-adds, not three). */
+  const uint ph = tid / (WG / 2u), pd = tid % (WG / 2u);
+  float acc[PV_H][4];
 #pragma unroll
-  for (int h = 0; h < HG; h++) acc[h][0] = acc[h][1] = 0.0f;
+  for (int h = 0; h < PV_H; h++) acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0.0f;
 
   dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
   for (int it = 0; it < ntiles; it++) {
@@ -414,30 +420,33 @@ DSA_INLINE void attn_body(
 
     /* PV: acc = acc * alpha + P . K over this item's two dims. */
     {
-      __local const float4 *a4 = (__local const float4 *)al;
+      __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
 #pragma unroll
-      for (int h4 = 0; h4 < HG / 4; h4++) {
+      for (int h4 = 0; h4 < PV_H / 4; h4++) {
         const float4 a = a4[h4];
-        acc[4 * h4][0] *= a.x, acc[4 * h4][1] *= a.x;
-        acc[4 * h4 + 1][0] *= a.y, acc[4 * h4 + 1][1] *= a.y;
-        acc[4 * h4 + 2][0] *= a.z, acc[4 * h4 + 2][1] *= a.z;
-        acc[4 * h4 + 3][0] *= a.w, acc[4 * h4 + 3][1] *= a.w;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          acc[4 * h4][c] *= a.x;
+          acc[4 * h4 + 1][c] *= a.y;
+          acc[4 * h4 + 2][c] *= a.z;
+          acc[4 * h4 + 3][c] *= a.w;
+        }
       }
 #pragma unroll
       for (int n = 0; n < NT; n++) {
-        const float2 kv = *(__local const float2 *)(kt + n * MLA_DIM + 2 * tid);
-        __local const float4 *pp = (__local const float4 *)(pl + n * HG);
+        const float4 k4 = *(__local const float4 *)(kt + n * MLA_DIM + 4u * pd);
+        const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
+        __local const float4 *pp = (__local const float4 *)(pl + n * HG + ph * PV_H);
 #pragma unroll
-        for (int h4 = 0; h4 < HG / 4; h4++) {
+        for (int h4 = 0; h4 < PV_H / 4; h4++) {
           const float4 p = pp[h4];
-          acc[4 * h4][0] = mad(p.x, kv.x, acc[4 * h4][0]);
-          acc[4 * h4][1] = mad(p.x, kv.y, acc[4 * h4][1]);
-          acc[4 * h4 + 1][0] = mad(p.y, kv.x, acc[4 * h4 + 1][0]);
-          acc[4 * h4 + 1][1] = mad(p.y, kv.y, acc[4 * h4 + 1][1]);
-          acc[4 * h4 + 2][0] = mad(p.z, kv.x, acc[4 * h4 + 2][0]);
-          acc[4 * h4 + 2][1] = mad(p.z, kv.y, acc[4 * h4 + 2][1]);
-          acc[4 * h4 + 3][0] = mad(p.w, kv.x, acc[4 * h4 + 3][0]);
-          acc[4 * h4 + 3][1] = mad(p.w, kv.y, acc[4 * h4 + 3][1]);
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            acc[4 * h4][c] = mad(p.x, kv[c], acc[4 * h4][c]);
+            acc[4 * h4 + 1][c] = mad(p.y, kv[c], acc[4 * h4 + 1][c]);
+            acc[4 * h4 + 2][c] = mad(p.z, kv[c], acc[4 * h4 + 2][c]);
+            acc[4 * h4 + 3][c] = mad(p.w, kv[c], acc[4 * h4 + 3][c]);
+          }
         }
       }
     }
@@ -456,17 +465,22 @@ DSA_INLINE void attn_body(
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-  for (int h = 0; h < HG; h++) {
-    const int head = g * HG + h;
+  for (int h = 0; h < PV_H; h++) {
+    const int head = g * HG + (int)(ph * PV_H) + h;
     if (head < n_heads) {
-      const float inv = fin[h];
-      const uint v = (uint)dsa_f32_to_bf16(acc[h][0] * inv) |
-                     ((uint)dsa_f32_to_bf16(acc[h][1] * inv) << 16);
-      __global uchar *dst = out + o_off + t * o_ts + (ulong)head * o_hs + tid * 4u;
-      if (o_al)
-        *(__global uint *)dst = v;
-      else
-        vstore2((ushort2)((ushort)v, (ushort)(v >> 16)), 0, (__global ushort *)dst);
+      const float inv = fin[ph * PV_H + (uint)h];
+      const uint v0 = (uint)dsa_f32_to_bf16(acc[h][0] * inv) |
+                      ((uint)dsa_f32_to_bf16(acc[h][1] * inv) << 16);
+      const uint v1 = (uint)dsa_f32_to_bf16(acc[h][2] * inv) |
+                      ((uint)dsa_f32_to_bf16(acc[h][3] * inv) << 16);
+      __global uchar *dst = out + o_off + t * o_ts + (ulong)head * o_hs + pd * 8u;
+      if (o_al) {
+        ((__global uint *)dst)[0] = v0;
+        ((__global uint *)dst)[1] = v1;
+      } else {
+        vstore4((ushort4)((ushort)v0, (ushort)(v0 >> 16), (ushort)v1, (ushort)(v1 >> 16)), 0,
+                (__global ushort *)dst);
+      }
     }
   }
 }
