@@ -11,7 +11,7 @@
  * Portable attention kernels (sparse_attn_bf16, sparse_mla_decode_fused): grid
  * (256, ceil(H/16), T), one work-group per (token, group of 16 heads): the
  * heads of a token share its KV entries, so each tile of NT = 8 entries
- * (8 x 512 fp32 in local memory, double-buffered) is fetched once and used
+ * (8 x 512 bf16 in local memory, NaN zeroed, double-buffered) is fetched once and used
  * by all 16 heads. A token's entries form one virtual list: the first len_A
  * entries of set A, then the first len_B of set B (bf16 kernel: set A only).
  * Per tile:
@@ -22,7 +22,8 @@
  *          (k < 8, i < 4) in registers, writes 8 partial dots;
  *   reduce items (h = tid/8, n = tid%8), tid < 128: logit, then the online
  *          softmax update (m, l kept in those items' registers);
- *   PV     item tid owns dims 2tid, 2tid+1 of all 16 heads (32 accumulators).
+ *   PV     item (tid/128, tid%128) owns dims [4 (tid%128), +4) of heads
+ *          [8 (tid/128), +8) (32 accumulators).
  * Masked entries have logit -inf and a zero row; a tile whose running max is
  * still -inf contributes nothing, so empty rows and fully masked first tiles
  * never produce NaN. NaN elements of K are read as 0 (as vLLM's reference).
@@ -34,7 +35,7 @@
  * end of the file (NVIDIA tensor cores, inline PTX, under DSA_HAS_NV_PTX:
  * the previous NVIDIA path, kept as the fallback there while the tile form
  * is measured against it, docs/PERFORMANCE.md); the portable kernels with a
- * double tile buffer (43 KB of local memory); the *_lm32 twins with one
+ * double tile buffer (27 KB of local memory); the *_lm32 twins with one
  * buffer for devices with OpenCL's guaranteed 32 KiB.
  *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
@@ -53,6 +54,7 @@
 #if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 16
 #error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 16"
 #endif
+#define PV_H (HG / 2) /* heads a PV item: 128 items x 4 dims cover 512, twice */
 
 /* The argument groups of the attention kernels (cl/dsa_args.h), laid by the
  * launcher in this order. A set over a paged MLA cache: the cache, the
@@ -184,12 +186,6 @@ DSA_INLINE void lane_bf16(const dsa_raw *r, uint lane, int fused, uint w[8]) {
   }
 }
 
-/* bf16 bits -> fp32, NaN read as 0 (vLLM zeroes NaN entries of gathered K). */
-DSA_INLINE float kv_f32(uint bits16_hi) {
-  const float f = as_float(bits16_hi);
-  return isnan(f) ? 0.0f : f;
-}
-
 /* A bf16 pair with NaN halves zeroed. */
 DSA_INLINE uint sm_nonan(uint x) {
   uint m = 0u;
@@ -301,7 +297,7 @@ DSA_INLINE void attn_body(
     int q_al, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
     int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
     int o_al, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
-    __global volatile uint *faults, __local float *ks, __local float *part, __local float *sl,
+    __global volatile uint *faults, __local uint *ks, __local float *part, __local float *sl,
     __local float *pl, __local float *al, __local int *vm, __local float *fin, const int nbuf) {
   const uint tid = get_local_id(0);
   const int g = get_group_id(1);
@@ -314,7 +310,9 @@ DSA_INLINE void attn_body(
   const int len = len_a + len_b;
   const int ntiles = (len + NT - 1) / NT;
 
-  /* QK mapping: q in registers. */
+  /* QK mapping: q in registers, dims {128 k + 8 ds + i} (k < 4, i < 8):
+   * qf[2k] holds i < 4, qf[2k + 1] i >= 4 (one 16-byte read of the bf16
+   * tile each k). */
   const uint qh = tid / DSL, ds = tid % DSL;
   const int qhead = g * HG + (int)qh;
   float4 qf[8];
@@ -324,7 +322,7 @@ DSA_INLINE void attn_body(
     __global const uchar *qrow = qp + q_off + t * q_ts + (ulong)qhead * q_hs;
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-      const uint2 v = dsa_load8(qrow + (k * 64 + ds * 4) * 2, q_al);
+      const uint2 v = dsa_load8(qrow + ((k / 2) * 128 + ds * 8 + (k % 2) * 4) * 2, q_al);
       qf[k] = (float4)(as_float(v.x << 16), as_float(v.x & 0xFFFF0000u), as_float(v.y << 16),
                        as_float(v.y & 0xFFFF0000u));
     }
@@ -335,25 +333,33 @@ DSA_INLINE void attn_body(
   /* Reduce mapping (tid < 128): private running max and sum of head rh. */
   const uint rh = tid / NT, rn = tid % NT;
   float m_run = -INFINITY, l_run = 0.0f;
-  /* PV mapping. */
-  float acc[HG][2];
+  /* PV mapping: item (ph = tid / 128, pd = tid % 128) owns dims [4 pd, +4)
+   * of heads [8 ph, +8): per entry one float4 of K and two of P, where dims
+   * 2tid, 2tid+1 of all 16 heads took one float2 and four float4 (five
+   * shared-memory reads for the same 32 multiply-adds, not three). */
+  const uint ph = tid / (WG / 2u), pd = tid % (WG / 2u);
+  float acc[PV_H][4];
 #pragma unroll
-  for (int h = 0; h < HG; h++) acc[h][0] = acc[h][1] = 0.0f;
+  for (int h = 0; h < PV_H; h++) acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0.0f;
 
   dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
   for (int it = 0; it < ntiles; it++) {
     /* Two tile buffers (the next tile is written while the last is read), or
      * one (32 KiB devices) and a barrier at the end of the step. */
     const int buf = nbuf == 2 ? it & 1 : 0;
-    __local float *kt = ks + buf * (NT * MLA_DIM);
+    __local uint *kt = ks + buf * (NT * MLA_DIM / 2);
     {
       uint w[8];
       lane_bf16(&raw, lane, fused, w);
-      __local float4 *dst = (__local float4 *)(kt + lr * MLA_DIM + lane * 16);
 #pragma unroll
-      for (int i = 0; i < 4; i++)
-        dst[i] = (float4)(kv_f32(w[2 * i] << 16), kv_f32(w[2 * i] & 0xFFFF0000u),
-                          kv_f32(w[2 * i + 1] << 16), kv_f32(w[2 * i + 1] & 0xFFFF0000u));
+      for (int i = 0; i < 8; i++) w[i] = sm_nonan(w[i]);
+      /* The two 16-byte stores in the order (lane / 4) % 2, so a
+       * quarter-warp's 8 stores hit 32 distinct banks (as fd_lane). */
+      const int sw = (int)((lane >> 2) & 1u);
+      __local uint4 *dst = (__local uint4 *)(kt + lr * (MLA_DIM / 2) + lane * 8u);
+      const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
+      dst[sw] = sw ? hi : lo;
+      dst[1 - sw] = sw ? lo : hi;
       if (lane == 0) vm[buf * NT + lr] = raw.valid;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -362,17 +368,22 @@ DSA_INLINE void attn_body(
 
     /* QK: 8 partial dots over this item's 32 dims. */
     {
-      __local const float4 *k4 = (__local const float4 *)kt;
+      __local const uint4 *k4 = (__local const uint4 *)kt;
 #pragma unroll
       for (int n = 0; n < NT; n++) {
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-          const float4 kv = k4[n * (MLA_DIM / 4) + k * 16 + ds];
-          s = mad(qf[k].x, kv.x, s);
-          s = mad(qf[k].y, kv.y, s);
-          s = mad(qf[k].z, kv.z, s);
-          s = mad(qf[k].w, kv.w, s);
+        for (int k = 0; k < 4; k++) {
+          const uint4 w = k4[n * (MLA_DIM / 8) + k * 16 + ds];
+          const float4 a = qf[2 * k], b = qf[2 * k + 1];
+          s = mad(a.x, as_float(w.x << 16), s);
+          s = mad(a.y, as_float(w.x & 0xFFFF0000u), s);
+          s = mad(a.z, as_float(w.y << 16), s);
+          s = mad(a.w, as_float(w.y & 0xFFFF0000u), s);
+          s = mad(b.x, as_float(w.z << 16), s);
+          s = mad(b.y, as_float(w.z & 0xFFFF0000u), s);
+          s = mad(b.z, as_float(w.w << 16), s);
+          s = mad(b.w, as_float(w.w & 0xFFFF0000u), s);
         }
         part[qh * PSTRIDE + n * DSL + ds] = s;
       }
@@ -414,30 +425,34 @@ DSA_INLINE void attn_body(
 
     /* PV: acc = acc * alpha + P . K over this item's two dims. */
     {
-      __local const float4 *a4 = (__local const float4 *)al;
+      __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
 #pragma unroll
-      for (int h4 = 0; h4 < HG / 4; h4++) {
+      for (int h4 = 0; h4 < PV_H / 4; h4++) {
         const float4 a = a4[h4];
-        acc[4 * h4][0] *= a.x, acc[4 * h4][1] *= a.x;
-        acc[4 * h4 + 1][0] *= a.y, acc[4 * h4 + 1][1] *= a.y;
-        acc[4 * h4 + 2][0] *= a.z, acc[4 * h4 + 2][1] *= a.z;
-        acc[4 * h4 + 3][0] *= a.w, acc[4 * h4 + 3][1] *= a.w;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          acc[4 * h4][c] *= a.x;
+          acc[4 * h4 + 1][c] *= a.y;
+          acc[4 * h4 + 2][c] *= a.z;
+          acc[4 * h4 + 3][c] *= a.w;
+        }
       }
 #pragma unroll
       for (int n = 0; n < NT; n++) {
-        const float2 kv = *(__local const float2 *)(kt + n * MLA_DIM + 2 * tid);
-        __local const float4 *pp = (__local const float4 *)(pl + n * HG);
+        const uint2 k2 = *(__local const uint2 *)(kt + n * (MLA_DIM / 2) + 2u * pd);
+        const float kv[4] = {as_float(k2.x << 16), as_float(k2.x & 0xFFFF0000u),
+                             as_float(k2.y << 16), as_float(k2.y & 0xFFFF0000u)};
+        __local const float4 *pp = (__local const float4 *)(pl + n * HG + ph * PV_H);
 #pragma unroll
-        for (int h4 = 0; h4 < HG / 4; h4++) {
+        for (int h4 = 0; h4 < PV_H / 4; h4++) {
           const float4 p = pp[h4];
-          acc[4 * h4][0] = mad(p.x, kv.x, acc[4 * h4][0]);
-          acc[4 * h4][1] = mad(p.x, kv.y, acc[4 * h4][1]);
-          acc[4 * h4 + 1][0] = mad(p.y, kv.x, acc[4 * h4 + 1][0]);
-          acc[4 * h4 + 1][1] = mad(p.y, kv.y, acc[4 * h4 + 1][1]);
-          acc[4 * h4 + 2][0] = mad(p.z, kv.x, acc[4 * h4 + 2][0]);
-          acc[4 * h4 + 2][1] = mad(p.z, kv.y, acc[4 * h4 + 2][1]);
-          acc[4 * h4 + 3][0] = mad(p.w, kv.x, acc[4 * h4 + 3][0]);
-          acc[4 * h4 + 3][1] = mad(p.w, kv.y, acc[4 * h4 + 3][1]);
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            acc[4 * h4][c] = mad(p.x, kv[c], acc[4 * h4][c]);
+            acc[4 * h4 + 1][c] = mad(p.y, kv[c], acc[4 * h4 + 1][c]);
+            acc[4 * h4 + 2][c] = mad(p.z, kv[c], acc[4 * h4 + 2][c]);
+            acc[4 * h4 + 3][c] = mad(p.w, kv[c], acc[4 * h4 + 3][c]);
+          }
         }
       }
     }
@@ -456,24 +471,29 @@ DSA_INLINE void attn_body(
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-  for (int h = 0; h < HG; h++) {
-    const int head = g * HG + h;
+  for (int h = 0; h < PV_H; h++) {
+    const int head = g * HG + (int)(ph * PV_H) + h;
     if (head < n_heads) {
-      const float inv = fin[h];
-      const uint v = (uint)dsa_f32_to_bf16(acc[h][0] * inv) |
-                     ((uint)dsa_f32_to_bf16(acc[h][1] * inv) << 16);
-      __global uchar *dst = out + o_off + t * o_ts + (ulong)head * o_hs + tid * 4u;
-      if (o_al)
-        *(__global uint *)dst = v;
-      else
-        vstore2((ushort2)((ushort)v, (ushort)(v >> 16)), 0, (__global ushort *)dst);
+      const float inv = fin[ph * PV_H + (uint)h];
+      const uint v0 = (uint)dsa_f32_to_bf16(acc[h][0] * inv) |
+                      ((uint)dsa_f32_to_bf16(acc[h][1] * inv) << 16);
+      const uint v1 = (uint)dsa_f32_to_bf16(acc[h][2] * inv) |
+                      ((uint)dsa_f32_to_bf16(acc[h][3] * inv) << 16);
+      __global uchar *dst = out + o_off + t * o_ts + (ulong)head * o_hs + pd * 8u;
+      if (o_al) {
+        ((__global uint *)dst)[0] = v0;
+        ((__global uint *)dst)[1] = v1;
+      } else {
+        vstore4((ushort4)((ushort)v0, (ushort)(v0 >> 16), (ushort)v1, (ushort)(v1 >> 16)), 0,
+                (__global ushort *)dst);
+      }
     }
   }
 }
 
 #define ATTN_LOCALS(NBUF)                                                            \
   /* float4 accesses below: 16-byte alignment is not implied by float. */     \
-  __local float ks[(NBUF) * NT * MLA_DIM] __attribute__((aligned(16)));        \
+  __local uint ks[(NBUF) * NT * MLA_DIM / 2] __attribute__((aligned(16)));     \
   __local float part[HG * PSTRIDE] __attribute__((aligned(16)));               \
   __local float sl[HG * NT] __attribute__((aligned(16)));                      \
   __local float pl[NT * HG] __attribute__((aligned(16)));                      \
@@ -481,7 +501,7 @@ DSA_INLINE void attn_body(
   __local float fin[HG] __attribute__((aligned(16)));                          \
   __local int vm[(NBUF) * NT]
 
-/* NBUF 2: the tile buffer doubled (43 KB of local memory); 1: for devices
+/* NBUF 2: the tile buffer doubled (27 KB of local memory); 1: for devices
  * with OpenCL's guaranteed 32 KiB. */
 #define SA_BF16_KERNEL(NAME, NBUF)                                                             \
   __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(SA_BF16_PARAMS) {         \

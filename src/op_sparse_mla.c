@@ -54,7 +54,7 @@ const char dsa__defines_sparse_mla[] =
 
 /* Local memory of each attention kernel, from the constants above. */
 static size_t attn_local_bytes(int nbuf) {
-  return (size_t)nbuf * NT * MLA_DIM * 4 + (size_t)HG * PSTRIDE * 4 + (size_t)HG * NT * 4 * 2 +
+  return (size_t)nbuf * NT * MLA_DIM * 2 + (size_t)HG * PSTRIDE * 4 + (size_t)HG * NT * 4 * 2 +
          (size_t)HG * 4 * 2 + (size_t)nbuf * NT * 4;
 }
 static size_t mma_local_bytes(void) {

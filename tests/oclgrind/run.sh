@@ -96,6 +96,19 @@ for opdir in "$golden"/*/; do
     ln -s "$(cd "$casedir" && pwd)" "$tmp/g/$op/$c"
     f=("${flags[@]}")
     case " $no_uninit $twice " in *" $op "*) f=(--check-api --data-races --max-errors 20) ;; esac
+    if [ "$op" = sparse_mla_decode ]; then
+      # Oclgrind 21.10 charges the portable attention kernel with its _lm32
+      # twin's local memory too (45,408 B for 26,816; main's 43,200 B kernel
+      # showed 69,984), so at 32 KiB it refuses the kernel the host picks
+      # there: the simulator's is raised and the host still picks as on a
+      # 32 KiB device, then as on a 24 KiB one (the _lm32 kernel).
+      for lm in 32768 24576; do
+        DSACL_LOCAL_MEM_LIMIT=$lm oclgrind --build-options -cl-opt-disable --local-mem-size 65536 \
+          "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
+        check "$op/$c(${lm}B)" "$tmp/log" $?
+      done
+      continue
+    fi
     oclgrind "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
     check "$op/$c" "$tmp/log" $?
     case " $twice " in
