@@ -168,8 +168,12 @@ done
 # an input that lies over their own output on purpose (docs/API.md: accepted,
 # those bytes unspecified), which that plugin rightly calls a race. Not
 # --uninitialized: that plugin crashes inside Oclgrind on the sparse MLA
-# kernels (docs/PORTING.md, "Oclgrind").
-oclgrind --check-api --max-errors 20 "$build/tests/test_hostile" > "$tmp/log" 2>&1
+# kernels (docs/PORTING.md, "Oclgrind"). The simulator's local memory is
+# raised and the host still picks as on a 32 KiB device: Oclgrind 21.10
+# charges the portable attention kernels with their _lm32 twins' local
+# memory too (45,408 B for 26,816; see the sparse MLA golden cases above).
+DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 65536 --check-api --max-errors 20 \
+  "$build/tests/test_hostile" > "$tmp/log" 2>&1
 check test_hostile "$tmp/log" $?
 echo "oclgrind: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
