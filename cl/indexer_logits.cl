@@ -24,8 +24,10 @@
  * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
  * per-key partials; partials of the HG head groups meet in local memory
  * after each head chunk. Tiles wholly outside a row's valid keys only write
- * -inf (when clean) and leave. Variants: "h64" (8 x 8 per item, HG 8, KG 32: 64 heads x
- * 256 keys, DC 16) for H > 16, "h16" (4 x 4, HG 4, KG 64: 16 x 256, DC 16).
+ * -inf (when clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 32: 64 heads x
+ * 256 keys, DC 16; two chunk buffers, one barrier a chunk) for H > 16 where
+ * it fits, "h64" (the same with one buffer, 32 KiB), "h16" (4 x 4, HG 4,
+ * KG 64: 16 x 256, DC 16).
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -50,15 +52,6 @@
  * narrow one IL_N_*;
  * the NVIDIA path's MMA_NT, MMA_KT, MMA_SUB and MMA_PITCH below. */
 
-/* Exact e4m3 value; the NaN codes 0x7F / 0xFF decode to +-480 as in vLLM's
- * logits kernels (no special case: the bits' value without the NaN rule). */
-DSA_INLINE float il_e4m3(uint b) {
-  const uint m = b & 0x7Fu;
-  const float nrm = as_float((m << 20) + (120u << 23));
-  const float sub = (float)(m & 7u) * 0x1p-9f;
-  return as_float(as_uint(m >= 8u ? nrm : sub) | ((b & 0x80u) << 24));
-}
-
 /* Sixteen consecutive values of a row in two steps, so that the loads of
  * the next chunk are in flight while this one is multiplied: il_raw16 reads
  * the bytes at p (16 of e4m3, or 8 of e2m1 in .xy and the scale byte of
@@ -71,11 +64,25 @@ DSA_INLINE uint4 il_raw16(__global const uchar *p, __global const uchar *sp, con
   return (uint4)(x.x, x.y, (uint)*sp, 0u);
 }
 
-DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v) {
+/* FP8 values are decoded exactly, scaled by 2^-8: each byte pair becomes
+ * two f16 (dsa_e4m3x2_to_f16x2_scaled: e4m3 x 2^-8 is exact in f16,
+ * subnormals included; the NaN codes 0x7F / 0xFF give +-480 x 2^-8, as
+ * vLLM's logits kernels read them: the bits' value without the NaN rule)
+ * widened by vload_half2, a few integer operations a pair where an fp32
+ * decode of each byte took about ten (an int-to-float conversion among
+ * them). Keys are staged so (qmul 1), the query times 2^16 (qmul): every
+ * product q k, and so every sum, is exactly the unscaled one (H100, paged
+ * B=64: 984 -> 876 us; docs/PERFORMANCE.md). */
+DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmul) {
   if (!fp4) {
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-    for (int j = 0; j < 16; j++) v[j] = il_e4m3((w[j >> 2] >> (8 * (j & 3))) & 0xFFu);
+    for (int j = 0; j < 4; j++) {
+      const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled(w[j]), dsa_e4m3x2_to_f16x2_scaled_hi(w[j])};
+      const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
+      const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
+      v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = b.x, v[4 * j + 3] = b.y;
+    }
   } else {
     const float sc = dsa_ue8m0_to_f32(x.z);
     const uint w[2] = {x.x, x.y};
@@ -209,10 +216,14 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                                __local float *red, __local ulong *koff, __local ulong *ksoff,
                                __local float *kscale, __local int *kstate, const int HG,
                                const int KG, const int RH, const int RK, const int DC,
-                               const int paged, const int fp4, const uint lid, const uint r,
+                               const int NB, const int paged, const int fp4, const uint lid,
+                               const uint r,
                                const int n0, const uint b, const uint i, const int lo,
                                const int hi, const int skip) {
   const int TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
+  /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
+   * while the last is multiplied; one barrier a chunk, not two). */
+  const int QSZ = TH * DC, KSZ = TK * (DC > HG ? DC : HG);
 
   /* Where each key of the tile lives. */
   if ((int)lid < TK) { /* TK <= IL_NT */
@@ -269,16 +280,20 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                     sbase + ksoff[kk] + (ulong)(kd / 32) * sds, fp4, k_al);
 
     for (int dc = 0; dc < D; dc += DC) {
+      /* NB 2: chunk c in buffer c % 2, whose last reader (chunk c - 2's
+       * products) is behind chunk c - 1's barrier. */
+      const int bsel = NB == 2 ? (dc / DC) & 1 : 0;
+      __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       {
         float v[16];
         if (sq < TH * SEGK) { /* <= IL_NT */
-          il_dec16(xq, fp4, v);
+          il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
-          for (int e = 0; e < 16; e++) qs[(qd + e) * TH + qh] = v[e];
+          for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
-        il_dec16(xk, fp4, v);
+        il_dec16(xk, fp4, v, 1.0f);
 #pragma unroll
-        for (int e = 0; e < 16; e++) ks[(kd + e) * TK + kk] = v[e];
+        for (int e = 0; e < 16; e++) kb[(kd + e) * TK + kk] = v[e];
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       {
@@ -293,8 +308,8 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
           xk = il_raw16(kbase + koff[kk] + (ulong)(fp4 ? (nd + kd) / 2 : nd + kd),
                         sbase + ksoff[kk] + (ulong)((nd + kd) / 32) * sds, fp4, k_al);
       }
-      __local const float4 *qa = (__local const float4 *)qs + hg;
-      __local const float4 *ka = (__local const float4 *)ks + kg;
+      __local const float4 *qa = (__local const float4 *)qb + hg;
+      __local const float4 *ka = (__local const float4 *)kb + kg;
 #pragma unroll
       for (int d = 0; d < DC; d++) {
         /* The heads whole, the keys a float4 at a time (fewer operand
@@ -315,8 +330,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
             for (int c = 0; c < 4; c++) acc[a][4 * u + c] = fma(xa[a], ya[c], acc[a][4 * u + c]);
         }
       }
-      barrier(CLK_LOCAL_MEM_FENCE);
+      if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (NB == 2) barrier(CLK_LOCAL_MEM_FENCE); /* red below aliases ks */
 
     float wv[8];
 #pragma unroll
@@ -358,7 +374,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
                                __local float *red, __local ulong *koff, __local ulong *ksoff,
                                __local float *kscale, __local int *kstate, const int HG,
                                const int KG, const int RH, const int RK, const int DC,
-                               const int paged, const int fp4) {
+                               const int NB, const int paged, const int fp4) {
   const int TK = RK * KG;
   const uint lid = get_local_id(0);
   const uint g = get_group_id(0), gr = g / (uint)ntiles;
@@ -376,24 +392,25 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
    * return) whose condition it cannot prove uniform; there it evaluated later
    * per-item conditions for the whole group. Loop bounds are fine. */
   const int skip = n0 >= hi || n0 + TK <= lo;
-  il_tile(IL_NAMES, qs, ks, red, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, paged, fp4,
+  il_tile(IL_NAMES, qs, ks, red, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, paged, fp4,
           lid, r, n0, b, i, lo, hi, skip);
 }
 
-/* Local memory: the chunks of TH x DC query and TK x DC key values, the
- * head-group partials (HG x TK) in the key chunk's place when they fit
+/* Local memory: NB chunks of TH x DC query and TK x DC key values, the
+ * head-group partials (HG x TK) in the key chunks' place when they fit
  * (src/op_indexer_logits.c, tile_local_bytes, counts the same). */
 #define IL_KS_FLOATS(HG, KG, RK, DC)                                                          \
   ((RK) * (KG) * ((DC) > (HG) ? (DC) : (HG)))
-#define IL_KERNEL(NAME, HG, KG, RH, RK, DC, PAGED, FP4)                                       \
+#define IL_KERNEL(NAME, HG, KG, RH, RK, DC, NB, PAGED, FP4)                                   \
   __kernel __attribute__((reqd_work_group_size(IL_NT, 1, 1))) void NAME(IL_KARGS) {           \
-    __local float4 qs[(RH * HG) * DC / 4];                                                     \
-    __local float4 ks[IL_KS_FLOATS(HG, KG, RK, DC) / 4];                                       \
+    __local float4 qs[(NB) * (RH * HG) * DC / 4];                                              \
+    __local float4 ks[(NB) * IL_KS_FLOATS(HG, KG, RK, DC) / 4];                                \
     __local ulong koff[RK * KG], ksoff[RK * KG];                                               \
     __local float kscale[RK * KG];                                                             \
     __local int kstate[RK * KG];                                                               \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
-            (__local float *)ks, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, PAGED, FP4); \
+            (__local float *)ks, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, PAGED,   \
+            FP4);                                                                              \
   }
 
 /* The geometry must tile: 32-item blocks of 4 head x 8 key groups, one key
@@ -407,14 +424,20 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
 #error "indexer_logits.cl: portable tile geometry does not divide"
 #endif
 
-IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 0)
-IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0)
-IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0)
-IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 0, 1)
-IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1)
+/* The wide tile twice: with two chunk buffers (46 KB: NVIDIA's 48 KiB and
+ * up) and with one (26 KB, 32 KiB devices). */
+IL_KERNEL(mqa_logits_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 0, 0)
+IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0, 0)
+IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0, 0)
+IL_KERNEL(paged_mqa_logits_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 1, 0)
+IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1, 0)
+IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1, 0)
+IL_KERNEL(mqa_logits_mxfp4_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 0, 1)
+IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0, 1)
+IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1, 1)
+IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1, 1)
 
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------
@@ -479,7 +502,7 @@ IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_D
 #error "indexer_logits.cl: tile geometry does not divide"
 #endif
 
-/* bf16 bits of an e4m3 byte's value (NaN codes as +-480, like il_e4m3). */
+/* bf16 bits of an e4m3 byte's value (NaN codes as +-480, like il_dec16). */
 DSA_INLINE uint il_bf16_of_e4m3(uint b) {
   const uint m = b & 0x7Fu;
   const uint nrm = (m << 4) + (120u << 7);

@@ -11,15 +11,16 @@
  * Portable attention kernels (sparse_attn_bf16, sparse_mla_decode_fused): grid
  * (256, ceil(H/16), T), one work-group per (token, group of 16 heads): the
  * heads of a token share its KV entries, so each tile of NT = 8 entries
- * (8 x 512 bf16 in local memory, NaN zeroed, double-buffered) is fetched once and used
- * by all 16 heads. A token's entries form one virtual list: the first len_A
- * entries of set A, then the first len_B of set B (bf16 kernel: set A only).
- * Per tile:
- *   load   item (row r = tid/32, lane = tid%32) writes dims [16 lane, +16)
+ * (8 x 512 bf16 pairs in local memory, NaN zeroed; a ring of three buffers,
+ * or one) is fetched once and used by all 16 heads. A token's entries form
+ * one virtual list: the first len_A entries of set A, then the first len_B
+ * of set B (bf16 kernel: set A only). Per tile (attn_body's phases):
+ *   stage  item (row r = tid/32, lane = tid%32) writes dims [16 lane, +16)
  *          of row r, fetched from global memory one tile ahead (registers),
  *          dequantized in the fused kernel (dsa_dequant4_e4m3_bf16);
- *   QK     item (h = tid/16, ds = tid%16) holds q[h] dims {64k + 4ds + i}
- *          (k < 8, i < 4) in registers, writes 8 partial dots;
+ *   QK     item (heads 2 qh, 2 qh + 1 with qh = tid/32, ds = tid%32) holds
+ *          both heads' dims {256k + 8ds + i} (k < 2, i < 8) in registers,
+ *          writes 2 x 8 partial dots;
  *   reduce items (h = tid/8, n = tid%8), tid < 128: logit, then the online
  *          softmax update (m, l kept in those items' registers);
  *   PV     item (tid/128, tid%128) owns dims [4 (tid%128), +4) of heads
@@ -35,8 +36,9 @@
  * end of the file (NVIDIA tensor cores, inline PTX, under DSA_HAS_NV_PTX:
  * the previous NVIDIA path, kept as the fallback there while the tile form
  * is measured against it, docs/PERFORMANCE.md); the portable kernels with a
- * double tile buffer (27 KB of local memory); the *_lm32 twins with one
- * buffer for devices with OpenCL's guaranteed 32 KiB.
+ * ring of three tile buffers (phases pipelined, 42 KB of local memory); the
+ * *_lm32 twins with one buffer for devices with OpenCL's guaranteed 32 KiB
+ * (26 KB).
  *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
  * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
@@ -48,13 +50,24 @@
 /* Host-owned geometry (src/op_sparse_mla.c, build options): MLA_DIM (512,
  * the latent width) and WG work-items
  * and HG heads per portable group, NT entries per tile, DSL d-slices of the
- * QK step, PSTRIDE partial sums per head (padded against bank conflicts),
+ * QK step, PSTRIDE partial sums per head (swizzled against bank conflicts),
  * GROWS rows per gather group; the mma path's SM_* and the tile kernels'
  * MT_* below. */
-#if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 16
-#error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 16"
+#if MLA_DIM != 512 || WG != 256 || HG != 16 || NT != 8 || DSL != 32 || PSTRIDE != NT * DSL
+#error "sparse_mla.cl: the portable mappings need MLA_DIM 512, WG 256, HG 16, NT 8, DSL 32"
 #endif
 #define PV_H (HG / 2) /* heads a PV item: 128 items x 4 dims cover 512, twice */
+/* SA_NV_MAXRREG (NVIDIA only, src/op_sparse_mla.c): the portable attention
+ * kernels go without reqd_work_group_size, so the build's
+ * -cl-nv-maxrregcount binds them (two groups an SM). */
+#ifndef SA_NV_MAXRREG
+#define SA_NV_MAXRREG 0
+#endif
+#if SA_NV_MAXRREG
+#define SA_WG_ATTR
+#else
+#define SA_WG_ATTR __attribute__((reqd_work_group_size(WG, 1, 1)))
+#endif
 
 /* The argument groups of the attention kernels (cl/dsa_args.h), laid by the
  * launcher in this order. A set over a paged MLA cache: the cache, the
@@ -290,6 +303,157 @@ DSA_INLINE float sa_finish(float m, float l, int valid, int has_sink,
   return inv;
 }
 
+/* The phases of a tile (attn_body below runs them in one of two schedules).
+ *
+ * Stage: the entry row lr, lane `lane`, of raw as bf16 pairs into kt (NaN
+ * halves zeroed), its valid flag into vmb[lr]. */
+DSA_INLINE_ALWAYS void sa_stage(const dsa_raw *raw, uint lr, uint lane, int fused,
+                                __local uint *kt, __local int *vmb) {
+  uint w[8];
+  lane_bf16(raw, lane, fused, w);
+#pragma unroll
+  for (int i = 0; i < 8; i++) w[i] = sm_nonan(w[i]);
+  /* The two 16-byte stores in the order (lane / 4) % 2, so a quarter-warp's
+   * 8 stores hit 32 distinct banks (as fd_lane). */
+  const int sw = (int)((lane >> 2) & 1u);
+  __local uint4 *dst = (__local uint4 *)(kt + lr * (MLA_DIM / 2) + lane * 8u);
+  const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
+  dst[sw] = sw ? hi : lo;
+  dst[1 - sw] = sw ? lo : hi;
+  if (lane == 0) vmb[lr] = raw->valid;
+}
+
+/* QK: the item's partial dots of the tile in kt into part. */
+DSA_INLINE_ALWAYS void sa_qk(const float4 *qf, __local const uint *kt, __local float *part,
+                             uint qh, uint ds) {
+  __local const uint4 *k4 = (__local const uint4 *)kt;
+  /* 2 heads x 8 partial dots over this item's 16 dims. The partial of slice
+   * ds is stored at ds ^ 4n of the (head, entry) row, so the reducer's 8
+   * items of a head (entries n) read their float4 j at distinct banks (rows
+   * are 32 floats apart: unswizzled, all 8 in one bank group). */
+#pragma unroll
+  for (int n = 0; n < NT; n++) {
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const uint4 w = k4[n * (MLA_DIM / 8) + k * 32 + ds];
+      const float kv[8] = {as_float(w.x << 16), as_float(w.x & 0xFFFF0000u),
+                           as_float(w.y << 16), as_float(w.y & 0xFFFF0000u),
+                           as_float(w.z << 16), as_float(w.z & 0xFFFF0000u),
+                           as_float(w.w << 16), as_float(w.w & 0xFFFF0000u)};
+      const float4 a0 = qf[2 * k], b0 = qf[2 * k + 1];
+      const float4 a1 = qf[4 + 2 * k], b1 = qf[4 + 2 * k + 1];
+      s0 = mad(a0.x, kv[0], s0);
+      s1 = mad(a1.x, kv[0], s1);
+      s0 = mad(a0.y, kv[1], s0);
+      s1 = mad(a1.y, kv[1], s1);
+      s0 = mad(a0.z, kv[2], s0);
+      s1 = mad(a1.z, kv[2], s1);
+      s0 = mad(a0.w, kv[3], s0);
+      s1 = mad(a1.w, kv[3], s1);
+      s0 = mad(b0.x, kv[4], s0);
+      s1 = mad(b1.x, kv[4], s1);
+      s0 = mad(b0.y, kv[5], s0);
+      s1 = mad(b1.y, kv[5], s1);
+      s0 = mad(b0.z, kv[6], s0);
+      s1 = mad(b1.z, kv[6], s1);
+      s0 = mad(b0.w, kv[7], s0);
+      s1 = mad(b1.w, kv[7], s1);
+    }
+    const uint sw = ds ^ (4u * (uint)n);
+    part[(2 * qh) * PSTRIDE + n * DSL + sw] = s0;
+    part[(2 * qh + 1) * PSTRIDE + n * DSL + sw] = s1;
+  }
+}
+
+/* Reduce (items tid < HG NT: head rh, entry rn): the logit of (rh, rn) from
+ * its partials into sl (-inf for an unused entry). */
+DSA_INLINE_ALWAYS void sa_reduce(__local const float *part, __local float *sl,
+                                 __local const int *vmb, uint rh, uint rn, float scale) {
+  __local const float4 *p4 = (__local const float4 *)(part + rh * PSTRIDE + rn * DSL);
+  /* Slice group j (slices 4j..4j+3) sits at float4 j ^ rn (the swizzle in
+   * sa_qk); summed in j's order. */
+  const float4 a = ((p4[0 ^ rn] + p4[1 ^ rn]) + (p4[2 ^ rn] + p4[3 ^ rn])) +
+                   ((p4[4 ^ rn] + p4[5 ^ rn]) + (p4[6 ^ rn] + p4[7 ^ rn]));
+  const float s = (a.x + a.y) + (a.z + a.w);
+  sl[rh * NT + rn] = vmb[rn] ? s * scale : -INFINITY;
+}
+
+/* Softmax (the reduce items): the head's new running max over the tile's
+ * logits in sl, p = e^{s - m} into pl, the rescale alpha into al (item rn
+ * 0, which also rescales the running sum). */
+DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __local float *al,
+                                  uint rh, uint rn, float *m_run, float *l_run) {
+  __local const float4 *s4 = (__local const float4 *)(sl + rh * NT);
+  const float4 s0 = s4[0], s1 = s4[1];
+  const float mt = fmax(fmax(fmax(s0.x, s0.y), fmax(s0.z, s0.w)),
+                        fmax(fmax(s1.x, s1.y), fmax(s1.z, s1.w)));
+  const float m_new = fmax(*m_run, mt);
+  const bool live = m_new != -INFINITY;
+  pl[rn * HG + rh] = live ? exp(sl[rh * NT + rn] - m_new) : 0.0f;
+  if (rn == 0) {
+    const float alpha = live ? exp(*m_run - m_new) : 1.0f;
+    *l_run *= alpha;
+    al[rh] = alpha;
+  }
+  *m_run = m_new;
+}
+
+/* The head's sum takes the tile's p from local memory (item rn 0, after the
+ * barrier behind sa_softmax): one exp per item, not nine. */
+DSA_INLINE_ALWAYS void sa_sum(__local const float *pl, uint rh, float *l_run) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < NT; n++) sum += pl[n * HG + rh];
+  *l_run += sum;
+}
+
+/* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads. */
+DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
+                             __local const float *pl, __local const float *al, uint ph,
+                             uint pd) {
+  __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
+#pragma unroll
+  for (int h4 = 0; h4 < PV_H / 4; h4++) {
+    const float4 a = a4[h4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      acc[4 * h4][c] *= a.x;
+      acc[4 * h4 + 1][c] *= a.y;
+      acc[4 * h4 + 2][c] *= a.z;
+      acc[4 * h4 + 3][c] *= a.w;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; n++) {
+    const uint2 k2 = *(__local const uint2 *)(kt + n * (MLA_DIM / 2) + 2u * pd);
+    const float kv[4] = {as_float(k2.x << 16), as_float(k2.x & 0xFFFF0000u),
+                         as_float(k2.y << 16), as_float(k2.y & 0xFFFF0000u)};
+    __local const float4 *pp = (__local const float4 *)(pl + n * HG + ph * PV_H);
+#pragma unroll
+    for (int h4 = 0; h4 < PV_H / 4; h4++) {
+      const float4 p = pp[h4];
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        acc[4 * h4][c] = mad(p.x, kv[c], acc[4 * h4][c]);
+        acc[4 * h4 + 1][c] = mad(p.y, kv[c], acc[4 * h4 + 1][c]);
+        acc[4 * h4 + 2][c] = mad(p.z, kv[c], acc[4 * h4 + 2][c]);
+        acc[4 * h4 + 3][c] = mad(p.w, kv[c], acc[4 * h4 + 3][c]);
+      }
+    }
+  }
+}
+
+/* nbuf 3 (SA_NBUF): the phases pipelined over a ring of three tile buffers,
+ * two barriers a tile. Step it runs, between its barriers,
+ *   A: stage tile it+1, QK of tile it, softmax of tile it-1;
+ *   B: reduce of tile it, sum and PV of tile it-1;
+ * so the phases the 128 reduce items run alone (reduce, softmax) overlap the
+ * whole group's (QK, PV), and a tile is read by PV a step after its QK
+ * (buffer (it+1) % 3 was last read by PV of tile it-2, a barrier before).
+ * The same arithmetic in the same order as nbuf 1.
+ * nbuf 1 (the _lm32 kernels, 32 KiB devices): one buffer, the phases one
+ * after the other, five barriers a tile. */
 DSA_INLINE void attn_body(
     const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
     ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
@@ -310,21 +474,27 @@ DSA_INLINE void attn_body(
   const int len = len_a + len_b;
   const int ntiles = (len + NT - 1) / NT;
 
-  /* QK mapping: q in registers, dims {128 k + 8 ds + i} (k < 4, i < 8):
-   * qf[2k] holds i < 4, qf[2k + 1] i >= 4 (one 16-byte read of the bf16
-   * tile each k). */
   const uint qh = tid / DSL, ds = tid % DSL;
-  const int qhead = g * HG + (int)qh;
   float4 qf[8];
 #pragma unroll
   for (int k = 0; k < 8; k++) qf[k] = (float4)(0.0f);
-  if (qhead < n_heads) {
-    __global const uchar *qrow = qp + q_off + t * q_ts + (ulong)qhead * q_hs;
+  /* QK mapping: two heads an item (2 qh, 2 qh + 1), q in registers, dims
+   * {256 k + 8 ds + i} (k < 2, i < 8): qf[4 e + 2k] holds head e's i < 4,
+   * qf[4 e + 2k + 1] its i >= 4. Each unpacked K pair serves both heads (half
+   * the local reads and the bf16 unpacks of one head an item, for the same
+   * 32 multiply-adds an entry), and a warp reads 32 consecutive 16-byte
+   * words. */
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const uint2 v = dsa_load8(qrow + ((k / 2) * 128 + ds * 8 + (k % 2) * 4) * 2, q_al);
-      qf[k] = (float4)(as_float(v.x << 16), as_float(v.x & 0xFFFF0000u), as_float(v.y << 16),
-                       as_float(v.y & 0xFFFF0000u));
+  for (int e = 0; e < 2; e++) {
+    const int qhead = g * HG + 2 * (int)qh + e;
+    if (qhead < n_heads) {
+      __global const uchar *qrow = qp + q_off + t * q_ts + (ulong)qhead * q_hs;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const uint2 v = dsa_load8(qrow + ((k / 2) * 256 + ds * 8 + (k % 2) * 4) * 2, q_al);
+        qf[4 * e + k] = (float4)(as_float(v.x << 16), as_float(v.x & 0xFFFF0000u),
+                                 as_float(v.y << 16), as_float(v.y & 0xFFFF0000u));
+      }
     }
   }
 
@@ -332,135 +502,58 @@ DSA_INLINE void attn_body(
   const uint lr = tid / 32, lane = tid % 32;
   /* Reduce mapping (tid < 128): private running max and sum of head rh. */
   const uint rh = tid / NT, rn = tid % NT;
+  const int red = tid < HG * NT;
   float m_run = -INFINITY, l_run = 0.0f;
   /* PV mapping: item (ph = tid / 128, pd = tid % 128) owns dims [4 pd, +4)
-   * of heads [8 ph, +8): per entry one float4 of K and two of P, where dims
-   * 2tid, 2tid+1 of all 16 heads took one float2 and four float4 (five
-   * shared-memory reads for the same 32 multiply-adds, not three). */
+   * of heads [8 ph, +8): per entry one float4 of K and two of P. */
   const uint ph = tid / (WG / 2u), pd = tid % (WG / 2u);
   float acc[PV_H][4];
 #pragma unroll
   for (int h = 0; h < PV_H; h++) acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0.0f;
 
+  const int tw = NT * MLA_DIM / 2; /* words a tile buffer */
   dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
-  for (int it = 0; it < ntiles; it++) {
-    /* Two tile buffers (the next tile is written while the last is read), or
-     * one (32 KiB devices) and a barrier at the end of the step. */
-    const int buf = nbuf == 2 ? it & 1 : 0;
-    __local uint *kt = ks + buf * (NT * MLA_DIM / 2);
-    {
-      uint w[8];
-      lane_bf16(&raw, lane, fused, w);
-#pragma unroll
-      for (int i = 0; i < 8; i++) w[i] = sm_nonan(w[i]);
-      /* The two 16-byte stores in the order (lane / 4) % 2, so a
-       * quarter-warp's 8 stores hit 32 distinct banks (as fd_lane). */
-      const int sw = (int)((lane >> 2) & 1u);
-      __local uint4 *dst = (__local uint4 *)(kt + lr * (MLA_DIM / 2) + lane * 8u);
-      const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
-      dst[sw] = sw ? hi : lo;
-      dst[1 - sw] = sw ? lo : hi;
-      if (lane == 0) vm[buf * NT + lr] = raw.valid;
-    }
+  if (nbuf == 3) {
+    if (ntiles > 0) sa_stage(&raw, lr, lane, fused, ks, vm);
+    if (ntiles > 1) raw = fetch_entry(sa, sb, len_a, len, t, NT + (int)lr, lane, fused, faults);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (it + 1 < ntiles)
-      raw = fetch_entry(sa, sb, len_a, len, t, (it + 1) * NT + (int)lr, lane, fused, faults);
-
-    /* QK: 8 partial dots over this item's 32 dims. */
-    {
-      __local const uint4 *k4 = (__local const uint4 *)kt;
-#pragma unroll
-      for (int n = 0; n < NT; n++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const uint4 w = k4[n * (MLA_DIM / 8) + k * 16 + ds];
-          const float4 a = qf[2 * k], b = qf[2 * k + 1];
-          s = mad(a.x, as_float(w.x << 16), s);
-          s = mad(a.y, as_float(w.x & 0xFFFF0000u), s);
-          s = mad(a.z, as_float(w.y << 16), s);
-          s = mad(a.w, as_float(w.y & 0xFFFF0000u), s);
-          s = mad(b.x, as_float(w.z << 16), s);
-          s = mad(b.y, as_float(w.z & 0xFFFF0000u), s);
-          s = mad(b.z, as_float(w.w << 16), s);
-          s = mad(b.w, as_float(w.w & 0xFFFF0000u), s);
-        }
-        part[qh * PSTRIDE + n * DSL + ds] = s;
+    for (int it = 0; it <= ntiles; it++) {
+      const int b0 = it % 3, b1 = (it + 1) % 3, bp = (it + 2) % 3; /* bp: tile it-1 */
+      /* A */
+      if (it + 1 < ntiles) {
+        sa_stage(&raw, lr, lane, fused, ks + b1 * tw, vm + b1 * NT);
+        if (it + 2 < ntiles)
+          raw = fetch_entry(sa, sb, len_a, len, t, (it + 2) * NT + (int)lr, lane, fused, faults);
       }
+      if (it < ntiles) sa_qk(qf, ks + b0 * tw, part, qh, ds);
+      if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      /* B */
+      if (it > 0 && red && rn == 0) sa_sum(pl, rh, &l_run);
+      if (it < ntiles && red) sa_reduce(part, sl, vm + b0 * NT, rh, rn, scale);
+      if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd);
+      barrier(CLK_LOCAL_MEM_FENCE);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    if (tid < HG * NT) {
-      __local const float4 *p4 = (__local const float4 *)(part + rh * PSTRIDE + rn * DSL);
-      const float4 a = p4[0] + p4[1] + p4[2] + p4[3];
-      const float s = (a.x + a.y) + (a.z + a.w);
-      sl[rh * NT + rn] = vm[buf * NT + rn] ? s * scale : -INFINITY;
+  } else {
+    for (int it = 0; it < ntiles; it++) {
+      sa_stage(&raw, lr, lane, fused, ks, vm);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (it + 1 < ntiles)
+        raw = fetch_entry(sa, sb, len_a, len, t, (it + 1) * NT + (int)lr, lane, fused, faults);
+      sa_qk(qf, ks, part, qh, ds);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (red) sa_reduce(part, sl, vm, rh, rn, scale);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (red && rn == 0) sa_sum(pl, rh, &l_run);
+      sa_pv(acc, ks, pl, al, ph, pd);
+      barrier(CLK_LOCAL_MEM_FENCE); /* ks, vm rewritten next */
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    if (tid < HG * NT) {
-      __local const float4 *s4 = (__local const float4 *)(sl + rh * NT);
-      const float4 s0 = s4[0], s1 = s4[1];
-      const float mt = fmax(fmax(fmax(s0.x, s0.y), fmax(s0.z, s0.w)),
-                            fmax(fmax(s1.x, s1.y), fmax(s1.z, s1.w)));
-      const float m_new = fmax(m_run, mt);
-      const bool live = m_new != -INFINITY;
-      pl[rn * HG + rh] = live ? exp(sl[rh * NT + rn] - m_new) : 0.0f;
-      if (rn == 0) {
-        const float alpha = live ? exp(m_run - m_new) : 1.0f;
-        l_run *= alpha;
-        al[rh] = alpha;
-      }
-      m_run = m_new;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* The head's sum takes this tile's p from local memory (read before the
-     * next tile's reduce step rewrites them): one exp per item, not nine. */
-    if (tid < HG * NT && rn == 0) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NT; n++) sum += pl[n * HG + rh];
-      l_run += sum;
-    }
-
-    /* PV: acc = acc * alpha + P . K over this item's two dims. */
-    {
-      __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
-#pragma unroll
-      for (int h4 = 0; h4 < PV_H / 4; h4++) {
-        const float4 a = a4[h4];
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          acc[4 * h4][c] *= a.x;
-          acc[4 * h4 + 1][c] *= a.y;
-          acc[4 * h4 + 2][c] *= a.z;
-          acc[4 * h4 + 3][c] *= a.w;
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < NT; n++) {
-        const uint2 k2 = *(__local const uint2 *)(kt + n * (MLA_DIM / 2) + 2u * pd);
-        const float kv[4] = {as_float(k2.x << 16), as_float(k2.x & 0xFFFF0000u),
-                             as_float(k2.y << 16), as_float(k2.y & 0xFFFF0000u)};
-        __local const float4 *pp = (__local const float4 *)(pl + n * HG + ph * PV_H);
-#pragma unroll
-        for (int h4 = 0; h4 < PV_H / 4; h4++) {
-          const float4 p = pp[h4];
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            acc[4 * h4][c] = mad(p.x, kv[c], acc[4 * h4][c]);
-            acc[4 * h4 + 1][c] = mad(p.y, kv[c], acc[4 * h4 + 1][c]);
-            acc[4 * h4 + 2][c] = mad(p.z, kv[c], acc[4 * h4 + 2][c]);
-            acc[4 * h4 + 3][c] = mad(p.w, kv[c], acc[4 * h4 + 3][c]);
-          }
-        }
-      }
-    }
-    if (nbuf == 1) barrier(CLK_LOCAL_MEM_FENCE); /* kt, vm rewritten next */
   }
 
   /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
-  if (tid < HG * NT && rn == 0) {
+  if (red && rn == 0) {
     const int head = g * HG + (int)rh;
     float lv;
     const float inv = sa_finish(m_run, l_run, head < n_heads, has_sink,
@@ -501,10 +594,10 @@ DSA_INLINE void attn_body(
   __local float fin[HG] __attribute__((aligned(16)));                          \
   __local int vm[(NBUF) * NT]
 
-/* NBUF 2: the tile buffer doubled (27 KB of local memory); 1: for devices
- * with OpenCL's guaranteed 32 KiB. */
+/* NBUF 3: the ring of three tile buffers (42,208 B of local memory); 1: for
+ * devices with OpenCL's guaranteed 32 KiB (25,760 B). */
 #define SA_BF16_KERNEL(NAME, NBUF)                                                             \
-  __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(SA_BF16_PARAMS) {         \
+  __kernel SA_WG_ATTR void NAME(SA_BF16_PARAMS) {                                              \
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET_BF16;                                                                \
     attn_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, \
@@ -514,7 +607,7 @@ DSA_INLINE void attn_body(
 
 /* An absent set has width 0: its lengths are never read. */
 #define SA_FUSED_KERNEL(NAME, NBUF)                                                            \
-  __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(SA_FUSED_PARAMS) {        \
+  __kernel SA_WG_ATTR void NAME(SA_FUSED_PARAMS) {                                             \
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET(a);                                                                  \
     dsa_iset sb = SA_ISET(b);                                                                  \
@@ -524,9 +617,9 @@ DSA_INLINE void attn_body(
               sl, pl, al, vm, fin, NBUF);                                                      \
   }
 
-SA_BF16_KERNEL(sparse_attn_bf16, 2)
+SA_BF16_KERNEL(sparse_attn_bf16, 3)
 SA_BF16_KERNEL(sparse_attn_bf16_lm32, 1)
-SA_FUSED_KERNEL(sparse_mla_decode_fused, 2)
+SA_FUSED_KERNEL(sparse_mla_decode_fused, 3)
 SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
 
 /* Two-stage decode, stage 1: gather the used entries and pack the indices

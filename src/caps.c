@@ -141,6 +141,8 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
         clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS)
       caps->nv_sm = (int)(major * 10 + minor);
   }
+  caps->nv_compiler_options =
+      caps->vendor == DSA_VENDOR_NVIDIA && dsa__has_ext(exts, "cl_nv_compiler_options");
   free(exts);
 
   const char *emu = getenv("DSACL_EMULATE");

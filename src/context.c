@@ -326,8 +326,10 @@ static bool kernels_ok(cl_program p) {
 
 static void cache_key(const dsa_context *c, const dsa_embedded_program *ep, const char *src_hash,
                       char key[DSA_CACHE_KEY_HEX]) {
+  const dsa_program_id id = (dsa_program_id)(ep - dsa__programs);
   const char *parts[] = {ep->name,           src_hash,
-                         c->build_options,   dsa__program_defines((dsa_program_id)(ep - dsa__programs)),
+                         c->build_options,   dsa__program_defines(id),
+                         dsa__program_device_options(id, &c->caps),
                          dsa_version_string(),
                          c->caps.platform_version, c->caps.device_name,
                          c->caps.device_version,   c->caps.driver_version};
@@ -374,8 +376,8 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
   size_t len = ep->length;
   char *disk_src = NULL;
   char options[4096]; /* build_options (2048) + the program's defines + -I */
-  const char *defines = dsa__program_defines(id);
-  snprintf(options, sizeof options, "%s%s", c->build_options, defines);
+  const char *defines = dsa__program_defines(id), *dopts = dsa__program_device_options(id, &c->caps);
+  snprintf(options, sizeof options, "%s%s%s", c->build_options, defines, dopts);
 
   const char *kdir = getenv("DSACL_KERNEL_DIR");
   char src_hash[DSA_CACHE_KEY_HEX];
@@ -387,7 +389,7 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
     if (!disk_src)
       return dsa__fail(DSA_ERR_BUILD, 0, "DSACL_KERNEL_DIR: cannot read %s", path);
     src = disk_src;
-    snprintf(options, sizeof options, "%s%s -I %s", c->build_options, defines, kdir);
+    snprintf(options, sizeof options, "%s%s%s -I %s", c->build_options, defines, dopts, kdir);
     /* Edited sources must not hit binaries of other versions: the cache is
      * bypassed entirely in this mode. */
   }

@@ -46,6 +46,7 @@ typedef struct dsa_caps {
   bool intel_dpas;              /* cl_intel_subgroup_matrix_multiply_accumulate */
   bool nv_inline_ptx;           /* NVIDIA driver: inline PTX asm accepted */
   int nv_sm;                    /* NVIDIA compute capability (90 = sm_90), else 0 */
+  bool nv_compiler_options;     /* cl_nv_compiler_options: -cl-nv-maxrregcount and kin */
   bool amd_builtins;            /* AMD driver: __builtin_amdgcn_* (or emulated) */
   int emulate;                  /* DSA_EMULATE_*: a vendor path emulated for tests */
   int tile;                     /* DSA_TILE_*: the matrix-tile back-end (DSACL_MMA) */
@@ -122,6 +123,11 @@ bool dsa__parse_caps(const char *text, unsigned *bits);
 #define DSA_KDEF(name) " -D" #name "=" DSA_KSTR_(name)
 /* The -D options of program id ("" if none). */
 const char *dsa__program_defines(dsa_program_id id);
+/* Options a program takes on this device only (a compiler's own flags; ""
+ * for most): appended after the defines, part of the binary cache's key.
+ * Not a capability: DSACL_FORCE_PORTABLE leaves them on. */
+const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps);
+const char *dsa__sparse_mla_device_options(const dsa_caps *caps);
 
 /* ---- memory kinds (mem.c) -------------------------------------------------
  * cl_intel_unified_shared_memory's entry points, reached through

@@ -144,12 +144,12 @@ const char dsa__defines_indexer_logits[] =
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
                     DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
-/* Local memory of a portable tile (IL_KERNEL): q and k chunks, the head-group
- * partials in the k chunk's place (as large as the larger of the two), and
- * per key its two offsets, scale and state. */
-static size_t tile_local_bytes(int hg, int kg, int rh, int rk, int dc) {
+/* Local memory of a portable tile (IL_KERNEL): nb q and k chunks, the
+ * head-group partials in the k chunks' place (as large as the larger of the
+ * two), and per key its two offsets, scale and state. */
+static size_t tile_local_bytes(int hg, int kg, int rh, int rk, int dc, int nb) {
   const size_t tk = (size_t)rk * kg;
-  return (size_t)rh * hg * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4 + tk * 24;
+  return (size_t)nb * ((size_t)rh * hg * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4) + tk * 24;
 }
 
 /* The tile kernels' geometry on this context's back-end, flavour 1 (one
@@ -222,10 +222,12 @@ static const char *refuse_tile(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 
-/* The wide tile serves H > 16 (with fewer heads the narrow one wastes less). */
-static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
+/* The wide tile serves H > 16 (with fewer heads the narrow one wastes less);
+ * with two chunk buffers where they fit. */
+static const char *refuse_wide_nb(const dsa_context *c, const void *shape, char *buf, size_t n,
+                                  int nb) {
   const char *r = dsa__refuse_local_mem(
-      c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC), buf, n);
+      c, tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, nb), buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
   if (j->H <= IL_N_RH * IL_N_HG) {
@@ -234,10 +236,17 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   }
   return NULL;
 }
+static const char *refuse_wide2(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  return refuse_wide_nb(c, shape, buf, n, 2);
+}
+static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  return refuse_wide_nb(c, shape, buf, n, 1);
+}
 
 static const char *refuse_narrow(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return dsa__refuse_local_mem(c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC), buf, n);
+  return dsa__refuse_local_mem(
+      c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1), buf, n);
 }
 
 /* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
@@ -307,10 +316,11 @@ static const char *refuse_keys_no(const dsa_context *c, const void *shape, char 
   return "FP8 only";
 }
 
-enum { V_KEYS, V_TILE, V_WIDE, V_NARROW };
+enum { V_KEYS, V_TILE, V_WIDE2, V_WIDE, V_NARROW };
 #define IL_VARIANTS(KEYS)                                                                      \
   {"nv-keys", 0, KEYS, "FP8, D = 128, H <= 64; the nv-mma back-end"},                    \
       {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"}, \
+      {"portable-h64db", 0, refuse_wide2, "H > 16; two chunk buffers"},                        \
       {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
@@ -324,14 +334,16 @@ DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_indexer_paged_logit
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
                          const dsa_events *ev) {
-  static const char *names[2][2][2] = {
-      {{"mqa_logits_h16", "mqa_logits_h64"}, {"paged_mqa_logits_h16", "paged_mqa_logits_h64"}},
-      {{"mqa_logits_mxfp4_h16", "mqa_logits_mxfp4_h64"},
-       {"paged_mqa_logits_mxfp4_h16", "paged_mqa_logits_mxfp4_h64"}}};
+  static const char *names[2][2][3] = {
+      {{"mqa_logits_h16", "mqa_logits_h64", "mqa_logits_h64db"},
+       {"paged_mqa_logits_h16", "paged_mqa_logits_h64", "paged_mqa_logits_h64db"}},
+      {{"mqa_logits_mxfp4_h16", "mqa_logits_mxfp4_h64", "mqa_logits_mxfp4_h64db"},
+       {"paged_mqa_logits_mxfp4_h16", "paged_mqa_logits_mxfp4_h64",
+        "paged_mqa_logits_mxfp4_h64db"}}};
   const int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
-  const char *kname = names[j->fp4][j->paged][v == V_WIDE];
-  cl_int tk = v == V_WIDE ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
+  const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
+  cl_int tk = v == V_WIDE || v == V_WIDE2 ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
   size_t nt = IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */

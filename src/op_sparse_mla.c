@@ -20,9 +20,20 @@
 #define WG 256
 #define HG 16
 #define NT 8
-#define DSL 16
-#define PSTRIDE 144 /* NT * DSL + 16: padded against bank conflicts */
-_Static_assert(PSTRIDE == NT * DSL + 16, "PSTRIDE");
+#define DSL 32      /* QK items a head pair: two heads x 16 dims an item */
+#define PSTRIDE 256 /* NT * DSL partials a head (the kernel swizzles, no padding) */
+_Static_assert(PSTRIDE == NT * DSL, "PSTRIDE");
+/* NVIDIA (cl_nv_compiler_options): the portable attention kernels are built
+ * without reqd_work_group_size and with -cl-nv-maxrregcount=SA_NV_MAXRREG
+ * (dsa__sparse_mla_device_options; the option does not bind a kernel with
+ * the attribute, whose PTX .reqntid lets ptxas choose alone): at 128 two
+ * groups of 256 share an SM. ptxas gave the ring kernel 153 registers with
+ * the attribute and its _lm32 twin 163 without the option, one group an SM
+ * (H100, T=64 H=64: 450 and 427 us, 313 and 327 with the cap;
+ * docs/PERFORMANCE.md). 0: off. */
+#ifndef SA_NV_MAXRREG
+#define SA_NV_MAXRREG 128
+#endif
 #define GROWS 8
 #define SM_NW 8
 #define SM_NT 16
@@ -47,6 +58,12 @@ const char dsa__defines_sparse_mla[] =
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
             DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP)
                 DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL) DSA_KDEF(FD_EB);
+/* The attention kernels' NVIDIA register cap (SA_NV_MAXRREG above). */
+const char *dsa__sparse_mla_device_options(const dsa_caps *caps) {
+  if (!caps->nv_compiler_options || !SA_NV_MAXRREG) return "";
+  return " -DSA_NV_MAXRREG=" DSA_KSTR_(SA_NV_MAXRREG) " -cl-nv-maxrregcount=" DSA_KSTR_(
+      SA_NV_MAXRREG);
+}
 #define WS_ALIGN 256
 /* Kernel index arithmetic is 32-bit: widths and T * Ktot stay below this. */
 #define MAX_WIDTH ((int64_t)1 << 24)
@@ -124,9 +141,9 @@ static const char *refuse_mma(const dsa_context *c, const void *shape, char *buf
   (void)shape;
   return dsa__refuse_local_mem(c, mma_local_bytes(), buf, n);
 }
-static const char *refuse_2buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
+static const char *refuse_ring(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
-  return dsa__refuse_local_mem(c, attn_local_bytes(2), buf, n);
+  return dsa__refuse_local_mem(c, attn_local_bytes(3), buf, n);
 }
 static const char *refuse_1buf(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
@@ -134,12 +151,13 @@ static const char *refuse_1buf(const dsa_context *c, const void *shape, char *bu
 }
 
 /* Best first: the tile kernels on the context's matrix back-end, the NVIDIA
- * tensor-core kernels (inline PTX), then the portable kernel with a double
- * tile buffer, then its single-buffer twin for 32 KiB devices. */
+ * tensor-core kernels (inline PTX), then the portable kernel with a ring of
+ * three tile buffers (pipelined phases), then its single-buffer twin for
+ * 32 KiB devices. */
 enum { V_TILE, V_MMA, V_PORTABLE, V_LM32 };
 #define SA_VARIANTS(REFUSE_TILE, TILE_NOTE)                                                 \
   {"tile", 0, REFUSE_TILE, TILE_NOTE}, {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL},        \
-      {"portable", 0, refuse_2buf, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
+      {"portable", 0, refuse_ring, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
 DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16",
                   SA_VARIANTS(refuse_tile, "the context's matrix back-end"));
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode",

@@ -142,3 +142,7 @@ const char *dsa__program_defines(dsa_program_id id) {
     default: return "";
   }
 }
+
+const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps) {
+  return id == DSA_PROG_SPARSE_MLA ? dsa__sparse_mla_device_options(caps) : "";
+}
