@@ -2,8 +2,8 @@
  * in tests/ref on randomized shapes, tie-heavy and non-finite data, bad
  * ranges (faults), guard bands, events and host-side argument validation;
  * first with the library's own pick (which splits few rows here), then
- * with each algorithm forced through DSACL_TOPK (split in chunks of 300
- * columns, lrow, row, stream), so every variant runs here whatever the
+ * with each algorithm forced through DSACL_TOPK (wide, split in chunks of
+ * 300 columns, lrow, row, stream), so every variant runs here whatever the
  * device.
  *
  * The output rule is deterministic, so every comparison is exact: the whole
@@ -595,7 +595,7 @@ static void reopen(const char *topk) {
  * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
  * length ranks, events (two kernels for split). */
 static void test_forced(void) {
-  static const char *const algos[] = {"split:300", "lrow", "row", "stream"};
+  static const char *const algos[] = {"wide", "split:300", "lrow", "row", "stream"};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     reopen(algos[a]);
     const pf_case pf[] = {
