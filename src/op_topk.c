@@ -230,8 +230,9 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   if (c->topk_algo != DSA_TOPK_ALGO_WIDE) {
     if (s.rows >= 2 * cu) return "rows fill the device";
     /* k <= 512: two chunk groups a row and the merge beat one group (H100,
-     * 64 x 32768 k = 512: 33.7 against 35.8 us; k = 2048: 40.9 against
-     * 38.2, so wide takes k > 512). */
+     * 64 x 32768 k = 512: 33.2 against 34.8 us, bf16 38.0 against 38.2);
+     * above, the merge of longer lists loses (k = 2048: 40.9 against 38.2
+     * in another call), so wide takes k > 512. */
     const char *why;
     if (s.k <= 512 && split_plan(c, &s, &p, &why)) return "k <= 512 and the split runs";
   }
