@@ -634,6 +634,18 @@ static void test_forced(void) {
         "DSACL_TOPK=fastest: %s: %s", dsa_status_name(st), dsa_last_error());
   if (bad) dsa_context_destroy(&bad);
   unsetenv("DSACL_TOPK");
+  /* So is a group limit that is no power of two in 64..1024. */
+  static const char *const bad_wg[] = {"300", "32", "2048", "512x"};
+  for (size_t i = 0; i < sizeof bad_wg / sizeof bad_wg[0]; i++) {
+    setenv("DSACL_TOPK_WG", bad_wg[i], 1);
+    bad = NULL;
+    const dsa_status sw = dsa_context_create(&bad, &o);
+    CHECK(sw == DSA_ERR_INVALID_ARGUMENT && bad == NULL &&
+              strstr(dsa_last_error(), "DSACL_TOPK_WG"),
+          "DSACL_TOPK_WG=%s: %s: %s", bad_wg[i], dsa_status_name(sw), dsa_last_error());
+    if (bad) dsa_context_destroy(&bad);
+  }
+  unsetenv("DSACL_TOPK_WG");
 }
 
 int main(void) {
