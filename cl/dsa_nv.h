@@ -39,6 +39,18 @@ DSA_INLINE uint dsa_nv_shfl_xor_u32(uint v, int m) {
   return r;
 }
 
+#if defined(DSA_NV_SM) && DSA_NV_SM >= 70
+#define DSA_NV_HAS_MATCH 1
+/* The lanes of the warp whose v equals this lane's (a bit mask, this lane's
+ * bit set): match.any, sm_70 and later. For warp-aggregated atomics: the
+ * lowest lane of each class adds its popcount once. */
+DSA_INLINE uint dsa_nv_match_any_u32(uint v) {
+  uint r;
+  __asm__ __volatile__("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
+
 #if defined(DSA_NV_SM) && DSA_NV_SM >= 89
 /* e4m3 bytes of two floats (lo in bits 0..7, hi in 8..15): round to nearest
  * even, finite values saturate at +-448, NaN gives 0x7F. */

@@ -16,8 +16,10 @@
  *
  * Three kernels (src/op_topk.c picks; every one gives the same bytes):
  *
- * topk_rows_<WG> (variants "row", and the first pass of "split"; one kernel
- *   per group size, so that the loads use immediate offsets): a work-group
+ * topk_rows_<WG> (variants "row" and "wide", and the first pass of "split";
+ *   one kernel per group size, so that the loads use immediate offsets;
+ *   "wide" is one group of up to 1024 items per row for few rows, one
+ *   launch where the split takes two): a work-group
  *   holds up to WG * TOPK_VPT columns in registers (item t: columns t,
  *   t + WG, ...: coalesced loads, all in flight at once), read once.
  *   topk_lrows_<WG> (variant "lrow", and split's first pass where it fits)
@@ -48,7 +50,8 @@
  *   each item finding its E outputs on the merge path by a binary search
  *   (one barrier a round with two local buffers). topk_rows with sub-
  *   groups of 32 sorts each 32-item row's 32 E words by a bitonic network
- *   of shuffles instead of the register sort and the first five rounds.
+ *   of shuffles instead of the register sort and the first five rounds
+ *   (not topk_rows_1024: capped at 64 registers, it sorts faster without).
  *   Group scans and the max use sub-group shuffles where the build has
  *   them (cl/dsa_subgroup.h: NVIDIA shfl.sync, AMD ds_bpermute, Intel
  *   sub-groups of 32; two barriers instead of 2 log2 WG), local memory
@@ -214,6 +217,18 @@ DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw
 }
 #define TOPK_DIGIT(key, col) ((((colw) ? (0x3FFFFFu - (col)) : (key)) >> sh) & msk)
 #define TOPK_DIGIT0(key) topk_subz((key) >> 18, base)
+
+/* -DTOPK_AGG=1 (a build option, NVIDIA only): level 0's histogram in the
+ * register kernels warp-aggregated (match.any: the lanes of a warp that hit
+ * one bin add their count by one atomic of the lowest lane). Off: it lost
+ * (H100, 64 x 32768 in one group of 1024 a row: 43.2 against 37.7 us at k =
+ * 512, 46.2 against 39.2 at k = 2048; prefill k = 2048 833 against 770;
+ * random rows rarely put two lanes of a warp in one bin of the windowed
+ * first digit, and match.any costs more than the atomics it saves). */
+#if !(DSA_HAS_NV_PTX && defined(DSA_NV_HAS_MATCH) && defined(TOPK_AGG) && TOPK_AGG)
+#undef TOPK_AGG
+#define TOPK_AGG 0
+#endif
 
 /* Largest alive key of the group (every item calls it). */
 DSA_INLINE uint topk_group_max(uint v, __local uint *slot, uint tid) {
@@ -484,10 +499,22 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       __local uint *h = hist + (lk ? 0u : (level & 1u) * TOPK_BINS);
       __local uint *hn = hist + (lk ? 0u : ((level & 1u) ^ 1u) * TOPK_BINS);
       if (level == 0u) {
-        TOPK_EACH(alive, {
-          const uint d = TOPK_DIGIT0(TOPK_KV(j));
-          if (d != 0u) atomic_inc(&h[d]);
-        })
+#if TOPK_AGG
+        if (!lk) { /* every lane runs match.any for every slot */
+          const uint below = (1u << (tid & 31u)) - 1u;
+          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {
+            const uint d = (alive >> j) & 1u ? TOPK_DIGIT0(kv[j]) : 0u;
+            const uint peers = dsa_nv_match_any_u32(d);
+            if (d != 0u && (peers & below) == 0u) atomic_add(&h[d], popcount(peers));
+          }
+        } else
+#endif
+        {
+          TOPK_EACH(alive, {
+            const uint d = TOPK_DIGIT0(TOPK_KV(j));
+            if (d != 0u) atomic_inc(&h[d]);
+          })
+        }
       } else {
         TOPK_EACH(alive, { atomic_inc(&h[TOPK_DIGIT(TOPK_KV(j), j * wg + tid)]); })
       }
@@ -585,9 +612,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   else res = PFX##8(buf, p2, tid, dbl);
   /* The warp network in the register kernel only: in topk_lrows it cost
    * more than it saved (H200, 8192 x 8192 k = 512: 449.8 against 358.3
-   * us; the register kernel at k = 2048: 746.2 against 846.7). */
+   * us; the register kernel at k = 2048: 746.2 against 846.7). Nor in
+   * topk_rows_1024 (64 registers at most; H100, 64 x 32768 in one group a
+   * row: 35.8 against 37.9 us at k = 512, 38.2 against 38.9 at 2048). */
 #if TOPK_WSORT
-  if (!lk) {
+  if (!lk && wg < 1024u) {
     TOPK_SORT_BY(topk_wsort)
   } else
 #endif

@@ -420,6 +420,23 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
     clReleaseProgram(p);
     return s;
   }
+  {
+    /* DSACL_LOG=5: the build log of a successful build too (with
+     * -cl-nv-verbose in DSACL_BUILD_OPTIONS, ptxas' registers and spills per
+     * kernel on NVIDIA). */
+    const char *lv = getenv("DSACL_LOG");
+    size_t n = 0;
+    if (lv && atoi(lv) >= 5 &&
+        clGetProgramBuildInfo(p, c->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n) {
+      char *log = malloc(n + 1);
+      if (log && clGetProgramBuildInfo(p, c->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL) ==
+                     CL_SUCCESS) {
+        log[n] = '\0';
+        dsa__log(5, "build log of %s:\n%s", ep->name, log);
+      }
+      free(log);
+    }
+  }
   if (!kernels_ok(p)) {
     clReleaseProgram(p);
     return dsa__fail(DSA_ERR_BUILD, 0, "%s built but its kernels cannot be created", ep->name);

@@ -179,6 +179,9 @@ struct dsa_context {
    * and the split's chunk width (0: chosen per call). */
   int topk_algo;
   uint32_t topk_chunk;
+  /* DSACL_TOPK_WG (op_topk.c): the largest group the register top-k
+   * kernels are taken to run at, instead of what the driver reports (0). */
+  uint32_t topk_wg;
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the nv-keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
@@ -206,6 +209,7 @@ struct dsa_context {
  * one is taken wherever it can run, the ones before it are refused. */
 enum {
   DSA_TOPK_ALGO_AUTO = 0,
+  DSA_TOPK_ALGO_WIDE,
   DSA_TOPK_ALGO_SPLIT,
   DSA_TOPK_ALGO_LROW,
   DSA_TOPK_ALGO_ROW,

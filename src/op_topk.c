@@ -1,6 +1,9 @@
 /* Indexer top-k per row, prefill and decode forms. Kernels: cl/topk.cl.
- * Three algorithms, best first (each variant table lists them once per
+ * Five algorithms, best first (each variant table lists them once per
  * sub-group back-end, as cl/dsa_subgroup.h orders them):
+ *   wide    few rows: one group per row, the row in registers (topk_rows at
+ *           up to 1024 items: one launch, no merge; the rows leave compute
+ *           units idle, but the split's second launch and merge cost more);
  *   split   few rows: each row cut into chunks, one group per chunk sorts its
  *           own top k (topk_rows, chunk mode) into a scratch list owned by
  *           the queue, then topk_merge ranks every list entry against the
@@ -11,8 +14,10 @@
  *   row     one group per row, the row held in registers (topk_rows);
  *   stream  one group per row streaming the row from global memory several
  *           times (topk_per_row): any length, the fallback.
- * DSACL_TOPK forces a preference (auto, split[:chunk], lrow, row, stream): the
- * named algorithm runs wherever it can, the ones before it are refused. */
+ * DSACL_TOPK forces a preference (auto, wide, split[:chunk], lrow, row, stream):
+ * the named algorithm runs wherever it can, the ones before it are refused.
+ * DSACL_TOPK_WG=<n> (tuning) takes n as the register kernels' group limit
+ * instead of the driver's CL_KERNEL_WORK_GROUP_SIZE. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +45,22 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
 dsa_status dsa__topk_env(dsa_context *c) {
   c->topk_algo = DSA_TOPK_ALGO_AUTO;
   c->topk_chunk = 0;
+  c->topk_wg = 0;
+  const char *w = getenv("DSACL_TOPK_WG");
+  if (w && *w) {
+    char *end;
+    unsigned long n = strtoul(w, &end, 10);
+    if (*end != '\0' || n < TOPK_MIN_WG || n > TOPK_MAX_WG || (n & (n - 1)))
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                       "DSACL_TOPK_WG = \"%s\": a power of two in %d..%d", w, TOPK_MIN_WG,
+                       TOPK_MAX_WG);
+    c->topk_wg = (uint32_t)n;
+  }
   const char *v = getenv("DSACL_TOPK");
   if (!v || !*v || !strcmp(v, "auto")) return DSA_OK;
-  if (!strcmp(v, "lrow")) {
+  if (!strcmp(v, "wide")) {
+    c->topk_algo = DSA_TOPK_ALGO_WIDE;
+  } else if (!strcmp(v, "lrow")) {
     c->topk_algo = DSA_TOPK_ALGO_LROW;
   } else if (!strcmp(v, "row")) {
     c->topk_algo = DSA_TOPK_ALGO_ROW;
@@ -61,7 +79,7 @@ dsa_status dsa__topk_env(dsa_context *c) {
     }
   } else {
     return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
-                     "DSACL_TOPK = \"%s\": known values are auto, split, split:<chunk "
+                     "DSACL_TOPK = \"%s\": known values are auto, wide, split, split:<chunk "
                      "columns>, lrow, row and stream",
                      v);
   }
@@ -76,6 +94,7 @@ typedef struct topk_shape {
   int64_t rows, n_cols;
   int32_t k;
   size_t wg_limit, wg_limit_l; /* topk_rows_<WG>, topk_lrows_<WG> */
+  size_t wg_limit_w;           /* topk_rows_<WG> for wide (see kernels_limit) */
   bool bf16;                   /* bf16 logits */
 } topk_shape;
 
@@ -132,8 +151,13 @@ static bool rows_plan(const dsa_context *c, const topk_shape *s, uint64_t cols, 
 /* The split for this call, or false (reason in why). */
 static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, const char **why) {
   const int64_t n = s->n_cols, k = s->k;
-  const uint64_t cap = (uint64_t)wg_limit_of(c, s, false) * TOPK_VPT;
   const int64_t cu = c->caps.compute_units ? c->caps.compute_units : 1;
+  const bool few = s->rows < 2 * cu;
+  /* Few rows: chunk groups up to the size the kernels were compiled for
+   * (kernels_limit's reqd), as wide takes them. */
+  topk_shape t = *s;
+  if (few) t.wg_limit = s->wg_limit_w;
+  const uint64_t cap = (uint64_t)wg_limit_of(c, &t, false) * TOPK_VPT;
   uint64_t chunk;
   if (c->topk_chunk) {
     chunk = c->topk_chunk;
@@ -142,13 +166,14 @@ static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, 
     chunk = pow2_at_least((uint64_t)(n + 3) / 4);
     if (chunk < 64) chunk = 64;
   } else {
-    if (s->rows < 2 * cu) {
-      /* Few rows: about two groups per compute unit, chunks of at least
+    if (few) {
+      /* Few rows: about one group per compute unit, chunks of at least
        * max(4k, 8192) columns (smaller ones make the merge the cost: H200,
        * 64 rows, k = 512: 8192 columns as one row 24.3 us, as 4 chunks of
        * 2048 48.2, 2 of 4096 36.2; 32768 columns as 4 chunks of 8192 38.0,
-       * 8 of 4096 60.5, one row 73.1). */
-      const int64_t want = (2 * cu + s->rows - 1) / s->rows;
+       * 8 of 4096 60.5, one row 73.1 (256 items); H100: as 2 chunks of
+       * 16384 (512 items) 33.7, 4 of 8192 36.7, bf16 38.5 and 42.8). */
+      const int64_t want = (cu + s->rows - 1) / s->rows;
       chunk = pow2_at_least((uint64_t)(n + want - 1) / (uint64_t)want);
       if (chunk < (uint64_t)4 * k) chunk = (uint64_t)4 * k;
       if (chunk < 8192) chunk = 8192;
@@ -179,8 +204,8 @@ static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, 
    * against 31.34; bf16 logits measured 42.72 against 42.18, so they keep
    * local memory). Else in local memory where they fit (topk_lrows: fewer
    * registers, more groups at once), then in registers. */
-  const bool regs_first = s->rows < 2 * cu && !s->bf16;
-  if (!rows_plan(c, s, chunk, !regs_first, p) && !rows_plan(c, s, chunk, regs_first, p)) {
+  const bool regs_first = few && !s->bf16;
+  if (!rows_plan(c, &t, chunk, !regs_first, p) && !rows_plan(c, &t, chunk, regs_first, p)) {
     *why = "no group fits a chunk";
     return false;
   }
@@ -190,9 +215,31 @@ static bool split_plan(const dsa_context *c, const topk_shape *s, topk_plan *p, 
 }
 
 static const char *algo_name(int algo) {
-  return algo == DSA_TOPK_ALGO_LROW  ? "DSACL_TOPK=lrow"
+  return algo == DSA_TOPK_ALGO_SPLIT  ? "DSACL_TOPK=split"
+         : algo == DSA_TOPK_ALGO_LROW ? "DSACL_TOPK=lrow"
          : algo == DSA_TOPK_ALGO_ROW ? "DSACL_TOPK=row"
                                      : "DSACL_TOPK=stream";
+}
+/* wide: one register group per row, for few rows (the device not full). */
+static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->topk_algo > DSA_TOPK_ALGO_WIDE) return algo_name(c->topk_algo);
+  if (!shape) return NULL;
+  topk_shape s = *(const topk_shape *)shape;
+  const int64_t cu = c->caps.compute_units ? c->caps.compute_units : 1;
+  topk_plan p;
+  if (c->topk_algo != DSA_TOPK_ALGO_WIDE) {
+    if (s.rows >= 2 * cu) return "rows fill the device";
+    /* k <= 512: two chunk groups a row and the merge beat one group (H100,
+     * 64 x 32768 k = 512: 33.2 against 34.8 us, bf16 38.0 against 38.2);
+     * above, the merge of longer lists loses (k = 2048: 40.9 against 38.2
+     * in another call), so wide takes k > 512. */
+    const char *why;
+    if (s.k <= 512 && split_plan(c, &s, &p, &why)) return "k <= 512 and the split runs";
+  }
+  s.wg_limit = s.wg_limit_w;
+  if (rows_plan(c, &s, (uint64_t)s.n_cols, false, &p)) return NULL;
+  snprintf(buf, n, "no group holds %lld columns with k = %d", (long long)s.n_cols, (int)s.k);
+  return buf;
 }
 static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
   if (c->topk_algo > DSA_TOPK_ALGO_SPLIT) return algo_name(c->topk_algo);
@@ -206,7 +253,7 @@ static const char *refuse_split(const dsa_context *c, const void *shape, char *b
 /* row and lrow: one group holds the row (lk: its keys in local memory). */
 static const char *refuse_rows(const dsa_context *c, const void *shape, char *buf, size_t n,
                                bool lk) {
-  const topk_shape dev = {1, TOPK_MIN_WG * TOPK_VPT, 1, 0, 0, false};
+  const topk_shape dev = {1, TOPK_MIN_WG * TOPK_VPT, 1, 0, 0, 0, false};
   const topk_shape *s = shape ? shape : &dev;
   topk_plan p;
   if (rows_plan(c, s, (uint64_t)s->n_cols, lk, &p)) return NULL;
@@ -232,6 +279,11 @@ static const char *refuse_row(const dsa_context *c, const void *shape, char *buf
   if (c->topk_algo > DSA_TOPK_ALGO_ROW) return algo_name(c->topk_algo);
   return refuse_rows(c, shape, buf, n, false);
 }
+static const char *refuse_wide_sg32(const dsa_context *c, const void *shape, char *buf,
+                                    size_t n) {
+  const char *r = dsa__refuse_no_sg32(c, shape, buf, n);
+  return r ? r : refuse_wide(c, shape, buf, n);
+}
 static const char *refuse_split_sg32(const dsa_context *c, const void *shape, char *buf,
                                      size_t n) {
   const char *r = dsa__refuse_no_sg32(c, shape, buf, n);
@@ -247,14 +299,21 @@ static const char *refuse_row_sg32(const dsa_context *c, const void *shape, char
   return r ? r : refuse_row(c, shape, buf, n);
 }
 
-/* The same table for both forms. Indices: 0..3 split, 4..7 lrow, 8..11 row,
- * 12 stream. */
+/* The same table for both forms. Indices: 0..3 wide, 4..7 split, 8..11 lrow,
+ * 12..15 row, 16 stream. */
+#define WIDE_LIM \
+  "fewer rows than 2 per compute unit with k > 512 (or that the split cannot cut), each up to " \
+  "WG * 32 columns (WG: the kernels' compiled size on NVIDIA, at most 1024)"
 #define SPLIT_LIM "fewer rows than 2 per compute unit, or rows longer than WG * 32"
 #define LROW_LIM \
   "rows up to WG * 32 columns whose keys (4 B each) fit local memory beside the histogram"
 #define ROW_LIM "rows up to WG * 32 columns (WG: the device's group limit, at most 1024)"
 #define TOPK_VARIANTS                                                                  \
-  {"split/nv-shfl", DSA_CAP_NV_PTX, refuse_split, SPLIT_LIM},                          \
+  {"wide/nv-shfl", DSA_CAP_NV_PTX, refuse_wide, WIDE_LIM},                             \
+      {"wide/amd-bperm", DSA_CAP_AMD_BUILTINS, refuse_wide, WIDE_LIM},                 \
+      {"wide/intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_wide_sg32, WIDE_LIM},        \
+      {"wide", 0, refuse_wide, WIDE_LIM},                                              \
+      {"split/nv-shfl", DSA_CAP_NV_PTX, refuse_split, SPLIT_LIM},                          \
       {"split/amd-bperm", DSA_CAP_AMD_BUILTINS, refuse_split, SPLIT_LIM},              \
       {"split/intel-sg32", DSA_CAP_INTEL_SUBGROUPS, refuse_split_sg32, SPLIT_LIM},     \
       {"split", 0, refuse_split, SPLIT_LIM},                                           \
@@ -268,7 +327,7 @@ static const char *refuse_row_sg32(const dsa_context *c, const void *shape, char
       {"row", 0, refuse_row, ROW_LIM}, {"stream", 0, NULL, NULL}
 DSA_VARIANT_TABLE(dsa__variants_topk_prefill, "dsa_topk_prefill", TOPK_VARIANTS);
 DSA_VARIANT_TABLE(dsa__variants_topk_decode, "dsa_topk_decode", TOPK_VARIANTS);
-enum { V_SPLIT_END = 4, V_LROW_END = 8, V_ROW_END = 12 };
+enum { V_WIDE_END = 4, V_SPLIT_END = 8, V_LROW_END = 12, V_ROW_END = 16 };
 
 enum { MODE_PREFILL = 0, MODE_LENS_1D = 1, MODE_LENS_2D = 2 };
 
@@ -308,9 +367,26 @@ static const char *const lrows_kernel[LROWS_KERNELS] = {"topk_lrows_64", "topk_l
 _Static_assert((TOPK_MIN_WG << (LROWS_KERNELS - 1)) == TOPK_LROWS_MAX_WG, "lrows kernels");
 
 /* The largest of the n kernels names[i] (group TOPK_MIN_WG << i) that the
- * device runs at its size; 1 when none does (the variants refuse). */
-static dsa_status kernels_limit(dsa_queue *q, const char *const *names, int n, size_t *lim) {
+ * device runs at its size; 1 when none does (the variants refuse). reqd:
+ * on NVIDIA's driver, the size each kernel was compiled for
+ * (reqd_work_group_size) instead of CL_KERNEL_WORK_GROUP_SIZE, which it
+ * reports as 256 for every top-k kernel, topk_rows_1024 too, though it runs
+ * it at 1024 (H100, driver 580.159.04: test_topk's 1578 checks, each call
+ * at up to 1024). */
+static dsa_status kernels_limit(dsa_queue *q, const char *const *names, int n, bool reqd,
+                                size_t *lim) {
   *lim = 1;
+  if (q->ctx->topk_wg && names == rows_kernel) { /* DSACL_TOPK_WG: tuning */
+    *lim = q->ctx->topk_wg;
+    return DSA_OK;
+  }
+  if (reqd && q->ctx->caps.nv_inline_ptx) {
+    for (int i = n - 1; i >= 0 && *lim == 1; i--) {
+      const size_t w = (size_t)TOPK_MIN_WG << i;
+      if (!q->ctx->caps.max_wg || w <= q->ctx->caps.max_wg) *lim = w;
+    }
+    return DSA_OK;
+  }
   for (int i = n - 1; i >= 0 && *lim == 1; i--) {
     const size_t w = (size_t)TOPK_MIN_WG << i;
     if (q->ctx->caps.max_wg && w > q->ctx->caps.max_wg) continue;
@@ -320,6 +396,7 @@ static dsa_status kernels_limit(dsa_queue *q, const char *const *names, int n, s
     if (clGetKernelWorkGroupInfo(kr, q->ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kw, &kw,
                                  NULL) == CL_SUCCESS && kw >= w)
       *lim = w;
+    dsa__log(4, "top-k: %s: CL_KERNEL_WORK_GROUP_SIZE %zu", names[i], kw);
   }
   return DSA_OK;
 }
@@ -343,10 +420,12 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   if (rows == 0) return dsa__launch_nothing(q, ev);
   /* The largest topk_rows_<WG> (topk_lrows_<WG>) kernel the device runs at
    * its size decides what the register (local-key) variants take. */
-  size_t klim, klim_l;
-  DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, &klim));
-  DSA_CHECK(kernels_limit(q, lrows_kernel, LROWS_KERNELS, &klim_l));
-  const topk_shape shape = {rows, logits->shape[1], k, klim, klim_l, logits->dtype == DSA_BF16};
+  size_t klim, klim_l, klim_w;
+  DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, false, &klim));
+  DSA_CHECK(kernels_limit(q, lrows_kernel, LROWS_KERNELS, false, &klim_l));
+  DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, true, &klim_w));
+  const topk_shape shape = {rows,   logits->shape[1], k, klim, klim_l,
+                            klim_w, logits->dtype == DSA_BF16};
   const int v = dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill
                                                   : &dsa__variants_topk_decode,
                           &shape);
@@ -373,14 +452,17 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
 
   topk_plan p;
   const char *why = NULL;
-  const bool split = v < V_SPLIT_END;
+  const bool split = v >= V_WIDE_END && v < V_SPLIT_END;
+  topk_shape pshape = shape;
+  if (v < V_WIDE_END) pshape.wg_limit = klim_w;
   if (split ? !split_plan(q->ctx, &shape, &p, &why)
-            : !rows_plan(q->ctx, &shape, (uint64_t)shape.n_cols, v < V_LROW_END, &p))
+            : !rows_plan(q->ctx, &pshape, (uint64_t)shape.n_cols,
+                         v >= V_SPLIT_END && v < V_LROW_END, &p))
     return dsa__fail(DSA_ERR_INTERNAL, 0, "%s: the picked variant has no plan", op);
   const bool lk = p.lk;
   if (!split) p.chunk = (uint32_t)shape.n_cols, p.nch = 1;
   dsa__log(3, "%s: topk_%srows groups of %zu (limit %zu), chunk %u x %u, sort %u words%s, "
-           "local %zu + %zu B", op, lk ? "l" : "", p.wg, lk ? klim_l : klim, p.chunk, p.nch,
+           "local %zu + %zu B", op, lk ? "l" : "", p.wg, lk ? klim_l : pshape.wg_limit, p.chunk, p.nch,
            p.p2, p.dbl ? " (2 buffers)" : "", p.local_bytes, p.keys_bytes);
   int wi = 0;
   while ((size_t)TOPK_MIN_WG << wi < p.wg) wi++;

@@ -2,8 +2,8 @@
  * in tests/ref on randomized shapes, tie-heavy and non-finite data, bad
  * ranges (faults), guard bands, events and host-side argument validation;
  * first with the library's own pick (which splits few rows here), then
- * with each algorithm forced through DSACL_TOPK (split in chunks of 300
- * columns, lrow, row, stream), so every variant runs here whatever the
+ * with each algorithm forced through DSACL_TOPK (wide, split in chunks of
+ * 300 columns, lrow, row, stream), so every variant runs here whatever the
  * device.
  *
  * The output rule is deterministic, so every comparison is exact: the whole
@@ -595,7 +595,7 @@ static void reopen(const char *topk) {
  * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
  * length ranks, events (two kernels for split). */
 static void test_forced(void) {
-  static const char *const algos[] = {"split:300", "lrow", "row", "stream"};
+  static const char *const algos[] = {"wide", "split:300", "lrow", "row", "stream"};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     reopen(algos[a]);
     const pf_case pf[] = {
@@ -634,6 +634,18 @@ static void test_forced(void) {
         "DSACL_TOPK=fastest: %s: %s", dsa_status_name(st), dsa_last_error());
   if (bad) dsa_context_destroy(&bad);
   unsetenv("DSACL_TOPK");
+  /* So is a group limit that is no power of two in 64..1024. */
+  static const char *const bad_wg[] = {"300", "32", "2048", "512x"};
+  for (size_t i = 0; i < sizeof bad_wg / sizeof bad_wg[0]; i++) {
+    setenv("DSACL_TOPK_WG", bad_wg[i], 1);
+    bad = NULL;
+    const dsa_status sw = dsa_context_create(&bad, &o);
+    CHECK(sw == DSA_ERR_INVALID_ARGUMENT && bad == NULL &&
+              strstr(dsa_last_error(), "DSACL_TOPK_WG"),
+          "DSACL_TOPK_WG=%s: %s: %s", bad_wg[i], dsa_status_name(sw), dsa_last_error());
+    if (bad) dsa_context_destroy(&bad);
+  }
+  unsetenv("DSACL_TOPK_WG");
 }
 
 int main(void) {

@@ -2,9 +2,10 @@
  * (the deterministic rule of topk.h, as tests/test_topk.c), and the fault
  * word. Logits with ties, -inf and NaN now and then. The cases run with the
  * automatic pick, then with each algorithm preferred in turn (the context's
- * DSACL_TOPK setting, set directly: split in chunks of 300 columns and in
- * its default ones, lrow, row, stream; the random cases under the first two;
- * --quick: automatic, split:300 and stream), so every variant the device can
+ * DSACL_TOPK setting, set directly: wide, split in chunks of 300 columns
+ * and in its default ones, lrow, row, stream; the random cases under
+ * automatic and split:300; --quick: automatic, wide, split:300 and stream),
+ * so every variant the device can
  * run is seen. */
 #include <math.h>
 #include <stdio.h>
@@ -67,7 +68,8 @@ static int tk_case(cc_env *e, int decode, int64_t rb, int64_t nn, int64_t n, int
 /* random: also the random cases; quick: also under --quick (the automatic
  * pick already takes split and row for these shapes). */
 static const struct { int algo; uint32_t chunk; int random, quick; } prefs[] = {
-    {DSA_TOPK_ALGO_AUTO, 0, 1, 1},  {DSA_TOPK_ALGO_SPLIT, 300, 1, 1},
+    {DSA_TOPK_ALGO_AUTO, 0, 1, 1},  {DSA_TOPK_ALGO_WIDE, 0, 0, 1},
+    {DSA_TOPK_ALGO_SPLIT, 300, 1, 1},
     {DSA_TOPK_ALGO_SPLIT, 0, 0, 0}, {DSA_TOPK_ALGO_LROW, 0, 0, 0},
     {DSA_TOPK_ALGO_ROW, 0, 0, 0},
     {DSA_TOPK_ALGO_STREAM, 0, 0, 1}};
