@@ -912,6 +912,19 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #ifndef KM_BTP
 #define KM_BTP 1
 #endif
+/* KM_LL: the kernel kinds whose km_body has ll (each lane locates its own
+ * keys, below; needs KM_QL, KM_MT 1, KM_PF 1): 1 paged one token a warp
+ * (_keys, _keys2), 2 paged two (_t2), 4 ragged (mqa_logits_keys*). H100,
+ * plog4: ragged prefill M = 2048 885.7 -> 865.9 us; paged next_n = 1 147.3
+ * -> 157.3 and next_n = 2 246.7 -> 251.8 (the block-table stage costs more
+ * in the loop than the set-up it removes), so ragged only. */
+#define KM_LL_OK (KM_QL && KM_MT == 1 && KM_PF == 1)
+#ifndef KM_LL
+#define KM_LL (KM_LL_OK ? 4 : 0)
+#endif
+#if KM_LL && !KM_LL_OK
+#error "indexer_logits.cl: KM_LL needs KM_QL, KM_MT 1 and KM_PF 1"
+#endif
 #if KM_BTP && KM_KPG % KM_NT
 #error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
 #endif
@@ -940,7 +953,131 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
     }
 }
 
-DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const int knt,
+#if KM_LL_OK
+/* ll: a lane locates its own keys in registers instead of the group's
+ * set-up locating all KM_KPG keys into local memory before a barrier. Lane
+ * (g, t) loads key rows g and g + 8 of a chunk (dsa_tile_kp_row) and its
+ * accumulators hold the same rows (dsa_tile_row), so the block-table entry,
+ * the scale and the state of those two keys are all it needs, and no other
+ * lane's. Two stages a chunk ahead of its products: km_ll_bt reads the
+ * block-table entries (paged; chunk c + 2 NKS), km_ll_load the keys and
+ * scales (chunk c + NKS). The block-table position (tb, r) of the bt
+ * stage's chunk advances by NKS chunks without a division (one at the
+ * start). The group keeps one barrier (row ranges and B fragments) and
+ * 13 KiB less local memory (no offsets, scales and states). */
+typedef struct {
+  int tb, r, dtb, dr; /* the bt stage's chunk base: block tb, row r; its step */
+  int blk[2], row[2]; /* the bt stage's output for rows g, g + 8 */
+} km_ll;
+
+DSA_INLINE_ALWAYS void km_ll_init(km_ll *s, const int paged, const int bs, const int jc,
+                                  const int step) {
+  s->blk[0] = s->blk[1] = s->row[0] = s->row[1] = 0; /* ragged: read, never used */
+  s->tb = s->r = s->dtb = s->dr = 0;
+  if (!paged) return;
+  s->tb = jc / bs;
+  s->r = jc - s->tb * bs;
+  s->dtb = step / bs;
+  s->dr = step - s->dtb * bs;
+}
+
+DSA_INLINE_ALWAYS void km_ll_bt(km_ll *s, const int paged, __global const uchar *bt,
+                                const ulong bt_row, const ulong bt_cs, const int bs,
+                                const int jc, const int lo, const int hi) {
+  if (!paged) return;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int d = (int)dsa_tile_kp_row(hr), j = jc + d;
+    int row = s->r + d, tb = s->tb;
+    while (row >= bs) row -= bs, tb++; /* once at most where bs >= 16 */
+    s->row[hr] = row;
+    s->blk[hr] = j >= lo && j < hi ? *(__global const int *)(bt + bt_row + (ulong)tb * bt_cs) : 0;
+  }
+  s->r += s->dr;
+  s->tb += s->dtb;
+  if (s->r >= bs) s->r -= bs, s->tb++;
+}
+
+/* Chunk jc's two rows: 16 bytes of each 64-dim half, the scale, and the rows
+ * whose block-table entry was bad (bit hr; faulted; -inf). */
+DSA_INLINE_ALWAYS void km_ll_load(const km_ll *s, const int paged, __global const uchar *kbase,
+                                  const ulong c_off, const long num_blocks, const int bs,
+                                  const ulong c_bstride, const ulong kv_off, const ulong kv_rs,
+                                  __global const uchar *ksc, const ulong ksc_off,
+                                  const ulong ksc_rs, __global volatile uint *faults,
+                                  const int jc, const int lo, const int hi, const int k_al,
+                                  uint4 x[2][2], float sc[2], int *msk) {
+  int m = 0;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int j = jc + (int)dsa_tile_kp_row(hr), in = j >= lo && j < hi;
+    const int blk = s->blk[hr];
+    const int bad = paged && in && (blk < 0 || (long)blk >= num_blocks);
+    if (bad) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+    const int ok = in && !bad;
+    ulong ko;
+    __global const float *sp;
+    if (paged) {
+      const ulong base = c_off + (ulong)(ok ? blk : 0) * c_bstride;
+      ko = base + (ulong)s->row[hr] * 128u;
+      sp = (__global const float *)(kbase + base + (ulong)bs * 128u + (ulong)s->row[hr] * 4u);
+    } else {
+      ko = kv_off + (ulong)(ok ? j : 0) * kv_rs;
+      sp = (__global const float *)(ksc + ksc_off + (ulong)(ok ? j : 0) * ksc_rs);
+    }
+    __global const uchar *kp = kbase + ko + (ulong)dsa_tile_kp_k0();
+#pragma unroll
+    for (int c2 = 0; c2 < 2; c2++)
+      x[hr][c2] = ok ? dsa_load16(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
+    sc[hr] = ok ? *sp : 0.0f;
+    m |= bad << hr;
+  }
+  *msk = m;
+}
+#endif
+
+#if KM_QL
+/* The B fragments of a warp's tokens into local memory in fragment order,
+ * [token][n-tile][k-step][lane] (b0, b1), and their weights; the warps of a
+ * slice split its n-tiles. Needs no row range: ll calls it before the
+ * group's first barrier, which then publishes it with the ranges. */
+DSA_INLINE_ALWAYS void km_qfill(IL_PARAMS, __local uint2 *qf, __local float2 *wf, const int tok,
+                                const int nq, const uint r_base, const int h0, const int kslc,
+                                const int NKS, const int TPW) {
+  const uint lane = dsa_tile_lane(), gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
+  for (int pn = kslc; pn < TPW * KM_NTW; pn += NKS) {
+    const int u = pn / KM_NTW, nt = pn - u * KM_NTW, tk = tok + u, tk_ok = tk < nq;
+    const uint rk = r_base + (uint)(tk_ok ? tk : 0);
+    const uint bk = rk / (uint)next_n, ik = rk - bk * (uint)next_n;
+    const int h = h0 + nt * 8 + (int)gq;
+    const int ok = tk_ok && h < H;
+    const ulong qrow = qv_off + (ulong)bk * qv_bs + (ulong)ik * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
+    for (int c2 = 0; c2 < 2; c2++) {
+      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
+      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+      const uint xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int s = 0; s < 4; s++) {
+        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
+        qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
+      }
+    }
+    if (gq == 0u) {
+      float we[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
+        we[e] = tk_ok && hc < H
+                    ? *(__global const float *)(w + w_off + (ulong)rk * w_rs + (ulong)hc * w_hs)
+                    : 0.0f;
+      }
+      wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
+    }
+  }
+}
+#endif
+
+DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const int ll, const int knt,
                                const int tq, const int nrows, __local ulong *koff,
                                __local float *kscale, __local KM_ST *kstate, __local float *red,
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
@@ -969,6 +1106,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   const int cs = (int)warp % (NS / TPW) * TPW, kslc = (int)warp / (NS / TPW);
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
+#if KM_QL
+  /* ll: the queries' fragments first: their loads overlap the row ranges'
+   * and one barrier publishes both. */
+  if (ll) km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
+#endif
   if ((int)lid < 4) {
     int lo = 0, hi = 0;
     if ((int)lid < nq) {
@@ -992,6 +1134,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
    * instead of two dependent global reads a key one after the other (the
    * fault's atomic and the local stores between them kept the compiler
    * from overlapping the iterations). */
+  if (!ll) {
 #define KM_TU (KM_KPG / KM_NT)
   if (!paged) {
     /* Ragged: key j at kv + j kv_rs, its scale at ksc + j ksc_rs; the scale
@@ -1061,49 +1204,36 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   }
 #endif
 #undef KM_TU
+  }
+
+  /* The chunks holding valid keys (empty range: no trip). */
+  const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
+  const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
+  int c = c_lo + kslc;
+#if KM_LL_OK
+  /* ll: this lane's first chunk located (block-table entries) and its
+   * keys loaded, before the loop without a second barrier. */
+  const ulong bt_row = bt_off + (ulong)b * bt_rs;
+  km_ll lls;
+  if (ll) {
+    km_ll_init(&lls, paged, bs, n0 + c * KM_CH, NKS * KM_CH);
+    if (c < c_hi) km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + c * KM_CH, lo, hi);
+  }
+#endif
 
   const int tok_ok = tok < nq;
   const uint r = r_base + (uint)(tok_ok ? tok : 0);
   const uint bq_ = r / (uint)next_n, ii = r - bq_ * (uint)next_n; /* the token's (b, i) */
 #if KM_QL
-  /* The token's B fragments into local memory in fragment order, [token]
-   * [n-tile][k-step][lane] (b0, b1): one 8-byte read per lane and MMA, a
-   * warp's 256 contiguous bytes (no bank conflicts). The warps of a slice
-   * split its n-tiles. */
+  /* The tokens' B fragments (km_qfill; one 8-byte read per lane and MMA, a
+   * warp's 256 contiguous bytes, no bank conflicts), here unless ll built
+   * them before the first barrier. */
   (void)red, (void)bq_, (void)ii, (void)r;
   /* The row ranges of the warp's tokens (read once). */
   const int lo0 = tok_ok ? tlo[tok] : 0, hi0 = tok_ok ? thi[tok] : 0;
   const int lo1 = TPW > 1 && tok + 1 < nq ? tlo[tok + 1] : 0;
   const int hi1 = TPW > 1 && tok + 1 < nq ? thi[tok + 1] : 0;
-  for (int pn = kslc; pn < TPW * KM_NTW; pn += NKS) {
-    const int u = pn / KM_NTW, nt = pn - u * KM_NTW, tk = tok + u, tk_ok = tk < nq;
-    const uint rk = r_base + (uint)(tk_ok ? tk : 0);
-    const uint bk = rk / (uint)next_n, ik = rk - bk * (uint)next_n;
-    const int h = h0 + nt * 8 + (int)gq;
-    const int ok = tk_ok && h < H;
-    const ulong qrow = qv_off + (ulong)bk * qv_bs + (ulong)ik * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
-    for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
-      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
-      const uint xs[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-      for (int s = 0; s < 4; s++) {
-        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
-        qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
-      }
-    }
-    if (gq == 0u) {
-      float we[2];
-#pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
-        we[e] = tk_ok && hc < H
-                    ? *(__global const float *)(w + w_off + (ulong)rk * w_rs + (ulong)hc * w_hs)
-                    : 0.0f;
-      }
-      wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
-    }
-  }
+  if (!ll) km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
 #else
   /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
   (void)qf, (void)wf;
@@ -1135,17 +1265,25 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     }
   }
 #endif
-  barrier(CLK_LOCAL_MEM_FENCE);
-
-  /* The chunks holding valid keys (empty range: no trip). */
-  const int c_lo = lo >= hi ? 0 : max(lo - n0, 0) / KM_CH;
-  const int c_hi = lo >= hi ? 0 : clamp((hi - n0 + KM_CH - 1) / KM_CH, 0, KM_NCH);
   /* A ring of KM_PF chunks in flight: [slot][m-tile][row g, g + 8][64-dim chunk]. */
   uint4 x[KM_PF][KM_MT][2][2];
-  int c = c_lo + kslc;
+  float xsc[2] = {0.0f, 0.0f};
+  int xmsk = 0;
+#if KM_LL_OK
+  if (ll) {
+    if (c < c_hi)
+      km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs, ksc,
+                 ksc_off, ksc_rs, faults, n0 + c * KM_CH, lo, hi, k_al, x[0][0], xsc, &xmsk);
+    if (c + NKS < c_hi)
+      km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + NKS) * KM_CH, lo, hi);
+  } else
+#endif
+  {
+    barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-  for (int p = 0; p < KM_PF; p++)
-    if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
+    for (int p = 0; p < KM_PF; p++)
+      if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
+  }
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][2][2];
 #pragma unroll
@@ -1158,6 +1296,18 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
+    const float csc[2] = {xsc[0], xsc[1]};
+    const int cmsk = xmsk;
+#if KM_LL_OK
+    if (ll) {
+      if (c + NKS < c_hi)
+        km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs,
+                   ksc, ksc_off, ksc_rs, faults, n0 + (c + NKS) * KM_CH, lo, hi, k_al,
+                   x[0][0], xsc, &xmsk);
+      if (c + 2 * NKS < c_hi)
+        km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + 2 * NKS) * KM_CH, lo, hi);
+    } else
+#endif
     if (c + KM_PF * NKS < c_hi)
       km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
 #pragma unroll
@@ -1210,7 +1360,8 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
          * rounding either way; folded, it saves a multiply an element (H200,
          * B = 64 next_n = 1: -3 %). */
-        const float s0 = kscale[kk] * sc, s1 = kscale[kk + 8] * sc;
+        const float s0 = (ll ? csc[0] : kscale[kk]) * sc;
+        const float s1 = (ll ? csc[1] : kscale[kk + 8]) * sc;
         float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < KM_NTW; nt++) {
@@ -1235,7 +1386,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
           for (int hr = 0; hr < 2; hr++) {
             const int k2 = kk + 8 * hr, col = n0 + k2;
-            const int st = col >= my_lo && col < my_hi ? (int)kstate[k2] : IL_KEY_OUT;
+            const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
+                           : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
+                                : (int)kstate[k2];
             if (col < ncols && (st != IL_KEY_OUT || clean))
               il_store(out, o_off, o_rs, r_base + (uint)tk, col,
                        st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
@@ -1275,23 +1428,24 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #endif
 }
 
-/* Two group sizes, one body: KM_NT work-items, and (paged_mqa_logits_keys2)
- * 2 KM_NT for grids too small to fill the device otherwise (the host picks). */
+/* Two group sizes, one body: KM_NT work-items, and (_keys2) 2 KM_NT for
+ * grids too small to fill the device otherwise (the host picks). LL:
+ * km_body's ll (no per-key arrays then). */
 #if KM_QL
-#define KM_KERNEL(NAME, NT, PAGED, TPW)                                                       \
+#define KM_KERNEL(NAME, NT, PAGED, TPW, LL)                                                   \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
-    __local ulong koff[KM_KPG];                                                               \
-    __local float kscale[KM_KPG];                                                             \
-    __local KM_ST kstate[KM_KPG];                                                             \
+    __local ulong koff[(LL) ? 1 : KM_KPG];                                                    \
+    __local float kscale[(LL) ? 1 : KM_KPG];                                                  \
+    __local KM_ST kstate[(LL) ? 1 : KM_KPG];                                                  \
     __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
     __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
     __local int tlo[4], thi[4];                                                               \
-    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, NT, tq, nrows, koff, kscale, kstate, 0, qf,  \
-            wf, tlo, thi);                                                                    \
+    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, LL, NT, tq, nrows, koff, kscale, kstate, 0,  \
+            qf, wf, tlo, thi);                                                                \
   }
 #else
-#define KM_KERNEL(NAME, NT, PAGED, TPW)                                                       \
+#define KM_KERNEL(NAME, NT, PAGED, TPW, LL)                                                   \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
     __local ulong koff[KM_KPG];                                                               \
@@ -1299,16 +1453,16 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     __local KM_ST kstate[KM_KPG];                                                             \
     __local float red[KM_TQ * KM_KPG];                                                        \
     __local int tlo[4], thi[4];                                                               \
-    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, NT, tq, nrows, koff, kscale, kstate, red, 0, \
-            0, tlo, thi);                                                                     \
+    km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, 0, NT, tq, nrows, koff, kscale, kstate, red, \
+            0, 0, tlo, thi);                                                                  \
   }
 #endif
 /* Paged: one token a warp for next_n = 1 (_keys, _keys2), two for tq = 2
  * (_t2); ragged prefill: two. */
-KM_KERNEL(paged_mqa_logits_keys, KM_NT, 1, 1)
-KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT, 1, 1)
-KM_KERNEL(paged_mqa_logits_keys_t2, KM_NT, 1, 2)
-KM_KERNEL(paged_mqa_logits_keys2_t2, 2 * KM_NT, 1, 2)
-KM_KERNEL(mqa_logits_keys, KM_NT, 0, 2)
-KM_KERNEL(mqa_logits_keys2, 2 * KM_NT, 0, 2)
+KM_KERNEL(paged_mqa_logits_keys, KM_NT, 1, 1, KM_LL & 1)
+KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT, 1, 1, KM_LL & 1)
+KM_KERNEL(paged_mqa_logits_keys_t2, KM_NT, 1, 2, KM_LL & 2)
+KM_KERNEL(paged_mqa_logits_keys2_t2, 2 * KM_NT, 1, 2, KM_LL & 2)
+KM_KERNEL(mqa_logits_keys, KM_NT, 0, 2, KM_LL & 4)
+KM_KERNEL(mqa_logits_keys2, 2 * KM_NT, 0, 2, KM_LL & 4)
 #endif
