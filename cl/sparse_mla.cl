@@ -909,6 +909,13 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
  * two 16-byte stores go in the order (l / 4) % 2 of the work-item's lane l
  * in its warp, so a quarter-warp's 8 stores hit 32 distinct banks (in lane
  * order, lanes l and l + 4 shared banks: twice the wavefronts). */
+DSA_INLINE void fd_store(const uint *w, uint L, uint l, __local uint *row) {
+  const int sw = (int)((l >> 2) & 1u);
+  __local uint4 *d = (__local uint4 *)(row + L * 8u);
+  const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
+  d[sw] = sw ? hi : lo;
+  d[1 - sw] = sw ? lo : hi;
+}
 DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __local uint *row) {
   uint w[8];
   if (!valid) {
@@ -940,11 +947,7 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
     w[3] = sm_nonan(x0.w), w[4] = sm_nonan(x1.x), w[5] = sm_nonan(x1.y);
     w[6] = sm_nonan(x1.z), w[7] = sm_nonan(x1.w);
   }
-  const int sw = (int)((l >> 2) & 1u);
-  __local uint4 *d = (__local uint4 *)(row + L * 8u);
-  const uint4 lo = (uint4)(w[0], w[1], w[2], w[3]), hi = (uint4)(w[4], w[5], w[6], w[7]);
-  d[sw] = sw ? hi : lo;
-  d[1 - sw] = sw ? lo : hi;
+  fd_store(w, L, l, row);
 }
 
 /* Dequantize ring slot rs0 (masks vms) into kd (masks vk): warp w = tid /
@@ -954,21 +957,65 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
  * both. A RoPE lane (NaN zeroing of 16 bf16) and a NoPE lane (dequantizing
  * 16 e4m3) take different code, so a warp mixing them runs both: one mixed
  * round in two, where one entry a round (lanes 28-31 RoPE) made both
- * mixed. */
+ * mixed. With one work-group of 8 warps an SM this step is bound by the
+ * latency of each work-item's chain of integer operations, so both rounds
+ * run as one block: all their reads first (in two calls of fd_lane, the
+ * second round's reads waited for the first round's stores, which the
+ * compiler cannot tell from the ring), then the two integer paths side by
+ * side, the RoPE lanes' NaN zeroing by a select; a lane with an e4m3 NaN,
+ * subnormal or extreme scale in either round takes fd_lane's exact path
+ * for both (same results). 3.5-4 % of the fused decode on an H100
+ * (docs/PERFORMANCE.md, mla5). */
 #if MT_NT != 2 * (MT_WG / 32) || NOPE_LANES != 28
 #error "sparse_mla.cl: fd_dequant maps 2 entries (56 + 8 dim lanes) onto each warp"
 #endif
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
                            __local uint *kd, __local int *vk) {
   const uint w = tid / 32u, l = tid % 32u;
+  /* Round 0: NoPE lane L0 of entry e0 (every lane NoPE); round 1: NoPE lane
+   * L1 of entry e1 (l < 24) or RoPE lane L1 (l >= 24). */
+  const uint e0 = l < 28u ? w : w + 8u, L0 = l < 28u ? l : l - 28u;
+  const uint e1 = l >= 24u && l < 28u ? w : w + 8u, L1 = l < 24u ? l + 4u : 28u + (l & 3u);
+  const int rope1 = l >= 24u;
+  __local const uchar *r0 = rs0 + e0 * FD_EB, *r1 = rs0 + e1 * FD_EB;
+  /* Every read of both rounds before any store (the compiler cannot tell
+   * the ring from kd), so that the two rounds' arithmetic interleaves. */
+  const int v0 = vms[e0], v1 = vms[e1];
+  const uint4 x0 = *(__local const uint4 *)(r0 + 16u * L0);
+  const uint u0 = r0[MLA_DATA_BYTES + (L0 >> 2)];
+  __local const uchar *p1 = r1 + (rope1 ? MLA_NOPE + 32u * (L1 - NOPE_LANES) : 16u * L1);
+  const uint4 x1 = *(__local const uint4 *)p1;
+  const uint4 y1 = rope1 ? *(__local const uint4 *)(p1 + 16u) : (uint4)(0u);
+  const uint u1 = r1[MLA_DATA_BYTES + ((L1 & 31u) >> 2)]; /* RoPE lanes: unused (scale bytes 7) */
   if (l == 0u) vk[w] = vms[w], vk[w + 8u] = vms[w + 8u]; /* the ring's masks are rewritten first */
-  {
-    const uint e = l < 28u ? w : w + 8u, L = l < 28u ? l : l - 28u;
-    fd_lane(rs0 + e * FD_EB, vms[e], L, l, kd + e * MT_KDP);
-  }
-  {
-    const uint e = l >= 24u && l < 28u ? w : w + 8u, L = l < 24u ? l + 4u : 28u + (l & 3u);
-    fd_lane(rs0 + e * FD_EB, vms[e], L, l, kd + e * MT_KDP);
+  const uint a0[4] = {x0.x, x0.y, x0.z, x0.w}, a1[4] = {x1.x, x1.y, x1.z, x1.w};
+  const uint b1[4] = {y1.x, y1.y, y1.z, y1.w};
+  int sp0 = 0, sp1 = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    sp0 |= dsa_dequant4_e4m3_special(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special(a1[i], u1);
+  /* (An unused entry's ring bytes are stale: its lanes store zeros.) */
+  if (!((v0 && sp0) || (v1 && !rope1 && sp1))) {
+    /* The common case as one block: both rounds' integer paths side by
+     * side; a RoPE lane of round 1 takes its NaN-zeroed bf16 by a select. */
+    uint w0[8], w1[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint2 f0 = dsa_dequant4_e4m3_bf16_fast(a0[i], u0);
+      const uint2 f1 = dsa_dequant4_e4m3_bf16_fast(a1[i], u1);
+      w0[2 * i] = v0 ? f0.x : 0u, w0[2 * i + 1] = v0 ? f0.y : 0u;
+      w1[2 * i] = f1.x, w1[2 * i + 1] = f1.y;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      w1[i] = v1 ? (rope1 ? sm_nonan(a1[i]) : w1[i]) : 0u;
+      w1[4 + i] = v1 ? (rope1 ? sm_nonan(b1[i]) : w1[4 + i]) : 0u;
+    }
+    fd_store(w0, L0, l, kd + e0 * MT_KDP);
+    fd_store(w1, L1, l, kd + e1 * MT_KDP);
+  } else {
+    fd_lane(r0, v0, L0, l, kd + e0 * MT_KDP);
+    fd_lane(r1, v1, L1, l, kd + e1 * MT_KDP);
   }
 }
 
