@@ -144,47 +144,29 @@ static const int64_t rag_row[][5] = {CASE_LOGITS_ROWS(RAG_ROW)};
 #define PAGED_ROW(b, t, nn, qb, qt) {b, t, nn, qb, qt},
 static const int64_t paged_row[][5] = {CASE_PAGED_LOGITS_ROWS(PAGED_ROW)};
 
-static int b_rag_setup(cc_env *e, int fp4, int small, void **st) {
+static int rag_gen(int fp4, int small, case_logits *c) {
   const int64_t *r = rag_row[0];
-  case_logits *c = cc_xmalloc(sizeof *c);
   *c = (case_logits){.fp4 = fp4, .m = small ? r[3] : r[0], .n = small ? r[4] : r[1], .h = r[2],
                      .d = 128};
-  char msg[256];
-  *st = c;
-  return case_logits_gen_bench(c) ||
-         case_logits_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_logits_gen_bench(c);
 }
-static int b_rag8_setup(cc_env *e, int small, void **st) { return b_rag_setup(e, 0, small, st); }
-static int b_rag4_setup(cc_env *e, int small, void **st) { return b_rag_setup(e, 1, small, st); }
-static int b_rag_run(cc_env *e, void *st, cl_event *done) { return rag_call(e, st, done) != DSA_OK; }
+static int b_rag8(cc_env *e, int small, void *c) { return (void)e, rag_gen(0, small, c); }
+static int b_rag4(cc_env *e, int small, void *c) { return (void)e, rag_gen(1, small, c); }
 
-static int b_paged_setup(cc_env *e, int fp4, int small, void **st) {
+static int paged_gen(int fp4, int small, case_paged_logits *c) {
   const int64_t *r = paged_row[0];
-  case_paged_logits *c = cc_xmalloc(sizeof *c);
-  *c = (case_paged_logits){.fp4 = fp4, .ctx_rank = 1, .b = small ? r[3] : r[0], .mml = small ? r[4] : r[1],
-                           .next_n = r[2], .h = 64};
-  char msg[256];
-  *st = c;
-  return case_paged_logits_gen_bench(c) ||
-         case_paged_logits_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  *c = (case_paged_logits){.fp4 = fp4, .ctx_rank = 1, .b = small ? r[3] : r[0],
+                           .mml = small ? r[4] : r[1], .next_n = r[2], .h = 64};
+  return case_paged_logits_gen_bench(c);
 }
-static int b_paged8_setup(cc_env *e, int small, void **st) {
-  return b_paged_setup(e, 0, small, st);
-}
-static int b_paged4_setup(cc_env *e, int small, void **st) {
-  return b_paged_setup(e, 1, small, st);
-}
-static int b_paged_run(cc_env *e, void *st, cl_event *done) {
-  return paged_call(e, st, done) != DSA_OK;
-}
+static int b_paged8(cc_env *e, int small, void *c) { return (void)e, paged_gen(0, small, c); }
+static int b_paged4(cc_env *e, int small, void *c) { return (void)e, paged_gen(1, small, c); }
 
 #define RAG_SHAPE "M=2048 N=8192 H=64"
 #define PAGED_SHAPE "B=64 ctx=32768 next_n=1 H=64"
 const cc_op cc_ops_indexer_logits[] = {
-    {"dsa_indexer_logits", check_rag_fp8, RAG_SHAPE, b_rag8_setup, b_rag_run, rag_free},
-    {"dsa_indexer_logits", check_rag_fp4, RAG_SHAPE, b_rag4_setup, b_rag_run, rag_free},
-    {"dsa_indexer_paged_logits", check_paged_fp8, PAGED_SHAPE, b_paged8_setup, b_paged_run,
-     paged_free},
-    {"dsa_indexer_paged_logits", check_paged_fp4, PAGED_SHAPE, b_paged4_setup, b_paged_run,
-     paged_free},
+    {"dsa_indexer_logits", check_rag_fp8, RAG_SHAPE, CC_BENCH(logits, b_rag8)},
+    {"dsa_indexer_logits", check_rag_fp4, RAG_SHAPE, CC_BENCH(logits, b_rag4)},
+    {"dsa_indexer_paged_logits", check_paged_fp8, PAGED_SHAPE, CC_BENCH(paged_logits, b_paged8)},
+    {"dsa_indexer_paged_logits", check_paged_fp4, PAGED_SHAPE, CC_BENCH(paged_logits, b_paged4)},
     {0}};

@@ -55,28 +55,15 @@ static int check_qnorm(cc_env *e, char *msg, size_t ms) {
 /* --bench: dsacl-bench's first row and its inputs. */
 #define QN_ROW(t, h, qt) {t, qt, h},
 static const int64_t qn_row[][3] = {CASE_QNORM_ROWS(QN_ROW)};
-static int b_setup(cc_env *e, int small, void **st) {
-  case_qnorm *c = cc_xmalloc(sizeof *c);
+static int b_gen(cc_env *e, int small, void *p) {
+  (void)e;
+  case_qnorm *c = p;
   const double pool = small ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES;
   *c = (case_qnorm){.t = qn_row[0][small], .h = qn_row[0][2],
                     .np = small ? CASE_QNORM_POS_QUICK : CASE_QNORM_POS,
                     .nb = (int64_t)ceil(pool / CASE_MLA_BENCH_STRIDE)};
-  char msg[256];
-  *st = c;
-  return case_qnorm_gen_bench(c) ||
-         case_qnorm_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-static int b_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_qnorm_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_free(void *p) {
-  if (!p) return;
-  case_qnorm_free(p);
-  free(p);
+  return case_qnorm_gen_bench(c);
 }
 
 const cc_op cc_ops_mla_qnorm[] = {
-    {"dsa_mla_qnorm_rope_kv_insert", check_qnorm, "T=64 H=64", b_setup, b_run, b_free}, {0}};
+    {"dsa_mla_qnorm_rope_kv_insert", check_qnorm, "T=64 H=64", CC_BENCH(qnorm, b_gen)}, {0}};

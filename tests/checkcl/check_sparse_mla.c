@@ -48,22 +48,30 @@ typedef struct ab {
   dsa_tensor tq, tkv, ti, tl, ts, to, te;
 } ab;
 
-static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad) {
-  ab *a = cc_xmalloc(sizeof *a);
-  *a = (ab){.t = t, .h = h, .s = s, .k = k};
+/* The host inputs of a bf16 case (the shape set). */
+static void ab_gen(cc_env *e, ab *a, int bad) {
+  const int64_t t = a->t, h = a->h, s = a->s, k = a->k;
   a->q = make_q(e, t * h * 512);
   a->kv = make_q(e, s * 512);
   a->idx = cc_xmalloc((size_t)(t * k) * 4 + 4);
   a->lens = cc_xmalloc((size_t)t * 4 + 4);
   make_idx(e, a->idx, a->lens, t, k, s, bad);
   a->sink = make_sink(e, h);
-  a->mq = cc_buf(e, (size_t)(t * h) * 1024, a->q);
-  a->mkv = cc_buf(e, (size_t)s * 1024, a->kv);
-  a->mi = cc_buf(e, (size_t)(t * k) * 4, a->idx);
-  a->ml = cc_buf(e, (size_t)t * 4, a->lens);
-  a->ms = cc_buf(e, (size_t)h * 4, a->sink);
-  a->mo = cc_buf(e, (size_t)(t * h) * 1024, NULL);
-  a->me = cc_buf(e, (size_t)(t * h) * 4, NULL);
+}
+
+/* The bf16 form as case ops (the bench's): device buffers and tensors. */
+static int ab_upload(const case_dev *d, void *p, unsigned char fill, char *msg, size_t ms) {
+  ab *a = p;
+  const int64_t t = a->t, h = a->h, s = a->s, k = a->k;
+  if (!(a->mq = case_buf(d, (size_t)(t * h) * 1024, a->q, 0)) ||
+      !(a->mkv = case_buf(d, (size_t)s * 1024, a->kv, 0)) ||
+      !(a->mi = case_buf(d, (size_t)(t * k) * 4, a->idx, 0)) ||
+      !(a->ml = case_buf(d, (size_t)t * 4, a->lens, 0)) ||
+      !(a->ms = case_buf(d, (size_t)h * 4, a->sink, 0)) ||
+      !(a->mo = case_buf(d, (size_t)(t * h) * 1024, NULL, fill)) ||
+      !(a->me = case_buf(d, (size_t)(t * h) * 4, NULL, fill)))
+    return CC_FAIL(msg, ms, "dsa_sparse_attn_bf16: buffers of T=%lld H=%lld S=%lld K=%lld",
+                   (long long)t, (long long)h, (long long)s, (long long)k);
   a->tq = cc_t(a->mq, DSA_BF16, 3, (int64_t[]){t, h, 512});
   a->tkv = cc_t(a->mkv, DSA_BF16, 2, (int64_t[]){s, 512});
   a->ti = cc_t(a->mi, DSA_I32, 2, (int64_t[]){t, k});
@@ -71,22 +79,41 @@ static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
   a->ts = cc_t(a->ms, DSA_F32, 1, (int64_t[]){h});
   a->to = cc_t(a->mo, DSA_BF16, 3, (int64_t[]){t, h, 512});
   a->te = cc_t(a->me, DSA_F32, 2, (int64_t[]){t, h});
-  return a;
+  return 0;
 }
-static void ab_free(void *p) {
+static void ab_release(void *p) {
   ab *a = p;
-  if (!a) return;
   free(a->q), free(a->kv), free(a->idx), free(a->lens), free(a->sink);
   cc_free(&a->mq), cc_free(&a->mkv), cc_free(&a->mi), cc_free(&a->ml), cc_free(&a->ms);
   cc_free(&a->mo), cc_free(&a->me);
+}
+static dsa_status ab_call_v(dsa_queue *q, const void *p, const dsa_events *ev) {
+  ab *a = (ab *)p;
+  dsa_sparse_params prm;
+  dsa_sparse_params_default(&prm);
+  return dsa_sparse_attn_bf16(q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te, &prm,
+                              ev);
+}
+static const case_ops ab_ops = {"dsa_sparse_attn_bf16", ab_upload, ab_call_v, NULL, ab_release};
+
+static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad) {
+  ab *a = cc_xmalloc(sizeof *a);
+  *a = (ab){.t = t, .h = h, .s = s, .k = k};
+  ab_gen(e, a, bad);
+  char msg[256];
+  if (ab_upload(&(case_dev){e->clctx, e->clq}, a, 0, msg, sizeof msg)) {
+    fprintf(stderr, "checkcl: %s\n", msg);
+    exit(2);
+  }
+  return a;
+}
+static void ab_free(ab *a) {
+  ab_release(a);
   free(a);
 }
 static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_sparse_params p;
-  dsa_sparse_params_default(&p);
-  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te,
-                                      &p, &ev);
+  const dsa_events ev = {0, NULL, done};
+  const dsa_status s = ab_call_v(e->q, a, &ev);
   cc_after_call(e);
   return s;
 }
@@ -199,37 +226,30 @@ static int check_two(cc_env *e, char *msg, size_t ms) { return check_dec(e, 1, m
 
 /* ---- bench: V4 decode, H = 128 (one rank of 64 heads x 2), SWA 128 + top-512 --------- */
 
-static int b_ab_setup(cc_env *e, int small, void **st) {
-  *st = small ? ab_make(e, 4, 64, 4096, 512, 0) : ab_make(e, 64, 128, 65536, 640, 0);
-  ab *a = *st;
+static int b_ab(cc_env *e, int small, void *p) {
+  ab *a = p;
+  *a = small ? (ab){.t = 4, .h = 64, .s = 4096, .k = 512} : (ab){.t = 64, .h = 128, .s = 65536, .k = 640};
+  ab_gen(e, a, 0);
   for (int64_t i = 0; i < a->t; i++) a->lens[i] = (int32_t)a->k;
-  clEnqueueWriteBuffer(e->clq, a->ml, CL_TRUE, 0, (size_t)a->t * 4, a->lens, 0, NULL, NULL);
   return 0;
 }
-static int b_ab_run(cc_env *e, void *st, cl_event *done) { return ab_call(e, st, done) != DSA_OK; }
 /* dsacl-bench's first decode row and its inputs (the quick pool when small). */
 #define DEC_ROW(t, h, k2, qt, qh) {t, h, k2, qt, qh},
 static const int64_t dec_row[][5] = {CASE_MLA_DECODE_ROWS(DEC_ROW)};
-static int b_dec_setup(cc_env *e, int small, int two, void **st) {
+static int b_dec(int small, int two, case_mla_decode *c) {
   const int64_t *r = dec_row[0];
-  case_mla_decode *c = cc_xmalloc(sizeof *c);
   *c = (case_mla_decode){.two = two, .no_lse = 1, .t = small ? r[3] : r[0], .h = small ? r[4] : r[1]};
   c->s1.k = 128, c->s2.k = r[2];
   c->s1.nb = (int64_t)ceil((small ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES) /
                            CASE_MLA_BENCH_STRIDE);
-  char msg[256];
-  *st = c;
-  return case_mla_decode_gen_bench(c) ||
-         case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_mla_decode_gen_bench(c);
 }
-static int b_fused_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 0, st); }
-static int b_two_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 1, st); }
-static int b_dec_run(cc_env *e, void *st, cl_event *done) { return dec_call(e, st, done) != DSA_OK; }
+static int b_fused(cc_env *e, int small, void *c) { return (void)e, b_dec(small, 0, c); }
+static int b_two(cc_env *e, int small, void *c) { return (void)e, b_dec(small, 1, c); }
 
 const cc_op cc_ops_sparse_mla[] = {
-    {"dsa_sparse_attn_bf16", check_bf16, "T=64 H=128 K=640", b_ab_setup, b_ab_run, ab_free},
-    {"dsa_sparse_mla_decode", check_fused, "T=64 H=64 K=128+512", b_fused_setup, b_dec_run,
-     dec_free},
-    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=64 K=128+512", b_two_setup,
-     b_dec_run, dec_free},
+    {"dsa_sparse_attn_bf16", check_bf16, "T=64 H=128 K=640", &ab_ops, sizeof(ab), b_ab},
+    {"dsa_sparse_mla_decode", check_fused, "T=64 H=64 K=128+512", CC_BENCH(mla_decode, b_fused)},
+    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=64 K=128+512",
+     CC_BENCH(mla_decode, b_two)},
     {0}};

@@ -108,26 +108,19 @@ static const int64_t dec_row[][6] = {CASE_TOPK_ROWS(FIRST_ROW)};
 #define PRE_ROW(r, n, k, qr, qn) {r, n, k, qr, qn},
 static const int64_t pre_row[][5] = {CASE_TOPK_PREFILL_ROW(PRE_ROW)};
 
-static int b_setup(cc_env *e, int decode, const int64_t *row, int bf16, int small, void **st) {
-  case_topk *c = cc_xmalloc(sizeof *c);
+static int gen(int decode, const int64_t *row, int bf16, int small, case_topk *c) {
   const int64_t rows = small ? row[3] : row[0], n = small ? row[4] : row[1];
   *c = (case_topk){.decode = decode, .bf16 = bf16, .rows = rows, .n = n, .b = rows,
                    .next_n = 1, .lens_rank = 1, .k = (int32_t)row[2]};
-  char msg[256];
-  *st = c;
-  return case_topk_gen_bench(c) || case_topk_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg,
-                                                    sizeof msg);
+  return case_topk_gen_bench(c);
 }
-static int b_pre_setup(cc_env *e, int small, void **st) {
-  return b_setup(e, 0, pre_row[0], 0, small, st);
+static int b_pre(cc_env *e, int small, void *c) { return (void)e, gen(0, pre_row[0], 0, small, c); }
+static int b_dec(cc_env *e, int small, void *c) {
+  return (void)e, gen(1, dec_row[0], (int)dec_row[0][5], small, c);
 }
-static int b_dec_setup(cc_env *e, int small, void **st) {
-  return b_setup(e, 1, dec_row[0], (int)dec_row[0][5], small, st);
-}
-static int b_run(cc_env *e, void *st, cl_event *done) { return tk_call(e, st, done) != DSA_OK; }
 
 const cc_op cc_ops_topk[] = {
-    {"dsa_topk_prefill", check_prefill, "rows=4096 N=65536 k=512", b_pre_setup, b_run, tk_free},
-    {"dsa_topk_decode", check_decode, "64x32768 k=512 (dsacl-bench's first)", b_dec_setup, b_run,
-     tk_free},
+    {"dsa_topk_prefill", check_prefill, "rows=4096 N=65536 k=512", CC_BENCH(topk, b_pre)},
+    {"dsa_topk_decode", check_decode, "64x32768 k=512 (dsacl-bench's first)",
+     CC_BENCH(topk, b_dec)},
     {0}};
