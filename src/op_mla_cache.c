@@ -12,11 +12,6 @@
 #define GATHER_UNROLL 2
 const char dsa__defines_mla_cache[] = DSA_KDEF(LANES) DSA_KDEF(ROWS) DSA_KDEF(GATHER_UNROLL);
 
-/* mla_cache_insert loops over tokens; launching at most this many groups
- * per compute unit leaves each row several tokens, whose loads it overlaps
- * (measured on an H200: see docs/PERFORMANCE.md). */
-#define INSERT_GROUPS_PER_CU 4
-
 static size_t round_rows(int64_t n) { return (size_t)((n + ROWS - 1) / ROWS * ROWS); }
 
 
@@ -65,8 +60,12 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   dsa__karg_i64(&a, n);
   dsa__karg_paged(&a, cache);
   dsa__karg_faults(&a);
+  /* mla_cache_insert loops over tokens: at most the device's tuning row's
+   * groups per compute unit (DSA_TUNING_MAP), each row several tokens whose
+   * loads it overlaps. */
   size_t rows = round_rows(n);
-  const size_t cap = (size_t)q->ctx->caps.compute_units * INSERT_GROUPS_PER_CU * ROWS;
+  const size_t cap =
+      (size_t)q->ctx->caps.compute_units * q->ctx->caps.tuning.insert_groups_per_cu * ROWS;
   if (cap > 0 && rows > cap) rows = cap;
   const size_t global[2] = {LANES, rows}, local[2] = {LANES, ROWS};
   return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
