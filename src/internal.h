@@ -426,6 +426,13 @@ dsa_status dsa__check_mem(cl_mem m, const char *op, const char *arg, size_t *siz
 bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
                       uint64_t *end);
 dsa_status dsa__check_events(const dsa_events *ev, const char *op);
+/* A params struct's reserved bytes (n of them at r) are all zero: a caller
+ * built against a later 1.x that set a field carved from them is refused,
+ * not silently given the 1.0 behaviour. The message names p->reserved[i]. */
+dsa_status dsa__check_reserved(const unsigned char *r, size_t n, const char *op);
+/* dsa__check_reserved on a params pointer that may be NULL (defaults). */
+#define DSA_CHECK_PARAMS(p, op) \
+  DSA_CHECK((p) ? dsa__check_reserved((p)->reserved, sizeof (p)->reserved, op) : DSA_OK)
 /* dtype == want, ndim == ndim, strides >= 0, shape >= 0, and the addressed
  * byte range inside the cl_mem. Empty tensors address nothing. */
 dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *arg,

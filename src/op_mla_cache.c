@@ -29,12 +29,18 @@ DSA_VARIANT_TABLE(dsa__variants_mla_gather_slots, "dsa_mla_gather_slots",
 DSA_VARIANT_TABLE(dsa__variants_mla_gather_paged, "dsa_mla_gather_paged",
                   {"portable", 0, NULL, NULL});
 
+void dsa_mla_cache_insert_params_default(dsa_mla_cache_insert_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_tensor *slot_mapping,
-                                const dsa_paged_cache *cache, const dsa_events *ev) {
+                                const dsa_paged_cache *cache, const dsa_mla_cache_insert_params *p,
+                                const dsa_events *ev) {
   static const char op[] = "dsa_mla_cache_insert";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_tensor(k, op, "k", DSA_BF16, 2));
   DSA_CHECK(dsa__check_dim(k, op, "k", 1, MLA_DIM));
   DSA_CHECK(dsa__check_unit_inner(k, op, "k"));
@@ -71,13 +77,18 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
 }
 
+void dsa_mla_gather_slots_params_default(dsa_mla_gather_slots_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_tensor *indices,
                                 const dsa_paged_cache *cache, const dsa_tensor *out,
-                                const dsa_events *ev) {
+                                const dsa_mla_gather_slots_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mla_gather_slots";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
   DSA_CHECK(dsa__check_tensor(indices, op, "indices", DSA_I32, 1));
   DSA_CHECK(dsa__check_tensor(out, op, "out", DSA_BF16, 2));
@@ -116,6 +127,7 @@ dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_tensor *seq_lens,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
   DSA_CHECK(dsa__check_tensor(seq_lens, op, "seq_lens", DSA_I32, 1));
   const int64_t r = seq_lens->shape[0];
