@@ -15,18 +15,13 @@
 static int cp_case(cc_env *e, int fmt, int ratio, int64_t t, int bad, char *msg, size_t ms) {
   case_cp c = {.fmt = fmt, .ratio = ratio, .t = t, .bad = bad, .w_bf16 = (int)cc_rnd(e, 2)};
   const case_dev d = {e->clctx, e->clq};
-  if (case_cp_save_gen_check(&c, &e->rng) || case_cp_save_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: compressor case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_cp_save_ops, &c, case_cp_save_gen_check(&c, &e->rng), 0);
   char what[96];
   snprintf(what, sizeof what, "fmt=%d ratio=%d T=%lld bad=%d", fmt, ratio, (long long)t, bad);
   const dsa_compressor_params p = case_cp_params(&c);
   ref_state rs = {c.st, c.nbs, (int32_t)c.bss, c.bss * 2 * c.sw, 2 * c.sw};
   int rc = 0;
-  dsa_status s = case_cp_save_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s != DSA_OK) {
+  if (cc_run(e, &case_cp_save_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: dsa_compressor_save_states: %s", what, dsa_last_error());
   } else {
     const unsigned wf = ref_compressor_save_states(&rs, c.kvs, 2 * c.sw, c.kvs + c.sw, 2 * c.sw,
@@ -34,11 +29,8 @@ static int cp_case(cc_env *e, int fmt, int ratio, int64_t t, int bad, char *msg,
     rc = case_cp_save_check(&d, &c, (const uint8_t *)c.st, msg, ms) ||
          case_faults(e->q, wf, "save", msg, ms);
   }
-  if (!rc) {
-    s = case_cp_comp_call(e->q, &c, NULL);
-    cc_after_call(e);
-    if (s != DSA_OK)
-      rc = CC_FAIL(msg, ms, "%s: dsa_compressor_compress_insert: %s", what, dsa_last_error());
+  if (!rc && cc_run(e, &case_cp_comp_ops, &c, NULL) != DSA_OK) {
+    rc = CC_FAIL(msg, ms, "%s: dsa_compressor_compress_insert: %s", what, dsa_last_error());
   }
   if (!rc) {
     float *wf32 = cc_xmalloc((size_t)c.hd * 4); /* the reference takes widened weights */

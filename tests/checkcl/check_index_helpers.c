@@ -58,15 +58,10 @@ static unsigned reference(const case_ih *c, void *want, int32_t *wl) {
 static int ih_case(cc_env *e, case_ih_op op, int v4, char *msg, size_t ms) {
   case_ih c = {.op = op};
   const case_dev d = {e->clctx, e->clq};
-  if ((v4 ? case_ih_gen_bench(&c) : case_ih_gen_check(&c, &e->rng)) ||
-      case_ih_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: %s case: %s\n", case_ih_name(op), msg);
-    exit(2);
-  }
+  const case_ops *ops = &case_ih_ops[op];
+  cc_upload(e, ops, &c, v4 ? case_ih_gen_bench(&c) : case_ih_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_ih_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", case_ih_name(op), dsa_last_error());
   } else {
     const size_t ob = (size_t)(c.out.d0 * c.out.rs) * (c.out.dt == DSA_I64 ? 8 : 4);

@@ -18,31 +18,15 @@ static case_q_quant *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t
   case_q_quant *s = cc_xmalloc(sizeof *s);
   *s = (case_q_quant){.mx = mx, .bad = bad, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE,
                       .t = T, .h = H, .d = D, .r = R, .np = P};
-  char msg[256] = "out of memory";
-  if (case_q_quant_gen_check(s, &e->rng) ||
-      case_q_quant_upload(&(case_dev){e->clctx, e->clq}, s, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: indexer q case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_q_quant_ops, s, case_q_quant_gen_check(s, &e->rng), 0);
   return s;
-}
-static void qq_free(void *p) {
-  if (!p) return;
-  case_q_quant_free(p);
-  free(p);
-}
-static dsa_status qq_call(cc_env *e, case_q_quant *s, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status st = case_q_quant_call(e->q, s, &ev);
-  cc_after_call(e);
-  return st;
 }
 
 static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
                   int mode, int bad, char *msg, size_t ms) {
   case_q_quant *s = qq_make(e, T, H, D, R, P, mx, mode, bad);
   int rc;
-  if (qq_call(e, s, NULL) != DSA_OK) {
+  if (cc_run(e, &case_q_quant_ops, s, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_q_quant: %s", dsa_last_error());
   } else {
     const int64_t qd = mx ? D / 2 : D;
@@ -58,7 +42,7 @@ static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t
          case_faults(e->q, want_f, "indexer q quant", msg, ms);
     free(oq), free(os), free(ow);
   }
-  qq_free(s);
+  cc_case_free(&case_q_quant_ops, s);
   return rc;
 }
 
@@ -97,14 +81,9 @@ static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int m
   case_k_insert c = {.mx = mx, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, .n = n, .nb = nb,
                      .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_k_insert_gen_check(&c, &e->rng) || case_k_insert_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: k insert case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_k_insert_ops, &c, case_k_insert_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_k_insert_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_k_insert_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
   } else {
     const size_t size = (size_t)(nb * c.stride);
@@ -147,14 +126,9 @@ static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, in
                      size_t ms) {
   case_k_gather c = {.mx = mx, .r = R, .w = W, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_k_gather_gen_check(&c, &e->rng) || case_k_gather_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: k gather case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_k_gather_ops, &c, case_k_gather_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_k_gather_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_k_gather_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_gather: %s", dsa_last_error());
   } else {
     const int64_t kb = mx ? 64 : 128;

@@ -26,22 +26,14 @@ static void fill_tokens(cc_env *e, uint8_t *cache, int64_t nb, int32_t bs, int64
   }
 }
 
-static void case_fail(const char *msg) {
-  fprintf(stderr, "checkcl: mla cache case: %s\n", msg);
-  exit(2);
-}
-
 /* ---- insert ------------------------------------------------------------------ */
 
 static int insert_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, char *msg, size_t ms) {
   case_mla_insert c = {.n = n, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_insert_gen_check(&c, &e->rng)) case_fail("out of memory");
-  if (case_mla_insert_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  cc_upload(e, &case_mla_insert_ops, &c, case_mla_insert_gen_check(&c, &e->rng), 0);
   int bad;
-  const dsa_status s_ = case_mla_insert_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_insert_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_cache_insert: %s", dsa_last_error());
   } else {
     const size_t size = (size_t)(nb * c.stride);
@@ -70,13 +62,11 @@ static int check_insert(cc_env *e, char *msg, size_t ms) {
 static int slots_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, char *msg, size_t ms) {
   case_mla_slots c = {.s = n, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_slots_gen_check(&c, &e->rng)) case_fail("out of memory");
-  fill_tokens(e, c.cache, nb, bs, c.stride);
-  if (case_mla_slots_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  const int gen = case_mla_slots_gen_check(&c, &e->rng);
+  if (!gen) fill_tokens(e, c.cache, nb, bs, c.stride);
+  cc_upload(e, &case_mla_slots_ops, &c, gen, 0);
   int bad;
-  const dsa_status s_ = case_mla_slots_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_slots_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_slots: %s", dsa_last_error());
   } else {
     const size_t ob = (size_t)n * 1024;
@@ -106,13 +96,11 @@ static int paged_case(cc_env *e, int64_t r, int64_t w, int64_t nb, int32_t bs, i
                       char *msg, size_t ms) {
   case_mla_paged c = {.has_gl = with_gl, .r = r, .w = w, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_paged_gen_check(&c, &e->rng)) case_fail("out of memory");
-  fill_tokens(e, c.cache, nb, bs, c.stride);
-  if (case_mla_paged_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  const int gen = case_mla_paged_gen_check(&c, &e->rng);
+  if (!gen) fill_tokens(e, c.cache, nb, bs, c.stride);
+  cc_upload(e, &case_mla_paged_ops, &c, gen, 0);
   int bad;
-  const dsa_status s_ = case_mla_paged_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_paged_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_paged: %s", dsa_last_error());
   } else {
     const size_t ob = (size_t)(r * c.max_t) * 1024;

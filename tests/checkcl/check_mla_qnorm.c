@@ -15,14 +15,9 @@ static int qn_case(cc_env *e, int64_t t, int64_t h, int64_t nb, int32_t bs, int6
                    char *msg, size_t ms) {
   case_qnorm c = {.bad = bad, .t = t, .h = h, .np = npos, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_qnorm_gen_check(&c, &e->rng) || case_qnorm_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: qnorm case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_qnorm_ops, &c, case_qnorm_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_qnorm_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_qnorm_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_mla_qnorm_rope_kv_insert: %s", dsa_last_error());
   } else {
     const size_t qb = (size_t)(t * h) * 1024, size = (size_t)(nb * c.stride);

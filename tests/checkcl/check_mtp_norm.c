@@ -14,15 +14,11 @@ static int mn_case(cc_env *e, int head, int64_t t, int64_t h, int64_t hc, int w_
                    size_t ms) {
   case_mtp c = {.head = head, .t = t, .h = h, .hc = hc, .w_bf16 = w_bf16};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mtp_gen_check(&c, &e->rng) || case_mtp_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: mtp norm case: %s\n", msg);
-    exit(2);
-  }
-  const char *name = head ? case_mtp_head_ops.op : case_mtp_ops.op;
+  const case_ops *ops = head ? &case_mtp_head_ops : &case_mtp_ops;
+  const char *name = ops->op;
+  cc_upload(e, ops, &c, case_mtp_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_mtp_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", name, dsa_last_error());
   } else {
     const dsa_mtp_params p = case_mtp_params(&c);

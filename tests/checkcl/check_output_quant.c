@@ -16,14 +16,9 @@ static int oq_case(cc_env *e, int64_t t, int64_t h, int64_t g, int64_t npos, int
                    char *msg, size_t ms) {
   case_oq c = {.packed = packed, .bad = bad, .t = t, .h = h, .g = g, .np = npos};
   const case_dev d = {e->clctx, e->clq};
-  if (case_oq_gen_check(&c, &e->rng) || case_oq_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: output quant case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_oq_ops, &c, case_oq_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_oq_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_oq_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_output_inv_rope_fp8_quant: %s", dsa_last_error());
   } else {
     const int64_t hpg = h / g, kk = packed ? hpg : 4 * hpg;

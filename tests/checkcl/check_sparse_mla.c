@@ -100,29 +100,15 @@ static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
   ab *a = cc_xmalloc(sizeof *a);
   *a = (ab){.t = t, .h = h, .s = s, .k = k};
   ab_gen(e, a, bad);
-  char msg[256];
-  if (ab_upload(&(case_dev){e->clctx, e->clq}, a, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &ab_ops, a, 0, 0);
   return a;
-}
-static void ab_free(ab *a) {
-  ab_release(a);
-  free(a);
-}
-static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
-  const dsa_events ev = {0, NULL, done};
-  const dsa_status s = ab_call_v(e->q, a, &ev);
-  cc_after_call(e);
-  return s;
 }
 
 static int ab_case(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad, char *msg,
                    size_t ms) {
   ab *a = ab_make(e, t, h, s, k, bad);
   int rc;
-  if (ab_call(e, a, NULL) != DSA_OK) {
+  if (cc_run(e, &ab_ops, a, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_sparse_attn_bf16: %s", dsa_last_error());
   } else {
     const uint32_t f = cc_faults(e);
@@ -140,7 +126,7 @@ static int ab_case(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
     if (!rc && f != wf) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, wf);
     free(want), free(wlse), free(got), free(lse);
   }
-  ab_free(a);
+  cc_case_free(&ab_ops, a);
   return rc;
 }
 
@@ -162,31 +148,15 @@ static case_mla_decode *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64
   *d = (case_mla_decode){.two = two, .bad = bad, .t = t, .h = h};
   d->s1 = (case_mla_set){.nb = nb, .bs = bs, .k = k1};
   d->s2 = (case_mla_set){.nb = 1 + nb / 2, .bs = 64, .k = k2};
-  char msg[256] = "out of memory";
-  if (case_mla_decode_gen_check(d, &e->rng) ||
-      case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, d, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: sparse MLA case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_mla_decode_ops, d, case_mla_decode_gen_check(d, &e->rng), 0);
   return d;
-}
-static void dec_free(void *p) {
-  if (!p) return;
-  case_mla_decode_free(p);
-  free(p);
-}
-static dsa_status dec_call(cc_env *e, case_mla_decode *d, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status s = case_mla_decode_call(e->q, d, &ev);
-  cc_after_call(e);
-  return s;
 }
 
 static int dec_case(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_t k2, int64_t nb,
                     int32_t bs, int bad, char *msg, size_t ms) {
   case_mla_decode *d = dec_make(e, two, t, h, k1, k2, nb, bs, bad);
   int rc;
-  if (dec_call(e, d, NULL) != DSA_OK) {
+  if (cc_run(e, &case_mla_decode_ops, d, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", two ? "dsa_sparse_mla_decode_two_stage" : "dsa_sparse_mla_decode",
                  dsa_last_error());
   } else {
@@ -203,7 +173,7 @@ static int dec_case(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_
          case_faults(e->q, wf, "sparse MLA decode", msg, ms);
     free(want), free(wlse);
   }
-  dec_free(d);
+  cc_case_free(&case_mla_decode_ops, d);
   return rc;
 }
 

@@ -23,31 +23,15 @@ static case_topk *tk_make(cc_env *e, int decode, int64_t rows_or_b, int64_t nn, 
   case_topk *s = cc_xmalloc(sizeof *s);
   *s = (case_topk){.decode = decode, .rows = decode ? rows_or_b * nn : rows_or_b, .n = n,
                    .b = rows_or_b, .next_n = (int32_t)nn, .lens_rank = rank, .k = k, .bad = bad};
-  char msg[256] = "out of memory";
-  const case_dev d = {e->clctx, e->clq};
-  if (case_topk_gen_check(s, &e->rng) || case_topk_upload(&d, s, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: top-k case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_topk_ops, s, case_topk_gen_check(s, &e->rng), 0);
   return s;
-}
-static void tk_free(void *p) {
-  if (!p) return;
-  case_topk_free(p);
-  free(p);
-}
-static dsa_status tk_call(cc_env *e, case_topk *s, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status st = case_topk_call(e->q, s, &ev);
-  cc_after_call(e);
-  return st;
 }
 
 static int tk_case(cc_env *e, int decode, int64_t rb, int64_t nn, int64_t n, int32_t k, int rank,
                    int bad, char *msg, size_t ms) {
   case_topk *s = tk_make(e, decode, rb, nn, n, k, rank, bad);
   int rc;
-  if (tk_call(e, s, NULL) != DSA_OK) {
+  if (cc_run(e, &case_topk_ops, s, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", decode ? "dsa_topk_decode" : "dsa_topk_prefill",
                  dsa_last_error());
   } else {
@@ -59,7 +43,7 @@ static int tk_case(cc_env *e, int decode, int64_t rb, int64_t nn, int64_t n, int
          case_faults(e->q, wf, "top-k", msg, ms);
     free(want);
   }
-  tk_free(s);
+  cc_case_free(&case_topk_ops, s);
   return rc;
 }
 

@@ -307,12 +307,30 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+void cc_upload(cc_env *e, const case_ops *ops, void *c, int gen, unsigned char fill) {
+  char msg[256] = "out of memory";
+  if (gen || ops->upload(&(case_dev){e->clctx, e->clq}, c, fill, msg, sizeof msg)) {
+    fprintf(stderr, "checkcl: %s case: %s\n", ops->op, msg);
+    exit(2);
+  }
+}
+
+dsa_status cc_run(cc_env *e, const case_ops *ops, const void *c, cl_event *done) {
+  const dsa_events ev = {0, NULL, done};
+  const dsa_status s = ops->call(e->q, c, &ev);
+  cc_after_call(e);
+  return s;
+}
+
+void cc_case_free(const case_ops *ops, void *c) {
+  if (!c) return;
+  ops->free(c);
+  free(c);
+}
+
 /* The one bench wrapper: op's case st enqueued once, ev.done = *done. */
 static int bench_call(cc_env *e, const cc_op *op, void *st, cl_event *done) {
-  const dsa_events ev = {0, NULL, done};
-  const dsa_status s = op->bench_ops->call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
+  return cc_run(e, op->bench_ops, st, done) != DSA_OK;
 }
 
 /* A zeroed case of op's form with its bench shape and inputs, uploaded;
@@ -323,17 +341,13 @@ static void *bench_setup(cc_env *e, const cc_op *op, int small, char *err, size_
   if (op->bench_gen(e, small, st) ||
       op->bench_ops->upload(&(case_dev){e->clctx, e->clq}, st, 0, msg, sizeof msg)) {
     snprintf(err, n, "setup failed: %s", dsa_last_error());
-    op->bench_ops->free(st);
-    free(st);
+    cc_case_free(op->bench_ops, st);
     return NULL;
   }
   return st;
 }
 
-static void bench_free(const cc_op *op, void *st) {
-  op->bench_ops->free(st);
-  free(st);
-}
+static void bench_free(const cc_op *op, void *st) { cc_case_free(op->bench_ops, st); }
 
 static double time_op(cc_env *e, const cc_op *op, void *st, cl_mem flush, size_t flush_bytes,
                       int warm, int runs) {

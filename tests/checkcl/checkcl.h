@@ -46,6 +46,18 @@ typedef struct cc_op {
  * and clears the record. */
 void cc_after_call(cc_env *e);
 
+/* ---- a case's steps over its form's case ops (checks and bench alike) -----
+ * cc_upload: c's inputs have been drawn (gen: the form's generator result,
+ * 0, or nonzero when out of memory); uploads them, the outputs filled with
+ * fill. A failure here is the harness's, not the operator's: the program
+ * stops (exit 2) naming the form.
+ * cc_run: the operator on c, ev.done = done (may be NULL), the variant it
+ * picked recorded (cc_after_call).
+ * cc_case_free: ops->free(c), then free(c) (a case from cc_xmalloc). */
+void cc_upload(cc_env *e, const case_ops *ops, void *c, int gen, unsigned char fill);
+dsa_status cc_run(cc_env *e, const case_ops *ops, const void *c, cl_event *done);
+void cc_case_free(const case_ops *ops, void *c);
+
 /* ---- helpers ------------------------------------------------------------- */
 int64_t cc_rnd(cc_env *e, int64_t n);         /* [0, n) */
 double cc_uniform(cc_env *e, double lo, double hi);
