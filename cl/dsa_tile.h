@@ -18,6 +18,11 @@
  *   AMD MFMA, wave64    DSA_TILE_MFMA        64   16 16 16  v_mfma_f32_16x16x16bf16_1k (gfx90a, gfx94x)
  *   AMD WMMA, wave32    DSA_TILE_WMMA        32   16 16 16  v_wmma_f32_16x16x16_bf16 (gfx11)
  *
+ * The lanes, M and N of this table (and A_REGS) are defined once, in the
+ * host's DSA_TILE_MAP (src/internal.h); dsa__build_options passes the picked
+ * back-end's in as build options. K and the fragment shapes follow from the
+ * instruction and are defined below.
+ *
  * DSA_TILE_EMU = 1 replaces the one vendor instruction by an exact emulation
  * with Intel sub-group shuffles over a sub-group of the same width (Intel's
  * OpenCL CPU runtime has sizes 8, 16, 32 and 64), following the vendor's
@@ -75,6 +80,13 @@
 #ifndef DSA_TILE_WMMA
 #error "build options lack the host's tile back-end table (see dsa__build_options)"
 #endif
+/* So do the picked back-end's lanes, M, N and A_REGS: the host's table
+ * (DSA_TILE_MAP) is their one home; K and the fragment shapes below follow
+ * from the instruction. */
+#if !defined(DSA_TILE_LANES) || !defined(DSA_TILE_M) || !defined(DSA_TILE_N) || \
+    !defined(DSA_TILE_A_REGS)
+#error "build options lack the tile back-end's geometry (see dsa__build_options)"
+#endif
 
 #ifndef DSA_TILE
 #define DSA_TILE DSA_TILE_PORTABLE
@@ -106,18 +118,14 @@ DSA_INLINE uint dsa_tile_kn2(__local const uint *p, uint pitch, uint k, uint n) 
 #if !DSA_HAS_NV_PTX && !DSA_TILE_EMU
 #error "DSA_TILE_NV needs NVIDIA inline PTX"
 #endif
-#define DSA_TILE_LANES 32
-#define DSA_TILE_M 16
-#define DSA_TILE_N 8
 #define DSA_TILE_K 16
-#define DSA_TILE_A_REGS 1
 #define DSA_TILE_CE 4
 #define DSA_TILE_CCOLS 2
 typedef struct { uint v[4]; } dsa_tile_a;
 typedef struct { uint v[2]; } dsa_tile_b;
 typedef struct { float v[4]; } dsa_tile_c;
 #if DSA_TILE_EMU
-#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(32)))
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(DSA_TILE_LANES)))
 DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
 DSA_INLINE float dsa_tile_shfl_xor(float v, int m) {
   return intel_sub_group_shuffle_xor(v, (uint)m);
@@ -260,20 +268,13 @@ DSA_INLINE float dsa_tile_max8(float v) {
  * low half of word j, 2j + 1 in the high half) and of C (float8: row m in
  * element m). A (8 rows): SIMD16, short8, lane n holds column k = n of every
  * row; SIMD8, int8, lane n holds the pair k = 2n, 2n + 1 of every row. */
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(DSA_TILE_LANES)))
 #if DSA_TILE == DSA_TILE_INTEL16
-#define DSA_TILE_LANES 16
-#define DSA_TILE_N 16
-#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(16)))
 typedef struct { ushort v[8]; } dsa_tile_a;
 #else
-#define DSA_TILE_LANES 8
-#define DSA_TILE_N 8
-#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(8)))
 typedef struct { uint v[8]; } dsa_tile_a;
 #endif
-#define DSA_TILE_M 8
 #define DSA_TILE_K 16
-#define DSA_TILE_A_REGS 1
 #define DSA_TILE_CE 8
 #define DSA_TILE_CCOLS 1
 typedef struct { uint v[8]; } dsa_tile_b;
@@ -378,28 +379,19 @@ DSA_INLINE float dsa_tile_max8(float v) {
  * the same); B: short16, column r, k 0..15; C: float8, element j at row
  * 2j + h, column r. */
 #if DSA_TILE == DSA_TILE_MFMA
-#define DSA_TILE_LANES 64
 #define DSA_TILE_CE 4
 #define DSA_TILE_AW 2 /* words of A (and of B) per lane */
 #else
-#define DSA_TILE_LANES 32
 #define DSA_TILE_CE 8
 #define DSA_TILE_AW 8
 #endif
-#define DSA_TILE_M 16
-#define DSA_TILE_N 16
 #define DSA_TILE_K 16
-#define DSA_TILE_A_REGS 1
 #define DSA_TILE_CCOLS 1
 typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_a;
 typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_b;
 typedef struct { float v[DSA_TILE_CE]; } dsa_tile_c;
 #if DSA_TILE_EMU
-#if DSA_TILE == DSA_TILE_MFMA
-#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(64)))
-#else
-#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(32)))
-#endif
+#define DSA_TILE_KERNEL __attribute__((intel_reqd_sub_group_size(DSA_TILE_LANES)))
 DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
 DSA_INLINE float dsa_tile_xor_sum(float v, uint m) {
   return v + intel_sub_group_shuffle_xor(v, m);
@@ -528,12 +520,8 @@ DSA_INLINE float dsa_tile_max8(float v) {
 /* ---- portable: one work-item is a unit; a 4 x 4 atom over 8 k, the
  * operands converted to f32 once per load (register blocking: each loaded
  * value feeds four FMAs). */
-#define DSA_TILE_LANES 1
-#define DSA_TILE_M 4
-#define DSA_TILE_N 4
 #define DSA_TILE_K 8
 #define DSA_TILE_KERNEL
-#define DSA_TILE_A_REGS 0
 #define DSA_TILE_CE 16
 #define DSA_TILE_CCOLS 4
 typedef struct { float v[4][8]; } dsa_tile_a;

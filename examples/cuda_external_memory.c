@@ -125,9 +125,9 @@ int main(void) {
   c_plain.mem = plain;
 
   DSA(dsa_external_acquire(q, 1, &imported, NULL));
-  DSA(dsa_mla_cache_insert(q, &kt, &st, &c_imp, NULL));
+  DSA(dsa_mla_cache_insert(q, &kt, &st, &c_imp, NULL, NULL));
   DSA(dsa_external_release(q, 1, &imported, NULL));
-  DSA(dsa_mla_cache_insert(q, &kt, &st, &c_plain, NULL));
+  DSA(dsa_mla_cache_insert(q, &kt, &st, &c_plain, NULL, NULL));
   clEnqueueReadBuffer(cq, plain, CL_TRUE, 0, size, want, 0, NULL, NULL);
   clFinish(cq);
   CU(cuMemcpyDtoH(got, dp, size)); /* CUDA's own view of the memory */

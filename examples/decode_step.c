@@ -97,6 +97,6 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
    *    448..511 at each token's position, FP8 e4m3 per 128-value block with
    *    power-of-two scales; the group count G is o_fp8's first extent. */
   STAGE(7, dsa_output_inv_rope_fp8_quant(q, io->out, io->positions, io->cos_sin, io->o_fp8,
-                                         io->o_scales, &e_));
+                                         io->o_scales, NULL, &e_));
   return DSA_OK;
 }

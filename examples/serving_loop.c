@@ -154,7 +154,7 @@ static dsa_status insert_rows(loop *l, int which, const uint16_t *rows, int dim,
     dsa_tensor rt = dsa_tensor_make(rm, 0, DSA_BF16, 2, (int64_t[]){n, dim});
     dsa_tensor stt = dsa_tensor_make(sm, 0, DSA_I64, 1, (int64_t[]){n});
     st = which == 2 ? dsa_indexer_k_insert(l->q, &rt, &stt, &l->ik, NULL, NULL)
-                    : dsa_mla_cache_insert(l->q, &rt, &stt, which ? &l->c4 : &l->swa, NULL);
+                    : dsa_mla_cache_insert(l->q, &rt, &stt, which ? &l->c4 : &l->swa, NULL, NULL);
   }
   /* The host arrays are reused by the caller: wait for the uploads. */
   if (clFinish(l->clq) != CL_SUCCESS && st == DSA_OK) st = DSA_ERR_OPENCL;

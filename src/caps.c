@@ -158,7 +158,25 @@ dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps) {
     caps->emulate = DSA_EMULATE_AMD;
     caps->amd_builtins = true;
   }
+  caps->tuning = dsa__tuning(caps);
   return dsa__pick_tile(caps);
+}
+
+dsa_tuning dsa__tuning(const dsa_caps *caps) {
+  static const struct {
+    dsa_tuning t;
+    int vendor;
+    cl_device_type types;
+  } rows[] = {
+#define DSA_TUNING_ROW_(row, vendor, types, groups) {{row, groups}, vendor, types},
+      DSA_TUNING_MAP(DSA_TUNING_ROW_)
+#undef DSA_TUNING_ROW_
+  };
+  const size_t n = sizeof rows / sizeof rows[0];
+  for (size_t i = 0; i + 1 < n; i++)
+    if ((rows[i].vendor < 0 || rows[i].vendor == (int)caps->vendor) && (rows[i].types & caps->type))
+      return rows[i].t;
+  return rows[n - 1].t;
 }
 
 const dsa_tile_backend dsa__tile_backends[DSA_TILE_COUNT] = {
@@ -281,5 +299,11 @@ void dsa__build_options(const dsa_caps *caps, unsigned enabled, char *buf, size_
 #define DSA_TILE_OPT_(id, word, lanes, m, n, a_regs) DSA_OPT_(" -DDSA_TILE_%s=%d", #id, DSA_TILE_##id);
   DSA_TILE_MAP(DSA_TILE_OPT_)
 #undef DSA_TILE_OPT_
+  /* The picked back-end's instruction geometry: the kernels' only source of
+   * it (cl/dsa_tile.h stops without it), so the launchers' work-group
+   * arithmetic (dsa__tile_backends) and the kernels' cannot disagree. */
+  const dsa_tile_backend *be = &dsa__tile_backends[tile];
+  DSA_OPT_(" -DDSA_TILE_LANES=%d -DDSA_TILE_M=%d -DDSA_TILE_N=%d -DDSA_TILE_A_REGS=%d", be->lanes,
+           be->m, be->n, be->a_regs);
 #undef DSA_OPT_
 }

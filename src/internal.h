@@ -36,6 +36,29 @@ typedef enum dsa_vendor {
   DSA_VENDOR_POCL
 } dsa_vendor;
 
+/* ---- per-device tuning (caps.c) --------------------------------------------
+ * Measured launch constants, one row per device class: X(row, vendor
+ * (DSA_VENDOR_*, or -1 for any), device types (a CL_DEVICE_TYPE_* mask),
+ * insert_groups_per_cu). The first row matching the device is its tuning;
+ * the last matches every device. Each row says which measurement its
+ * values come from; a new device class is a row above the default.
+ *   insert_groups_per_cu  dsa_mla_cache_insert launches at most this many
+ *                         work-groups per compute unit, each looping over
+ *                         tokens, so a row overlaps the loads of several
+ *                         (0: one row per token, no cap)
+ * dsacl-info prints the device's row. */
+#define DSA_TUNING_MAP(X)                                                        \
+  /* H200, 2ea5bbb (insert N = 8192), and H100 (docs/PERFORMANCE.md, "What   \
+   * was tried on the insert kernel"): 4, 8 or 16 groups per compute unit and \
+   * one token per row take the same time, 2 is 10 % slower. */               \
+  X("nvidia-gpu", DSA_VENDOR_NVIDIA, CL_DEVICE_TYPE_GPU, 4)                    \
+  /* Not measured elsewhere: NVIDIA's value (the kernel is correct for any). */ \
+  X("default", -1, CL_DEVICE_TYPE_ALL, 4)
+typedef struct dsa_tuning {
+  const char *row; /* the DSA_TUNING_MAP row that matched */
+  unsigned insert_groups_per_cu;
+} dsa_tuning;
+
 typedef struct dsa_caps {
   dsa_vendor vendor;
   cl_device_type type;
@@ -56,6 +79,7 @@ typedef struct dsa_caps {
   cl_ulong local_mem;           /* bytes */
   size_t max_wg;                /* max work-group size */
   cl_uint compute_units;
+  dsa_tuning tuning;            /* this device's DSA_TUNING_MAP row */
   char device_name[256];
   char platform_name[256];
   char platform_version[256];
@@ -69,6 +93,8 @@ typedef struct dsa_caps {
 enum { DSA_EMULATE_NONE = 0, DSA_EMULATE_AMD = 1 };
 
 dsa_status dsa__probe_caps(cl_device_id dev, dsa_caps *caps);
+/* The device's DSA_TUNING_MAP row (from caps->vendor and caps->type). */
+dsa_tuning dsa__tuning(const dsa_caps *caps);
 /* The dsa_cap_bits the probed device has. */
 unsigned dsa__caps_bits(const dsa_caps *caps);
 
@@ -410,6 +436,13 @@ dsa_status dsa__check_mem(cl_mem m, const char *op, const char *arg, size_t *siz
 bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t tail,
                       uint64_t *end);
 dsa_status dsa__check_events(const dsa_events *ev, const char *op);
+/* A params struct's reserved bytes (n of them at r) are all zero: a caller
+ * built against a later 1.x that set a field carved from them is refused,
+ * not silently given the 1.0 behaviour. The message names p->reserved[i]. */
+dsa_status dsa__check_reserved(const unsigned char *r, size_t n, const char *op);
+/* dsa__check_reserved on a params pointer that may be NULL (defaults). */
+#define DSA_CHECK_PARAMS(p, op) \
+  DSA_CHECK((p) ? dsa__check_reserved((p)->reserved, sizeof (p)->reserved, op) : DSA_OK)
 /* dtype == want, ndim == ndim, strides >= 0, shape >= 0, and the addressed
  * byte range inside the cl_mem. Empty tensors address nothing. */
 dsa_status dsa__check_tensor(const dsa_tensor *t, const char *op, const char *arg,

@@ -65,6 +65,7 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_compressor_params defp;
   if (!p) {
     dsa_compressor_params_default(&defp);
@@ -132,6 +133,7 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_compressor_params defp;
   if (!p) {
     dsa_compressor_params_default(&defp);

@@ -118,6 +118,7 @@ dsa_status dsa_index_compressed_slot_mapping(dsa_queue *q, const dsa_tensor *que
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_index_compressed_slot_mapping_params dp;
   if (!p) dsa_index_compressed_slot_mapping_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
@@ -164,6 +165,7 @@ dsa_status dsa_index_swa(dsa_queue *q, const dsa_tensor *positions,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_index_swa_params dp;
   if (!p) dsa_index_swa_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
@@ -216,6 +218,7 @@ dsa_status dsa_index_global_topk(dsa_queue *q, const dsa_tensor *topk_local,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_index_global_topk_params dp;
   if (!p) dsa_index_global_topk_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "block_size", p->block_size, 1));
@@ -261,6 +264,7 @@ dsa_status dsa_index_c128_topk(dsa_queue *q, const dsa_tensor *positions,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_index_c128_topk_params dp;
   if (!p) dsa_index_c128_topk_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "compress_ratio", p->compress_ratio, 1));
@@ -313,6 +317,7 @@ dsa_status dsa_index_combine_topk_swa(dsa_queue *q, const dsa_tensor *topk,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_index_combine_topk_swa_params dp;
   if (!p) dsa_index_combine_topk_swa_params_default(&dp), p = &dp;
   DSA_CHECK(check_pos_int(op, "window", p->window, 1));
@@ -375,6 +380,7 @@ dsa_status dsa_index_mixed_sparse(dsa_queue *q, const dsa_index_mixed_sparse_inp
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   if (!in) return BAD("%s: in is NULL", op);
   dsa_index_mixed_sparse_params dp;
   if (!p) dsa_index_mixed_sparse_params_default(&dp), p = &dp;

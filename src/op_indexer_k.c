@@ -43,6 +43,7 @@ dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_tensor(k, op, "k", DSA_BF16, 2));
   DSA_CHECK(dsa__check_dim(k, op, "k", 1, IK_DIM));
   DSA_CHECK(dsa__check_unit_inner(k, op, "k"));
@@ -72,14 +73,19 @@ dsa_status dsa_indexer_k_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   return dsa__launch_args(q, kern, "indexer_k_insert", &a, 2, global, local, ev);
 }
 
+void dsa_indexer_k_gather_params_default(dsa_indexer_k_gather_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_indexer_k_gather(dsa_queue *q, const dsa_tensor *cu_seqlens,
                                 const dsa_tensor *block_table, const dsa_paged_cache *cache,
                                 const dsa_tensor *k_out, const dsa_tensor *k_scale,
-                                const dsa_events *ev) {
+                                const dsa_indexer_k_gather_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_indexer_k_gather";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(check_indexer_cache(cache, op));
   const int mxfp4 = cache->format == DSA_CACHE_INDEXER_MXFP4;
   DSA_CHECK(dsa__check_tensor(cu_seqlens, op, "cu_seqlens", DSA_I32, 1));

@@ -538,6 +538,7 @@ dsa_status dsa_indexer_logits(dsa_queue *q, const dsa_tensor *query,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(check_params(p, op));
   int fp4;
   DSA_CHECK(query_format(query, query_scale, op, &fp4));
@@ -624,6 +625,7 @@ dsa_status dsa_indexer_paged_logits(dsa_queue *q, const dsa_tensor *query_in,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(check_params(p, op));
   int fp4;
   DSA_CHECK(query_format(query_in, query_scale_in, op, &fp4));

@@ -39,6 +39,7 @@ dsa_status dsa_indexer_q_quant(dsa_queue *q, const dsa_tensor *positions,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_indexer_q_quant_params prm;
   if (p)
     prm = *p;

@@ -12,11 +12,6 @@
 #define GATHER_UNROLL 2
 const char dsa__defines_mla_cache[] = DSA_KDEF(LANES) DSA_KDEF(ROWS) DSA_KDEF(GATHER_UNROLL);
 
-/* mla_cache_insert loops over tokens; launching at most this many groups
- * per compute unit leaves each row several tokens, whose loads it overlaps
- * (measured on an H200: see docs/PERFORMANCE.md). */
-#define INSERT_GROUPS_PER_CU 4
-
 static size_t round_rows(int64_t n) { return (size_t)((n + ROWS - 1) / ROWS * ROWS); }
 
 
@@ -34,12 +29,18 @@ DSA_VARIANT_TABLE(dsa__variants_mla_gather_slots, "dsa_mla_gather_slots",
 DSA_VARIANT_TABLE(dsa__variants_mla_gather_paged, "dsa_mla_gather_paged",
                   {"portable", 0, NULL, NULL});
 
+void dsa_mla_cache_insert_params_default(dsa_mla_cache_insert_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_tensor *slot_mapping,
-                                const dsa_paged_cache *cache, const dsa_events *ev) {
+                                const dsa_paged_cache *cache, const dsa_mla_cache_insert_params *p,
+                                const dsa_events *ev) {
   static const char op[] = "dsa_mla_cache_insert";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_tensor(k, op, "k", DSA_BF16, 2));
   DSA_CHECK(dsa__check_dim(k, op, "k", 1, MLA_DIM));
   DSA_CHECK(dsa__check_unit_inner(k, op, "k"));
@@ -65,20 +66,29 @@ dsa_status dsa_mla_cache_insert(dsa_queue *q, const dsa_tensor *k, const dsa_ten
   dsa__karg_i64(&a, n);
   dsa__karg_paged(&a, cache);
   dsa__karg_faults(&a);
+  /* mla_cache_insert loops over tokens: at most the device's tuning row's
+   * groups per compute unit (DSA_TUNING_MAP), each row several tokens whose
+   * loads it overlaps. */
   size_t rows = round_rows(n);
-  const size_t cap = (size_t)q->ctx->caps.compute_units * INSERT_GROUPS_PER_CU * ROWS;
+  const size_t cap =
+      (size_t)q->ctx->caps.compute_units * q->ctx->caps.tuning.insert_groups_per_cu * ROWS;
   if (cap > 0 && rows > cap) rows = cap;
   const size_t global[2] = {LANES, rows}, local[2] = {LANES, ROWS};
   return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
 }
 
+void dsa_mla_gather_slots_params_default(dsa_mla_gather_slots_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_mla_gather_slots(dsa_queue *q, const dsa_tensor *indices,
                                 const dsa_paged_cache *cache, const dsa_tensor *out,
-                                const dsa_events *ev) {
+                                const dsa_mla_gather_slots_params *p, const dsa_events *ev) {
   static const char op[] = "dsa_mla_gather_slots";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
   DSA_CHECK(dsa__check_tensor(indices, op, "indices", DSA_I32, 1));
   DSA_CHECK(dsa__check_tensor(out, op, "out", DSA_BF16, 2));
@@ -117,6 +127,7 @@ dsa_status dsa_mla_gather_paged(dsa_queue *q, const dsa_tensor *seq_lens,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_cache(cache, op, "cache", DSA_CACHE_MLA_FP8));
   DSA_CHECK(dsa__check_tensor(seq_lens, op, "seq_lens", DSA_I32, 1));
   const int64_t r = seq_lens->shape[0];

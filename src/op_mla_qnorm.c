@@ -38,6 +38,7 @@ dsa_status dsa_mla_qnorm_rope_kv_insert(dsa_queue *q, const dsa_tensor *q_in,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_mla_qnorm_rope_kv_insert_params defp;
   if (!p) {
     dsa_mla_qnorm_rope_kv_insert_params_default(&defp);

@@ -118,6 +118,7 @@ dsa_status dsa_mtp_input_rmsnorm(dsa_queue *q, const dsa_tensor *inputs_embeds,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_mtp_params defp;
   if (!p) {
     dsa_mtp_params_default(&defp);
@@ -152,6 +153,7 @@ dsa_status dsa_mtp_shared_head_rmsnorm(dsa_queue *q, const dsa_tensor *x,
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   dsa_mtp_params defp;
   if (!p) {
     dsa_mtp_params_default(&defp);

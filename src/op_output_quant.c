@@ -15,14 +15,20 @@ const char dsa__defines_output_quant[] = DSA_KDEF(OQ_LANES) DSA_KDEF(OQ_ROWS);
 DSA_VARIANT_TABLE(dsa__variants_output_quant, "dsa_output_inv_rope_fp8_quant",
                   {"portable", 0, NULL, NULL});
 
+void dsa_output_inv_rope_fp8_quant_params_default(dsa_output_inv_rope_fp8_quant_params *p) {
+  if (p) memset(p, 0, sizeof *p);
+}
+
 dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *q, const dsa_tensor *o,
                                          const dsa_tensor *positions, const dsa_tensor *cos_sin,
                                          const dsa_tensor *out, const dsa_tensor *scales,
+                                         const dsa_output_inv_rope_fp8_quant_params *p,
                                          const dsa_events *ev) {
   static const char op[] = "dsa_output_inv_rope_fp8_quant";
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(dsa__check_tensor(o, op, "o", DSA_BF16, 3));
   DSA_CHECK(dsa__check_dim(o, op, "o", 2, OQ_DIM));
   DSA_CHECK(dsa__check_unit_inner(o, op, "o"));

@@ -330,6 +330,7 @@ dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(check_params(p, op));
   DSA_CHECK(check_qio(query, attn_sink, out, lse, op));
   const int64_t t = query->shape[0];
@@ -354,6 +355,7 @@ static dsa_status check_decode(dsa_queue *q, const dsa_tensor *query,
                                const dsa_tensor *lse, const dsa_events *ev, const char *op) {
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   DSA_CHECK(check_params(p, op));
   DSA_CHECK(check_qio(query, attn_sink, out, lse, op));
   DSA_CHECK(check_set(main_set, query->shape[0], op, "main_set"));

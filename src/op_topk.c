@@ -574,6 +574,7 @@ dsa_status dsa_topk_prefill(dsa_queue *q, const dsa_tensor *logits, const dsa_te
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   int32_t k;
   DSA_CHECK(check_common(op, logits, indices, p, &k));
   DSA_CHECK(dsa__check_tensor(row_starts, op, "row_starts", DSA_I32, 1));
@@ -593,6 +594,7 @@ dsa_status dsa_topk_decode(dsa_queue *q, const dsa_tensor *logits, const dsa_ten
   dsa__clear_error();
   DSA_CHECK(dsa__check_queue(q, op));
   DSA_CHECK(dsa__check_events(ev, op));
+  DSA_CHECK_PARAMS(p, op);
   int32_t k;
   DSA_CHECK(check_common(op, logits, indices, p, &k));
   if (!lengths) return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "%s: lengths is NULL", op);

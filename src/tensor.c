@@ -194,6 +194,15 @@ bool dsa__checked_end(uint64_t offset, uint64_t count, uint64_t stride, uint64_t
   return true;
 }
 
+dsa_status dsa__check_reserved(const unsigned char *r, size_t n, const char *op) {
+  for (size_t i = 0; i < n; i++)
+    if (r[i])
+      return BAD("%s: p->reserved[%zu] = %u: reserved bytes must be zero (start from the "
+                 "params' _default function)",
+                 op, i, (unsigned)r[i]);
+  return DSA_OK;
+}
+
 dsa_status dsa__check_events(const dsa_events *ev, const char *op) {
   if (ev && ev->num_wait > 0 && !ev->wait)
     return BAD("%s: ev->wait is NULL but ev->num_wait is %u", op, ev->num_wait);

@@ -1099,7 +1099,7 @@ int main(int argc, char **argv) {
     cl_mem sl_m = buf_new("SWA past slots", nb2(n_past, 8), slots);
     dsa_tensor kt = dsa_tensor_make(kv_m, 0, DSA_BF16, 2, (int64_t[]){n_past, MLA_DIM});
     dsa_tensor stt = dsa_tensor_make(sl_m, 0, DSA_I64, 1, (int64_t[]){n_past});
-    TIMED(s, dsa_mla_cache_insert(queue, &kt, &stt, &swa_cache, evp));
+    TIMED(s, dsa_mla_cache_insert(queue, &kt, &stt, &swa_cache, NULL, evp));
     check_faults(s);
     unsigned f = 0;
     if (!smode) {

@@ -93,7 +93,7 @@ int main(void) {
   /* ---- MLA layout A: entries past 4 GiB --------------------------------- */
   dsa_paged_cache ca = {.mem = big, .offset = (size_t)base + 256, .num_blocks = NB,
                         .block_size = BS, .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
-  CHECK_OK(dsa_mla_cache_insert(q, &tk, &ts, &ca, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &tk, &ts, &ca, NULL, NULL));
   uint8_t *got = dsa_test_xmalloc((size_t)(NB * PAGE));
   down(big, ca.offset, got, (size_t)(NB * PAGE));
   for (int i = 0; i < N; i++) {
@@ -101,7 +101,7 @@ int main(void) {
     CHECK(!memcmp(got + d, img + d, 576) && !memcmp(got + s, img + s, 8),
           "layout A: slot %lld bytes differ", (long long)slots[i]);
   }
-  CHECK_OK(dsa_mla_gather_slots(q, &ti, &ca, &to, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &ti, &ca, &to, NULL, NULL));
   uint16_t *out = dsa_test_xmalloc((size_t)N * 1024), *want = dsa_test_xmalloc(1024);
   down(mo, 0, out, (size_t)N * 1024);
   for (int i = 0; i < N; i++) {
@@ -124,7 +124,7 @@ int main(void) {
     dsa_tensor tkg = tk, tsg = ts;
     tkg.offset = (size_t)g * BS * 1024, tkg.shape[0] = BS;
     tsg.offset = (size_t)g * BS * 8, tsg.shape[0] = BS;
-    CHECK_OK(dsa_mla_cache_insert(q, &tkg, &tsg, &cb, NULL));
+    CHECK_OK(dsa_mla_cache_insert(q, &tkg, &tsg, &cb, NULL, NULL));
   }
   ref_mla_cache rb = {NULL, 2, BS, stride_b};
   uint8_t tok[584], dev[584];
@@ -137,7 +137,7 @@ int main(void) {
     down(big, s, dev + 576, 8);
     CHECK(!memcmp(dev, tok, 584), "layout B: slot %d bytes differ", BS + j);
   }
-  CHECK_OK(dsa_mla_gather_slots(q, &ti, &cb, &to, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &ti, &cb, &to, NULL, NULL));
   down(mo, 0, out, (size_t)N * 1024);
   for (int i = 0; i < N; i++) {
     const int w = (N / BS - 1) * BS + i % BS;

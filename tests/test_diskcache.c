@@ -911,7 +911,7 @@ static void test_forged(void) {
                         .block_stride = 584, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor ti = dsa_tensor_make(idx, 0, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor to = dsa_tensor_make(out, 0, DSA_BF16, 2, (int64_t[]){1, 512});
-  CHECK_OK(dsa_mla_gather_slots(q, &ti, &pc, &to, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &ti, &pc, &to, NULL, NULL));
   dsa_tensor tq = dsa_tensor_make(big, 0, DSA_BF16, 3, (int64_t[]){1, 1, 512});
   dsa_tensor tkv = dsa_tensor_make(big, 0, DSA_BF16, 2, (int64_t[]){2, 512});
   dsa_tensor tix = dsa_tensor_make(idx, 0, DSA_I32, 2, (int64_t[]){1, 1});

@@ -95,8 +95,8 @@ static const char *const op_names[NOPS] = {"dsa_mla_gather_slots", "dsa_mla_cach
 static dsa_status call(op_id op, const call_args *a, cl_event *done) {
   dsa_events ev = {0, NULL, done};
   switch (op) {
-    case OP_GATHER: return dsa_mla_gather_slots(q, &a->gidx, &a->cache, &a->gout, &ev);
-    case OP_INSERT: return dsa_mla_cache_insert(q, &a->k, &a->slots, &a->cache, &ev);
+    case OP_GATHER: return dsa_mla_gather_slots(q, &a->gidx, &a->cache, &a->gout, NULL, &ev);
+    case OP_INSERT: return dsa_mla_cache_insert(q, &a->k, &a->slots, &a->cache, NULL, &ev);
     case OP_ATTN:
       return dsa_sparse_attn_bf16(q, &a->query, &a->kv, &a->aidx, NULL, NULL, &a->out, NULL,
                                   NULL, &ev);
@@ -281,11 +281,11 @@ static void sweep(const call_args *base) {
     }
   /* NULL handles. */
   dsa_events ev = {0, NULL, NULL};
-  CHECK(dsa_mla_gather_slots(NULL, &base->gidx, &base->cache, &base->gout, &ev) ==
+  CHECK(dsa_mla_gather_slots(NULL, &base->gidx, &base->cache, &base->gout, NULL, &ev) ==
             DSA_ERR_INVALID_ARGUMENT, "NULL queue");
-  CHECK(dsa_mla_gather_slots(q, &base->gidx, NULL, &base->gout, &ev) == DSA_ERR_INVALID_ARGUMENT,
+  CHECK(dsa_mla_gather_slots(q, &base->gidx, NULL, &base->gout, NULL, &ev) == DSA_ERR_INVALID_ARGUMENT,
         "NULL cache");
-  CHECK(dsa_mla_cache_insert(q, NULL, &base->slots, &base->cache, &ev) ==
+  CHECK(dsa_mla_cache_insert(q, NULL, &base->slots, &base->cache, NULL, &ev) ==
             DSA_ERR_INVALID_ARGUMENT, "NULL k");
   CHECK(dsa_sparse_attn_bf16(q, &base->query, NULL, &base->aidx, NULL, NULL, &base->out, NULL,
                              NULL, &ev) == DSA_ERR_INVALID_ARGUMENT, "NULL kv");
@@ -797,11 +797,11 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
     case X_Q8: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), T(4), NULL, T(5), NULL, ev);
     case X_Q4: return dsa_indexer_q_quant(qq, T(0), T(1), T(2), T(3), T(4), T(6), T(5), NULL, ev);
     case X_KGATHER8:
-    case X_KGATHER4: return dsa_indexer_k_gather(qq, T(1), T(0), C(0), T(2), T(3), ev);
+    case X_KGATHER4: return dsa_indexer_k_gather(qq, T(1), T(0), C(0), T(2), T(3), NULL, ev);
     case X_KINSERT4:
     case X_KINSERT8: return dsa_indexer_k_insert(qq, T(0), T(1), C(0), NULL, ev);
-    case X_GATHER_SLOTS: return dsa_mla_gather_slots(qq, T(0), C(0), T(1), ev);
-    case X_INSERT: return dsa_mla_cache_insert(qq, T(0), T(1), C(0), ev);
+    case X_GATHER_SLOTS: return dsa_mla_gather_slots(qq, T(0), C(0), T(1), NULL, ev);
+    case X_INSERT: return dsa_mla_cache_insert(qq, T(0), T(1), C(0), NULL, ev);
     case X_MTP_IN:
       return dsa_mtp_input_rmsnorm(qq, T(0), T(1), T(2), T(3), T(4), T(5), T(6), NULL, ev);
     case X_MTP_HEAD: return dsa_mtp_shared_head_rmsnorm(qq, T(0), T(1), T(2), NULL, ev);
@@ -837,7 +837,7 @@ static dsa_status xcall(const opcase *x, dsa_queue *qq, const dsa_events *ev) {
       p.k = 4;
       return dsa_topk_decode(qq, T(0), T(1), T(2), &p, ev);
     }
-    case X_OUTQ: return dsa_output_inv_rope_fp8_quant(qq, T(0), T(1), T(2), T(3), T(4), ev);
+    case X_OUTQ: return dsa_output_inv_rope_fp8_quant(qq, T(0), T(1), T(2), T(3), T(4), NULL, ev);
     case NX: break;
   }
   return DSA_ERR_INTERNAL;

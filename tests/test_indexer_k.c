@@ -170,7 +170,7 @@ static void run_gather(int mx, int64_t R, int64_t W, int64_t nb, int32_t bs, int
                                      .ndim = 2, .shape = {total, 4}, .stride = {ks_rs, 1}}
                       : (dsa_tensor){.mem = ksb.mem, .offset = ksb.off, .dtype = DSA_F32,
                                      .ndim = 1, .shape = {total}, .stride = {ks_rs}};
-  CHECK_OK(dsa_indexer_k_gather(q, &cut, &btt, &c.dc, &kot, &kst, NULL));
+  CHECK_OK(dsa_indexer_k_gather(q, &cut, &btt, &c.dc, &kot, &kst, NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_indexer_k_gather(&c.ref, bt, R, W, bts0, bts1, cu, cus, total, ko, ko_rs, ks,
                                          ks_rs * (mx ? 1 : 4));
@@ -231,6 +231,7 @@ typedef struct kargs {
   dsa_paged_cache cache;
   const dsa_paged_cache *pcache;
   int mode;
+  unsigned char reserved; /* the params' last reserved byte (non-zero: refused) */
   dsa_events ev;
 } kargs;
 
@@ -246,6 +247,7 @@ static int break_common(void *vx, int c, const char **w, const char **w2) {
     case 5: x->cache.block_stride = x->cache.block_size * 132 - 1, *w = "cache"; return 1;
     case 6: x->cache.num_blocks += 1, *w = "cache"; return 1;
     case 7: x->cache.mem = NULL, *w = "cache"; return 1;
+    case 8: x->reserved = 1, *w = "reserved"; return 1;
     default: return 0;
   }
 }
@@ -295,12 +297,17 @@ static int break_gather(void *vx, int c, const char **w, const char **w2) {
 static dsa_status call_insert(void *vx, cl_event *done) {
   kargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_k_insert(x->q, x->pa, x->pb, x->pcache, &(dsa_indexer_k_insert_params){.e2m1 = (dsa_e2m1_mode)x->mode}, &x->ev);
+  dsa_indexer_k_insert_params p = {.e2m1 = (dsa_e2m1_mode)x->mode};
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_indexer_k_insert(x->q, x->pa, x->pb, x->pcache, &p, &x->ev);
 }
 static dsa_status call_gather(void *vx, cl_event *done) {
   kargs *x = vx;
   x->ev.done = done;
-  return dsa_indexer_k_gather(x->q, x->pb, x->pa, x->pcache, x->pc, x->pd, &x->ev);
+  dsa_indexer_k_gather_params p;
+  dsa_indexer_k_gather_params_default(&p);
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_indexer_k_gather(x->q, x->pb, x->pa, x->pcache, x->pc, x->pd, &p, &x->ev);
 }
 
 static void kargs_point(void *vx) {
@@ -355,7 +362,7 @@ static void test_bad_args(void) {
   done = NULL;
   dsa_tensor c1 = dsa_tensor_make(cb.mem, cb.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor b0 = dsa_tensor_make(bb.mem, bb.off, DSA_I32, 2, (int64_t[]){0, 3});
-  CHECK_OK(dsa_indexer_k_gather(q, &c1, &b0, &c.dc, &x.c, &x.d, &ev));
+  CHECK_OK(dsa_indexer_k_gather(q, &c1, &b0, &c.dc, &x.c, &x.d, NULL, &ev));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "gather R=0: event");
   if (done) clReleaseEvent(done);
   gbuf_release(&kb), gbuf_release(&sb), gbuf_release(&bb), gbuf_release(&cb);

@@ -167,7 +167,7 @@ static void run_insert(const ins_case *tc) {
   dsa_tensor kt = {.mem = kb.mem, .offset = kb.off + koff * 2, .dtype = DSA_BF16, .ndim = 2,
                    .shape = {tc->n, 512}, .stride = {tc->kstride, 1}};
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){tc->n});
-  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_insert(&c.ref, k + koff, tc->kstride, slots, tc->n);
 
@@ -234,7 +234,7 @@ static void test_insert_pow2(void) {
   guarded_buf kb = gbuf_create(ctx, q, (size_t)n * 1024, k), sb = gbuf_create(ctx, q, (size_t)n * 8, slots);
   dsa_tensor kt = dsa_tensor_make(kb.mem, kb.off, DSA_BF16, 2, (int64_t[]){n, 512});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){n});
-  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL, NULL));
   ref_mla_insert(&c.ref, k, 512, slots, n);
   uint8_t *got = dsa_test_xmalloc(c.size);
   gbuf_read(q, &c.gb, got);
@@ -264,7 +264,7 @@ static void run_gather_slots(int64_t s, int64_t nb, int32_t bs, int stride_kind,
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){s});
   dsa_tensor ot = {.mem = ob.mem, .offset = ob.off + ooff * 2, .dtype = DSA_BF16, .ndim = 2,
                    .shape = {s, 512}, .stride = {ostride, 1}};
-  CHECK_OK(dsa_mla_gather_slots(q, &it, &c.dc, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &c.dc, &ot, NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   unsigned want_f = ref_mla_gather_slots(&c.ref, idx, s, want + ooff, ostride);
   gbuf_read(q, &ob, got);
@@ -383,6 +383,7 @@ typedef struct args {
   dsa_paged_cache cache;
   dsa_paged_cache *pcache;
   int64_t offset;
+  unsigned char reserved; /* the params' last reserved byte (non-zero: refused) */
   dsa_events ev;
   dsa_events *pev;
 } args;
@@ -411,6 +412,7 @@ static int break_common(void *vx, int c, const char **w1, const char **w2) {
     case 8: x->cache.offset += 4096, *w1 = "cache"; return 1;  /* the same, by offset */
     case 9: x->q = NULL, *w1 = "q"; return 1;
     case 10: x->ev.num_wait = 2, x->ev.wait = NULL, *w1 = "ev"; return 1;
+    case 11: x->reserved = 1, *w1 = "reserved"; return 1;
     default: return 0;
   }
 }
@@ -431,7 +433,10 @@ static void run_bad(const char *op, const args *base, dsa_status (*call)(void *,
 static dsa_status call_insert(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_mla_cache_insert(x->q, x->pa, x->pb, x->pcache, x->pev);
+  dsa_mla_cache_insert_params p;
+  dsa_mla_cache_insert_params_default(&p);
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_mla_cache_insert(x->q, x->pa, x->pb, x->pcache, &p, x->pev);
 }
 
 static int break_insert(void *vx, int c, const char **w1, const char **w2) {
@@ -464,7 +469,10 @@ static int break_insert(void *vx, int c, const char **w1, const char **w2) {
 static dsa_status call_slots(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_mla_gather_slots(x->q, x->pa, x->pcache, x->pb, x->pev);
+  dsa_mla_gather_slots_params p;
+  dsa_mla_gather_slots_params_default(&p);
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_mla_gather_slots(x->q, x->pa, x->pcache, x->pb, &p, x->pev);
 }
 
 static int break_slots(void *vx, int c, const char **w1, const char **w2) {
@@ -495,7 +503,9 @@ static int break_slots(void *vx, int c, const char **w1, const char **w2) {
 static dsa_status call_paged(void *vx, cl_event *done) {
   args *x = vx;
   x->ev.done = done;
-  return dsa_mla_gather_paged(x->q, x->pa, x->pb, x->pc, x->pcache, x->pd, &(dsa_mla_gather_paged_params){.offset = x->offset}, x->pev);
+  dsa_mla_gather_paged_params p = {.offset = x->offset};
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_mla_gather_paged(x->q, x->pa, x->pb, x->pc, x->pcache, x->pd, &p, x->pev);
 }
 
 static int break_paged(void *vx, int c, const char **w1, const char **w2) {
@@ -584,13 +594,13 @@ static void test_empty_and_events(void) {
 
   dsa_tensor k0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   dsa_tensor s0 = dsa_tensor_make(any.mem, any.off, DSA_I64, 1, (int64_t[]){0});
-  CHECK_OK(dsa_mla_cache_insert(q, &k0, &s0, &c.dc, &ev));
+  CHECK_OK(dsa_mla_cache_insert(q, &k0, &s0, &c.dc, NULL, &ev));
   dsa_test_expect_complete(done, "insert N=0");
 
   dsa_tensor i0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
   dsa_tensor o0 = dsa_tensor_make(any.mem, any.off, DSA_BF16, 2, (int64_t[]){0, 512});
   done = NULL;
-  CHECK_OK(dsa_mla_gather_slots(q, &i0, &c.dc, &o0, &ev));
+  CHECK_OK(dsa_mla_gather_slots(q, &i0, &c.dc, &o0, NULL, &ev));
   dsa_test_expect_complete(done, "gather_slots S=0");
 
   dsa_tensor r0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 1, (int64_t[]){0});
@@ -609,9 +619,9 @@ static void test_empty_and_events(void) {
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){1});
   cl_event first = NULL, second = NULL;
   dsa_events ev1 = {0, NULL, &first};
-  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, &ev1));
+  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL, &ev1));
   dsa_events ev2 = {1, &first, &second};
-  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, &ev2));
+  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &c.dc, NULL, &ev2));
   dsa_test_expect_complete(second, "insert with a wait list");
   if (first) clReleaseEvent(first);
   ref_mla_insert(&c.ref, k, 512, &slot, 1);
@@ -652,7 +662,7 @@ static void test_64bit_addressing(void) {
   guarded_buf kb = gbuf_create(ctx, q, sizeof k, k), sb = gbuf_create(ctx, q, 8, &slot);
   dsa_tensor kt = dsa_tensor_make(kb.mem, kb.off, DSA_BF16, 2, (int64_t[]){1, 512});
   dsa_tensor st = dsa_tensor_make(sb.mem, sb.off, DSA_I64, 1, (int64_t[]){1});
-  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &dc, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &kt, &st, &dc, NULL, NULL));
   uint8_t tok[REF_MLA_TOKEN_BYTES], got[REF_MLA_TOKEN_BYTES];
   ref_mla_quantize(k, tok);
   ref_mla_cache rc = {NULL, 5, 4, stride};
@@ -667,7 +677,7 @@ static void test_64bit_addressing(void) {
   guarded_buf ib = gbuf_create(ctx, q, 4, &idx), ob = gbuf_create(ctx, q, sizeof back, NULL);
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){1});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){1, 512});
-  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL, NULL));
   gbuf_read(q, &ob, back);
   uint8_t img[REF_MLA_TOKEN_BYTES * 4];
   ref_mla_cache one = {img, 1, 4, 4 * 584};
@@ -702,7 +712,7 @@ static void test_dequant_exhaustive(void) {
                         .block_stride = stride, .format = DSA_CACHE_MLA_FP8};
   dsa_tensor it = dsa_tensor_make(ib.mem, ib.off, DSA_I32, 1, (int64_t[]){n});
   dsa_tensor ot = dsa_tensor_make(ob.mem, ob.off, DSA_BF16, 2, (int64_t[]){n, 512});
-  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &it, &dc, &ot, NULL, NULL));
   uint16_t *got = dsa_test_xmalloc((size_t)n * 1024), *want = dsa_test_xmalloc((size_t)n * 1024);
   gbuf_read(q, &ob, got);
   ref_mla_gather_slots(&rc, idx, n, want, 512);

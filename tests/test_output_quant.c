@@ -157,7 +157,7 @@ static void run_case(const ocase *tc) {
                     .ndim = 3, .shape = {g, kk, tp}, .stride = {sc_gs, sc_ks, sc_ts}};
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_output_inv_rope_fp8_quant(q, &ot, &pt, &cst, &outt, &sct, &ev));
+  CHECK_OK(dsa_output_inv_rope_fp8_quant(q, &ot, &pt, &cst, &outt, &sct, NULL, &ev));
   if (done) dsa_test_expect_complete(done, "output quant");
   const uint32_t f = dsa_test_read_faults(q);
 
@@ -245,6 +245,7 @@ typedef struct bargs {
   dsa_queue *q;
   dsa_tensor o, pos, cs, out, sc;
   const dsa_tensor *po, *ppos, *pcs, *pout, *psc;
+  unsigned char reserved; /* the params' last reserved byte (non-zero: refused) */
   dsa_events ev;
 } bargs;
 
@@ -281,6 +282,7 @@ static int breaker(void *vx, int c, const char **w, const char **w2) {
     case 25: x->sc.ndim = 2, *w = "scales"; return 1;
     case 26: x->sc.stride[0] = 1 << 20, *w = "scales"; return 1; /* past the buffer */
     case 27: x->ev.num_wait = 1, x->ev.wait = NULL, *w = "ev"; return 1;
+    case 28: x->reserved = 1, *w = "reserved"; return 1;
     default: return 0;
   }
 }
@@ -293,13 +295,16 @@ static void bargs_point(void *vx) {
 static dsa_status call_bad(void *vx, cl_event *done) {
   bargs *x = vx;
   x->ev.done = done;
-  return dsa_output_inv_rope_fp8_quant(x->q, x->po, x->ppos, x->pcs, x->pout, x->psc, &x->ev);
+  dsa_output_inv_rope_fp8_quant_params p;
+  dsa_output_inv_rope_fp8_quant_params_default(&p);
+  p.reserved[sizeof p.reserved - 1] = x->reserved;
+  return dsa_output_inv_rope_fp8_quant(x->q, x->po, x->ppos, x->pcs, x->pout, x->psc, &p, &x->ev);
 }
 
 static dsa_status call_valid(void *vx, cl_event *done) {
   bargs *x = vx;
   (void)done;
-  return dsa_output_inv_rope_fp8_quant(x->q, &x->o, &x->pos, &x->cs, &x->out, &x->sc, NULL);
+  return dsa_output_inv_rope_fp8_quant(x->q, &x->o, &x->pos, &x->cs, &x->out, &x->sc, NULL, NULL);
 }
 
 static void test_bad_args(void) {
@@ -338,7 +343,7 @@ static void test_empty_and_events(void) {
   dsa_tensor s0 = dsa_tensor_make(any.mem, any.off, DSA_I32, 3, (int64_t[]){2, 4, 0});
   cl_event done = NULL;
   dsa_events ev = {0, NULL, &done};
-  CHECK_OK(dsa_output_inv_rope_fp8_quant(q, &o0, &i0, &c0, &out0, &s0, &ev));
+  CHECK_OK(dsa_output_inv_rope_fp8_quant(q, &o0, &i0, &c0, &out0, &s0, NULL, &ev));
   CHECK(done != NULL, "T=0, Tp=0: no event");
   if (done) dsa_test_expect_complete(done, "T=0");
   gbuf_release(&any);

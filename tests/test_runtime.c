@@ -154,8 +154,8 @@ static dsa_status roundtrip(dsa_context *c, dsa_queue *q, int n, uint64_t seed, 
   dsa_tensor to = dsa_tensor_make(mo, 0, DSA_BF16, 2, sho);
   dsa_paged_cache cache = {.mem = mc, .offset = 0, .num_blocks = nb, .block_size = 64,
                            .block_stride = PAGE, .format = DSA_CACHE_MLA_FP8};
-  dsa_status s = dsa_mla_cache_insert(q, &tk, &ts, &cache, NULL);
-  if (s == DSA_OK) s = dsa_mla_gather_slots(q, &ti, &cache, &to, NULL);
+  dsa_status s = dsa_mla_cache_insert(q, &tk, &ts, &cache, NULL, NULL);
+  if (s == DSA_OK) s = dsa_mla_gather_slots(q, &ti, &cache, &to, NULL, NULL);
   if (s == DSA_OK &&
       clEnqueueReadBuffer(dsa_queue_cl(q), mo, CL_TRUE, 0, (size_t)n * 1024, out, 0, NULL,
                           NULL) != CL_SUCCESS)
@@ -245,7 +245,7 @@ static void test_faults_events(void) {
   /* Wait on a user event: the operator's done event cannot finish before. */
   cl_event user = clCreateUserEvent(ctx, &e), done = NULL;
   dsa_events ev = {1, &user, &done};
-  CHECK_OK(dsa_mla_cache_insert(q, &tk, &ts, &cache, &ev));
+  CHECK_OK(dsa_mla_cache_insert(q, &tk, &ts, &cache, NULL, &ev));
   CHECK(done != NULL, "done event returned");
   cl_int st = CL_QUEUED;
   clFlush(dsa_queue_cl(q));
@@ -266,7 +266,7 @@ static void test_faults_events(void) {
   dsa_tensor s0 = dsa_tensor_make(NULL, 0, DSA_I64, 1, sh0s);
   done = NULL;
   dsa_events ev0 = {0, NULL, &done};
-  CHECK_OK(dsa_mla_cache_insert(q, &t0, &s0, &cache, &ev0));
+  CHECK_OK(dsa_mla_cache_insert(q, &t0, &s0, &cache, NULL, &ev0));
   CHECK(done && clWaitForEvents(1, &done) == CL_SUCCESS, "empty op returns a completed event");
   if (done) clReleaseEvent(done);
   CHECK(dsa_queue_faults(NULL, &bits) == DSA_ERR_INVALID_ARGUMENT, "faults: NULL queue");

@@ -285,11 +285,11 @@ static void run(const int kinds[NA], run_result *out, const char *label) {
   dsa_tensor mk = V(A_MK, DSA_BF16, 2, NMK, 512), mslot = V(A_MSLOT, DSA_I64, 1, NMK);
   dsa_paged_cache mcache =
       cache_view(&s[A_MCACHE], A_MCACHE & 1, MNB, MBS, MSTRIDE, DSA_CACHE_MLA_FP8);
-  CHECK_OK(dsa_mla_cache_insert(q, &mk, &mslot, &mcache, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &mk, &mslot, &mcache, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor gidx = V(A_GIDX, DSA_I32, 1, NG), gout = V(A_GOUT, DSA_BF16, 2, NG, 512);
-  CHECK_OK(dsa_mla_gather_slots(q, &gidx, &mcache, &gout, NULL));
+  CHECK_OK(dsa_mla_gather_slots(q, &gidx, &mcache, &gout, NULL, NULL));
   snprintf(out->variants[nv++], 96, "%s", dsa_queue_last_variant(q));
 
   dsa_tensor query = V(A_QUERY, DSA_BF16, 3, T, H, 512), sidx = V(A_SIDX, DSA_I32, 2, T, KS),
@@ -399,8 +399,8 @@ static uint8_t *b_snap_cache, *b_snap_gout;
 /* op 0: dsa_mla_cache_insert(k, slots, cache); op 1: dsa_mla_gather_slots(cache, gidx, gout). */
 static dsa_status bad_run(int op, const bad_call *c, cl_event *done) {
   dsa_events ev = {0, NULL, done};
-  return op == 0 ? dsa_mla_cache_insert(q, &c->k, &c->slots, &c->cache, &ev)
-                 : dsa_mla_gather_slots(q, &c->gidx, &c->cache, &c->gout, &ev);
+  return op == 0 ? dsa_mla_cache_insert(q, &c->k, &c->slots, &c->cache, NULL, &ev)
+                 : dsa_mla_gather_slots(q, &c->gidx, &c->cache, &c->gout, NULL, &ev);
 }
 
 static int b_unchanged(void) {
@@ -631,7 +631,7 @@ static void missing_kind(int k) {
   dsa_tensor to = view(&out, 0, DSA_BF16, 2, (int64_t[]){2, 512});
   cl_event done = (cl_event)(uintptr_t)1;
   dsa_events ev = {0, NULL, &done};
-  dsa_status s = dsa_mla_gather_slots(q, &ti, &cc, &to, &ev);
+  dsa_status s = dsa_mla_gather_slots(q, &ti, &cc, &to, NULL, &ev);
   CHECK(s == DSA_ERR_UNSUPPORTED, "%s on a device without it: %s (%s)", kind_names[k],
         dsa_status_name(s), dsa_last_error());
   CHECK(strstr(dsa_last_error(), k == K_SVM ? "SVM" : "cl_intel_unified_shared_memory") != NULL &&

@@ -81,7 +81,7 @@ static void test_picker(void) {
     dsa_tensor st = dsa_tensor_make(sl, 0, DSA_I64, 1, (int64_t[]){1});
     dsa_paged_cache cache = {.mem = cm, .offset = 0, .num_blocks = 1, .block_size = 64,
                              .block_stride = 64 * 584, .format = DSA_CACHE_MLA_FP8};
-    CHECK(dsa_mla_cache_insert(q, &kt, &st, &cache, NULL) == DSA_OK, "insert: %s",
+    CHECK(dsa_mla_cache_insert(q, &kt, &st, &cache, NULL, NULL) == DSA_OK, "insert: %s",
           dsa_last_error());
     const bool nv = (dsa_context_caps(c) & DSA_CAP_NV_PTX) != 0;
     const bool sg32 = (dsa_context_caps(c) & DSA_CAP_INTEL_SUBGROUPS) &&

@@ -174,6 +174,8 @@ static void print_caps(const dsa_context *c) {
   printf("  local memory        %llu B\n", (unsigned long long)k->local_mem);
   printf("  max work-group      %zu\n", k->max_wg);
   printf("  compute units       %u\n", k->compute_units);
+  printf("  tuning              row %s: insert groups/CU %u (DSA_TUNING_MAP)\n", k->tuning.row,
+         k->tuning.insert_groups_per_cu);
   printf("  capabilities used  ");
   const unsigned has = dsa__caps_bits(k);
   for (unsigned b = 1; b & DSA_CAP_ALL; b <<= 1)

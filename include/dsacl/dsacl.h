@@ -34,9 +34,11 @@ extern "C" {
  *  - symbol versioning: libdsacl.so.1 exports each 1.0 function in the
  *    version node DSACL_1.0; functions added by a later 1.x get a node of
  *    their own;
- *  - growth without breaks: params and options structs end in reserved
- *    bytes (start from their _default function or zero them); a field added
- *    there keeps the 1.0 behaviour at zero.
+ *  - growth without breaks: every operator takes a params struct, and
+ *    params and options structs end in reserved bytes (start from their
+ *    _default function or zero them); a field added there keeps the 1.0
+ *    behaviour at zero. An operator refuses params whose reserved bytes are
+ *    not zero (DSA_ERR_INVALID_ARGUMENT, nothing enqueued).
  * Not promised: which kernel variant runs, performance, the DSACL_*
  * environment variables, the on-disk binary cache format, the wording of
  * dsa_last_error(). docs/API.md, "Stability (1.x)", and its conventions. */
@@ -354,20 +356,41 @@ DSA_API dsa_status dsa_external_release(dsa_queue *queue, cl_uint n, const cl_me
  * MLA KV-cache operators (DSA_CACHE_MLA_FP8).
  * ------------------------------------------------------------------------ */
 
+/* No field yet: room to grow within 1.x (a field's zero keeps today's
+ * behaviour). Non-zero reserved bytes: DSA_ERR_INVALID_ARGUMENT. */
+typedef struct dsa_mla_cache_insert_params {
+  unsigned char reserved[32];
+} dsa_mla_cache_insert_params;
+
+/* reserved zeroed. */
+DSA_API void dsa_mla_cache_insert_params_default(dsa_mla_cache_insert_params *p);
+
 /* Quantize k [N, 512] bf16 (row stride free, unit inner stride) and write
  * token n to slot slot_mapping[n] (i64 [N]): block = slot / block_size.
- * slot < 0: skipped. slot >= capacity: skipped + DSA_FAULT_SLOT_RANGE. */
+ * slot < 0: skipped. slot >= capacity: skipped + DSA_FAULT_SLOT_RANGE.
+ * p may be NULL (defaults). */
 DSA_API dsa_status dsa_mla_cache_insert(dsa_queue *queue, const dsa_tensor *k,
                                         const dsa_tensor *slot_mapping,
-                                        const dsa_paged_cache *cache, const dsa_events *ev);
+                                        const dsa_paged_cache *cache,
+                                        const dsa_mla_cache_insert_params *p,
+                                        const dsa_events *ev);
+
+/* No field yet (as dsa_mla_cache_insert_params). */
+typedef struct dsa_mla_gather_slots_params {
+  unsigned char reserved[32];
+} dsa_mla_gather_slots_params;
+
+/* reserved zeroed. */
+DSA_API void dsa_mla_gather_slots_params_default(dsa_mla_gather_slots_params *p);
 
 /* out[i] = dequant(cache slot indices[i]) as bf16 [S, 512]; indices i32 [S].
  * index < 0: zeros. index >= capacity: zeros + DSA_FAULT_SLOT_RANGE.
  * Dequantization is exact: bf16(e4m3 * 2^(scale - 127)); scale byte 0 counts
  * as 0 and 255 as +inf (as vLLM's exp2 does); a NaN result is 0x7FC0. The 64
- * RoPE dims are copied bit for bit. */
+ * RoPE dims are copied bit for bit. p may be NULL (defaults). */
 DSA_API dsa_status dsa_mla_gather_slots(dsa_queue *queue, const dsa_tensor *indices,
                                         const dsa_paged_cache *cache, const dsa_tensor *out,
+                                        const dsa_mla_gather_slots_params *p,
                                         const dsa_events *ev);
 
 typedef struct dsa_mla_gather_paged_params {

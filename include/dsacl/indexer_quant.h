@@ -96,6 +96,16 @@ typedef struct dsa_indexer_k_insert_params {
 /* e2m1 = DSA_E2M1_RNE, reserved zeroed. */
 DSA_API void dsa_indexer_k_insert_params_default(dsa_indexer_k_insert_params *p);
 
+/* dsa_indexer_k_gather's: no field yet, room to grow within 1.x (a field's
+ * zero keeps today's behaviour). Non-zero reserved bytes:
+ * DSA_ERR_INVALID_ARGUMENT. */
+typedef struct dsa_indexer_k_gather_params {
+  unsigned char reserved[32];
+} dsa_indexer_k_gather_params;
+
+/* reserved zeroed. */
+DSA_API void dsa_indexer_k_gather_params_default(dsa_indexer_k_gather_params *p);
+
 /* Quantize k [N, 128] bf16 (any row stride, unit inner stride) and write row
  * n to slot slot_mapping[n] (i64 [N], any stride): block = slot / block_size.
  *   FP8 (§5.1): e = ceil(log2(max(amax, 1e-4) / 448)) over the row, bytes
@@ -134,11 +144,13 @@ DSA_API dsa_status dsa_indexer_k_insert(dsa_queue *queue, const dsa_tensor *k,
  *   otherwise (cu not non-decreasing): untouched + DSA_FAULT_LENGTH_RANGE.
  * cu[R] > total also sets DSA_FAULT_LENGTH_RANGE (rows past total are not
  * written). R = 0 or total = 0 enqueues nothing. Here R + 1 = cu_seqlens' length and
- * block_table has R rows. */
+ * block_table has R rows. p may be NULL (defaults). */
 DSA_API dsa_status dsa_indexer_k_gather(dsa_queue *queue, const dsa_tensor *cu_seqlens,
                                         const dsa_tensor *block_table,
                                         const dsa_paged_cache *cache, const dsa_tensor *k_out,
-                                        const dsa_tensor *k_scale, const dsa_events *ev);
+                                        const dsa_tensor *k_scale,
+                                        const dsa_indexer_k_gather_params *p,
+                                        const dsa_events *ev);
 
 #ifdef __cplusplus
 }

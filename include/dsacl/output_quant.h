@@ -57,11 +57,23 @@
 extern "C" {
 #endif
 
+/* No field yet: room to grow within 1.x (a field's zero keeps today's
+ * behaviour). Non-zero reserved bytes: DSA_ERR_INVALID_ARGUMENT. */
+typedef struct dsa_output_inv_rope_fp8_quant_params {
+  unsigned char reserved[32];
+} dsa_output_inv_rope_fp8_quant_params;
+
+/* reserved zeroed. */
+DSA_API void dsa_output_inv_rope_fp8_quant_params_default(
+    dsa_output_inv_rope_fp8_quant_params *p);
+
+/* p may be NULL (defaults). */
 DSA_API dsa_status dsa_output_inv_rope_fp8_quant(dsa_queue *queue, const dsa_tensor *o,
                                                  const dsa_tensor *positions,
                                                  const dsa_tensor *cos_sin,
                                                  const dsa_tensor *out,
                                                  const dsa_tensor *scales,
+                                                 const dsa_output_inv_rope_fp8_quant_params *p,
                                                  const dsa_events *ev);
 
 #ifdef __cplusplus

@@ -15,18 +15,13 @@
 static int cp_case(cc_env *e, int fmt, int ratio, int64_t t, int bad, char *msg, size_t ms) {
   case_cp c = {.fmt = fmt, .ratio = ratio, .t = t, .bad = bad, .w_bf16 = (int)cc_rnd(e, 2)};
   const case_dev d = {e->clctx, e->clq};
-  if (case_cp_save_gen_check(&c, &e->rng) || case_cp_save_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: compressor case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_cp_save_ops, &c, case_cp_save_gen_check(&c, &e->rng), 0);
   char what[96];
   snprintf(what, sizeof what, "fmt=%d ratio=%d T=%lld bad=%d", fmt, ratio, (long long)t, bad);
   const dsa_compressor_params p = case_cp_params(&c);
   ref_state rs = {c.st, c.nbs, (int32_t)c.bss, c.bss * 2 * c.sw, 2 * c.sw};
   int rc = 0;
-  dsa_status s = case_cp_save_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s != DSA_OK) {
+  if (cc_run(e, &case_cp_save_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: dsa_compressor_save_states: %s", what, dsa_last_error());
   } else {
     const unsigned wf = ref_compressor_save_states(&rs, c.kvs, 2 * c.sw, c.kvs + c.sw, 2 * c.sw,
@@ -34,11 +29,8 @@ static int cp_case(cc_env *e, int fmt, int ratio, int64_t t, int bad, char *msg,
     rc = case_cp_save_check(&d, &c, (const uint8_t *)c.st, msg, ms) ||
          case_faults(e->q, wf, "save", msg, ms);
   }
-  if (!rc) {
-    s = case_cp_comp_call(e->q, &c, NULL);
-    cc_after_call(e);
-    if (s != DSA_OK)
-      rc = CC_FAIL(msg, ms, "%s: dsa_compressor_compress_insert: %s", what, dsa_last_error());
+  if (!rc && cc_run(e, &case_cp_comp_ops, &c, NULL) != DSA_OK) {
+    rc = CC_FAIL(msg, ms, "%s: dsa_compressor_compress_insert: %s", what, dsa_last_error());
   }
   if (!rc) {
     float *wf32 = cc_xmalloc((size_t)c.hd * 4); /* the reference takes widened weights */
@@ -76,31 +68,16 @@ static int check_comp(cc_env *e, char *msg, size_t ms) {
 
 /* --bench: dsacl-bench's prefill rows (C4 main save, C128 main compress)
  * and their inputs. */
-static int setup(cc_env *e, int ratio, int small, void **st) {
-  case_cp *c = cc_xmalloc(sizeof *c);
+static int gen(int ratio, int small, case_cp *c) {
   *c = (case_cp){.t = small ? 256 : 8192, .fmt = 1, .ratio = ratio, .ctx = CASE_CP_CTX};
-  char msg[256];
-  *st = c;
-  return case_cp_save_gen_bench(c) ||
-         case_cp_save_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_cp_save_gen_bench(c);
 }
-static int bs_setup(cc_env *e, int small, void **st) { return setup(e, 4, small, st); }
-static int bc_setup(cc_env *e, int small, void **st) { return setup(e, 128, small, st); }
-static int run(cc_env *e, void *st, cl_event *done, int comp) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = comp ? case_cp_comp_call(e->q, st, &ev) : case_cp_save_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static int bs_run(cc_env *e, void *st, cl_event *done) { return run(e, st, done, 0); }
-static int bc_run(cc_env *e, void *st, cl_event *done) { return run(e, st, done, 1); }
-static void b_free(void *p) {
-  if (!p) return;
-  case_cp_save_free(p);
-  free(p);
-}
+static int bs_gen(cc_env *e, int small, void *c) { return (void)e, gen(4, small, c); }
+static int bc_gen(cc_env *e, int small, void *c) { return (void)e, gen(128, small, c); }
 
 const cc_op cc_ops_compressor[] = {
-    {"dsa_compressor_save_states", check_save, "C4 main T=8192", bs_setup, bs_run, b_free},
-    {"dsa_compressor_compress_insert", check_comp, "C128 main T=8192", bc_setup, bc_run, b_free},
+    {"dsa_compressor_save_states", check_save, "C4 main T=8192", &case_cp_save_ops,
+     sizeof(case_cp), bs_gen},
+    {"dsa_compressor_compress_insert", check_comp, "C128 main T=8192", &case_cp_comp_ops,
+     sizeof(case_cp), bc_gen},
     {0}};

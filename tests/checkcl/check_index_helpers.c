@@ -58,15 +58,10 @@ static unsigned reference(const case_ih *c, void *want, int32_t *wl) {
 static int ih_case(cc_env *e, case_ih_op op, int v4, char *msg, size_t ms) {
   case_ih c = {.op = op};
   const case_dev d = {e->clctx, e->clq};
-  if ((v4 ? case_ih_gen_bench(&c) : case_ih_gen_check(&c, &e->rng)) ||
-      case_ih_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: %s case: %s\n", case_ih_name(op), msg);
-    exit(2);
-  }
+  const case_ops *ops = &case_ih_ops[op];
+  cc_upload(e, ops, &c, v4 ? case_ih_gen_bench(&c) : case_ih_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_ih_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", case_ih_name(op), dsa_last_error());
   } else {
     const size_t ob = (size_t)(c.out.d0 * c.out.rs) * (c.out.dt == DSA_I64 ? 8 : 4);
@@ -97,42 +92,27 @@ static int check_mixed(cc_env *e, char *msg, size_t ms) { return run(e, CASE_IH_
 
 /* --bench: the case's V4 shapes (case_ih_gen_bench; small changes nothing,
  * index building is cheap). */
-static int setup(cc_env *e, case_ih_op op, void **st) {
-  case_ih *c = cc_xmalloc(sizeof *c);
-  c->op = op;
-  char msg[256];
-  *st = c;
-  return case_ih_gen_bench(c) ||
-         case_ih_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-#define SETUP(name, op)                                    \
-  static int name(cc_env *e, int small, void **st) {       \
-    (void)small;                                           \
-    return setup(e, op, st);                               \
+#define GEN(name, which)                                \
+  static int name(cc_env *e, int small, void *c) {      \
+    (void)e, (void)small;                               \
+    ((case_ih *)c)->op = which;                         \
+    return case_ih_gen_bench(c);                        \
   }
-SETUP(b_slot, CASE_IH_SLOT)
-SETUP(b_swa, CASE_IH_SWA)
-SETUP(b_gtk, CASE_IH_GTK)
-SETUP(b_c128, CASE_IH_C128)
-SETUP(b_comb, CASE_IH_COMB)
-SETUP(b_mixed, CASE_IH_MIXED)
-static int b_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_ih_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_free(void *p) {
-  if (!p) return;
-  case_ih_free(p);
-  free(p);
-}
+GEN(b_slot, CASE_IH_SLOT)
+GEN(b_swa, CASE_IH_SWA)
+GEN(b_gtk, CASE_IH_GTK)
+GEN(b_c128, CASE_IH_C128)
+GEN(b_comb, CASE_IH_COMB)
+GEN(b_mixed, CASE_IH_MIXED)
+#define IH_BENCH(op, gen) &case_ih_ops[op], sizeof(case_ih), gen
 
 const cc_op cc_ops_index_helpers[] = {
-    {"dsa_index_compressed_slot_mapping", check_slot, "R=64 C4", b_slot, b_run, b_free},
-    {"dsa_index_swa", check_swa, "T=64 window=128", b_swa, b_run, b_free},
-    {"dsa_index_global_topk", check_gtk, "T=64 K=512", b_gtk, b_run, b_free},
-    {"dsa_index_c128_topk", check_c128, "T=64 K=256", b_c128, b_run, b_free},
-    {"dsa_index_combine_topk_swa", check_comb, "prefill 4x2048 K=512", b_comb, b_run, b_free},
-    {"dsa_index_mixed_sparse", check_mixed, "64 decode + 4x2048 prefill", b_mixed, b_run, b_free},
+    {"dsa_index_compressed_slot_mapping", check_slot, "R=64 C4", IH_BENCH(CASE_IH_SLOT, b_slot)},
+    {"dsa_index_swa", check_swa, "T=64 window=128", IH_BENCH(CASE_IH_SWA, b_swa)},
+    {"dsa_index_global_topk", check_gtk, "T=64 K=512", IH_BENCH(CASE_IH_GTK, b_gtk)},
+    {"dsa_index_c128_topk", check_c128, "T=64 K=256", IH_BENCH(CASE_IH_C128, b_c128)},
+    {"dsa_index_combine_topk_swa", check_comb, "prefill 4x2048 K=512",
+     IH_BENCH(CASE_IH_COMB, b_comb)},
+    {"dsa_index_mixed_sparse", check_mixed, "64 decode + 4x2048 prefill",
+     IH_BENCH(CASE_IH_MIXED, b_mixed)},
     {0}};

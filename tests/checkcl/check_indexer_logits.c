@@ -11,43 +11,21 @@
 #include "checkcl.h"
 #include "ref_indexer_logits.h"
 
-static void upload_or_die(int rc, const char *msg) {
-  if (!rc) return;
-  fprintf(stderr, "checkcl: indexer logits case: %s\n", msg);
-  exit(2);
-}
-
 /* ---- ragged -------------------------------------------------------------------- */
 
 static case_logits *rag_make(cc_env *e, int fp4, int64_t m, int64_t h, int64_t d, int64_t n,
                              int bf16) {
   case_logits *r = cc_xmalloc(sizeof *r);
   *r = (case_logits){.m = m, .h = h, .d = d, .n = n, .fp4 = fp4, .bf16 = bf16};
-  char msg[256] = "out of memory";
-  upload_or_die(case_logits_gen_check(r, &e->rng) ||
-                    case_logits_upload(&(case_dev){e->clctx, e->clq}, r, 0, msg, sizeof msg),
-                msg);
+  cc_upload(e, &case_logits_ops, r, case_logits_gen_check(r, &e->rng), 0);
   return r;
-}
-
-static void rag_free(void *p) {
-  if (!p) return;
-  case_logits_free(p);
-  free(p);
-}
-
-static dsa_status rag_call(cc_env *e, case_logits *r, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status s = case_logits_call(e->q, r, &ev);
-  cc_after_call(e);
-  return s;
 }
 
 static int rag_case(cc_env *e, int fp4, int64_t m, int64_t h, int64_t d, int64_t n, int bf16,
                     char *msg, size_t ms) {
   case_logits *r = rag_make(e, fp4, m, h, d, n, bf16);
   int bad;
-  if (rag_call(e, r, NULL) != DSA_OK) {
+  if (cc_run(e, &case_logits_ops, r, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_indexer_logits: %s", dsa_last_error());
   } else {
     double *ref = cc_xmalloc((size_t)(m * n) * sizeof *ref);
@@ -58,7 +36,7 @@ static int rag_case(cc_env *e, int fp4, int64_t m, int64_t h, int64_t d, int64_t
           case_faults(e->q, want_f, "mqa logits", msg, ms);
     free(ref);
   }
-  rag_free(r);
+  cc_case_free(&case_logits_ops, r);
   return bad;
 }
 
@@ -82,31 +60,15 @@ static case_paged_logits *paged_make(cc_env *e, int fp4, int64_t b, int64_t nn, 
   case_paged_logits *p = cc_xmalloc(sizeof *p);
   *p = (case_paged_logits){.fp4 = fp4, .bf16 = bf16, .ctx_rank = rank, .b = b, .next_n = nn,
                            .h = h, .w = w, .nb = nb, .bs = bs};
-  char msg[256] = "out of memory";
-  upload_or_die(case_paged_logits_gen_check(p, &e->rng) ||
-                    case_paged_logits_upload(&(case_dev){e->clctx, e->clq}, p, 0, msg, sizeof msg),
-                msg);
+  cc_upload(e, &case_paged_logits_ops, p, case_paged_logits_gen_check(p, &e->rng), 0);
   return p;
-}
-
-static void paged_free(void *x) {
-  if (!x) return;
-  case_paged_logits_free(x);
-  free(x);
-}
-
-static dsa_status paged_call(cc_env *e, case_paged_logits *p, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status s = case_paged_logits_call(e->q, p, &ev);
-  cc_after_call(e);
-  return s;
 }
 
 static int paged_case(cc_env *e, int fp4, int64_t b, int64_t nn, int64_t h, int64_t w, int64_t nb,
                       int32_t bs, int rank, int bf16, char *msg, size_t ms) {
   case_paged_logits *p = paged_make(e, fp4, b, nn, h, w, nb, bs, rank, bf16);
   int bad;
-  if (paged_call(e, p, NULL) != DSA_OK) {
+  if (cc_run(e, &case_paged_logits_ops, p, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_indexer_paged_logits: %s", dsa_last_error());
   } else {
     double *ref = cc_xmalloc((size_t)(b * nn * p->mml) * sizeof *ref);
@@ -117,7 +79,7 @@ static int paged_case(cc_env *e, int fp4, int64_t b, int64_t nn, int64_t h, int6
           case_faults(e->q, want_f, "paged mqa logits", msg, ms);
     free(ref);
   }
-  paged_free(p);
+  cc_case_free(&case_paged_logits_ops, p);
   return bad;
 }
 
@@ -144,47 +106,29 @@ static const int64_t rag_row[][5] = {CASE_LOGITS_ROWS(RAG_ROW)};
 #define PAGED_ROW(b, t, nn, qb, qt) {b, t, nn, qb, qt},
 static const int64_t paged_row[][5] = {CASE_PAGED_LOGITS_ROWS(PAGED_ROW)};
 
-static int b_rag_setup(cc_env *e, int fp4, int small, void **st) {
+static int rag_gen(int fp4, int small, case_logits *c) {
   const int64_t *r = rag_row[0];
-  case_logits *c = cc_xmalloc(sizeof *c);
   *c = (case_logits){.fp4 = fp4, .m = small ? r[3] : r[0], .n = small ? r[4] : r[1], .h = r[2],
                      .d = 128};
-  char msg[256];
-  *st = c;
-  return case_logits_gen_bench(c) ||
-         case_logits_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_logits_gen_bench(c);
 }
-static int b_rag8_setup(cc_env *e, int small, void **st) { return b_rag_setup(e, 0, small, st); }
-static int b_rag4_setup(cc_env *e, int small, void **st) { return b_rag_setup(e, 1, small, st); }
-static int b_rag_run(cc_env *e, void *st, cl_event *done) { return rag_call(e, st, done) != DSA_OK; }
+static int b_rag8(cc_env *e, int small, void *c) { return (void)e, rag_gen(0, small, c); }
+static int b_rag4(cc_env *e, int small, void *c) { return (void)e, rag_gen(1, small, c); }
 
-static int b_paged_setup(cc_env *e, int fp4, int small, void **st) {
+static int paged_gen(int fp4, int small, case_paged_logits *c) {
   const int64_t *r = paged_row[0];
-  case_paged_logits *c = cc_xmalloc(sizeof *c);
-  *c = (case_paged_logits){.fp4 = fp4, .ctx_rank = 1, .b = small ? r[3] : r[0], .mml = small ? r[4] : r[1],
-                           .next_n = r[2], .h = 64};
-  char msg[256];
-  *st = c;
-  return case_paged_logits_gen_bench(c) ||
-         case_paged_logits_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  *c = (case_paged_logits){.fp4 = fp4, .ctx_rank = 1, .b = small ? r[3] : r[0],
+                           .mml = small ? r[4] : r[1], .next_n = r[2], .h = 64};
+  return case_paged_logits_gen_bench(c);
 }
-static int b_paged8_setup(cc_env *e, int small, void **st) {
-  return b_paged_setup(e, 0, small, st);
-}
-static int b_paged4_setup(cc_env *e, int small, void **st) {
-  return b_paged_setup(e, 1, small, st);
-}
-static int b_paged_run(cc_env *e, void *st, cl_event *done) {
-  return paged_call(e, st, done) != DSA_OK;
-}
+static int b_paged8(cc_env *e, int small, void *c) { return (void)e, paged_gen(0, small, c); }
+static int b_paged4(cc_env *e, int small, void *c) { return (void)e, paged_gen(1, small, c); }
 
 #define RAG_SHAPE "M=2048 N=8192 H=64"
 #define PAGED_SHAPE "B=64 ctx=32768 next_n=1 H=64"
 const cc_op cc_ops_indexer_logits[] = {
-    {"dsa_indexer_logits", check_rag_fp8, RAG_SHAPE, b_rag8_setup, b_rag_run, rag_free},
-    {"dsa_indexer_logits", check_rag_fp4, RAG_SHAPE, b_rag4_setup, b_rag_run, rag_free},
-    {"dsa_indexer_paged_logits", check_paged_fp8, PAGED_SHAPE, b_paged8_setup, b_paged_run,
-     paged_free},
-    {"dsa_indexer_paged_logits", check_paged_fp4, PAGED_SHAPE, b_paged4_setup, b_paged_run,
-     paged_free},
+    {"dsa_indexer_logits", check_rag_fp8, RAG_SHAPE, CC_BENCH(logits, b_rag8)},
+    {"dsa_indexer_logits", check_rag_fp4, RAG_SHAPE, CC_BENCH(logits, b_rag4)},
+    {"dsa_indexer_paged_logits", check_paged_fp8, PAGED_SHAPE, CC_BENCH(paged_logits, b_paged8)},
+    {"dsa_indexer_paged_logits", check_paged_fp4, PAGED_SHAPE, CC_BENCH(paged_logits, b_paged4)},
     {0}};

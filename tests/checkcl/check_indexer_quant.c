@@ -18,31 +18,15 @@ static case_q_quant *qq_make(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t
   case_q_quant *s = cc_xmalloc(sizeof *s);
   *s = (case_q_quant){.mx = mx, .bad = bad, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE,
                       .t = T, .h = H, .d = D, .r = R, .np = P};
-  char msg[256] = "out of memory";
-  if (case_q_quant_gen_check(s, &e->rng) ||
-      case_q_quant_upload(&(case_dev){e->clctx, e->clq}, s, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: indexer q case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_q_quant_ops, s, case_q_quant_gen_check(s, &e->rng), 0);
   return s;
-}
-static void qq_free(void *p) {
-  if (!p) return;
-  case_q_quant_free(p);
-  free(p);
-}
-static dsa_status qq_call(cc_env *e, case_q_quant *s, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status st = case_q_quant_call(e->q, s, &ev);
-  cc_after_call(e);
-  return st;
 }
 
 static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t P, int mx,
                   int mode, int bad, char *msg, size_t ms) {
   case_q_quant *s = qq_make(e, T, H, D, R, P, mx, mode, bad);
   int rc;
-  if (qq_call(e, s, NULL) != DSA_OK) {
+  if (cc_run(e, &case_q_quant_ops, s, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_q_quant: %s", dsa_last_error());
   } else {
     const int64_t qd = mx ? D / 2 : D;
@@ -58,7 +42,7 @@ static int q_case(cc_env *e, int64_t T, int64_t H, int64_t D, int64_t R, int64_t
          case_faults(e->q, want_f, "indexer q quant", msg, ms);
     free(oq), free(os), free(ow);
   }
-  qq_free(s);
+  cc_case_free(&case_q_quant_ops, s);
   return rc;
 }
 
@@ -79,17 +63,14 @@ static int check_q(cc_env *e, char *msg, size_t ms) {
 /* --bench: dsacl-bench's FP8 row at T = 8192 (its second) and its inputs. */
 #define Q_ROW(name, mx, t, qt) {mx, t, qt},
 static const int64_t q_row[][3] = {CASE_Q_QUANT_ROWS(Q_ROW)};
-static int b_q_setup(cc_env *e, int small, void **st) {
+static int b_q(cc_env *e, int small, void *p) {
+  (void)e;
   const int64_t *r = q_row[1];
-  case_q_quant *c = cc_xmalloc(sizeof *c);
+  case_q_quant *c = p;
   *c = (case_q_quant){.mx = (int)r[0], .t = small ? r[2] : r[1], .h = 64,
                       .np = small ? 4096 : 65536};
-  char msg[256];
-  *st = c;
-  return case_q_quant_gen_bench(c) ||
-         case_q_quant_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_q_quant_gen_bench(c);
 }
-static int b_q_run(cc_env *e, void *st, cl_event *done) { return qq_call(e, st, done) != DSA_OK; }
 
 /* ---- K insert / gather -------------------------------------------------------------- */
 
@@ -100,14 +81,9 @@ static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int m
   case_k_insert c = {.mx = mx, .e2m1 = mode ? DSA_E2M1_LEGACY : DSA_E2M1_RNE, .n = n, .nb = nb,
                      .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_k_insert_gen_check(&c, &e->rng) || case_k_insert_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: k insert case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_k_insert_ops, &c, case_k_insert_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_k_insert_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_k_insert_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_insert: %s", dsa_last_error());
   } else {
     const size_t size = (size_t)(nb * c.stride);
@@ -126,25 +102,12 @@ static int kins_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, int mx, int m
 /* --bench: dsacl-bench's N = 8192 row (its second) and its inputs. */
 #define K_ROW(n, qn) {n, qn},
 static const int64_t k_row[][2] = {CASE_K_INSERT_ROWS(K_ROW)};
-static int b_k_setup(cc_env *e, int small, void **st) {
-  case_k_insert *c = cc_xmalloc(sizeof *c);
+static int b_k(cc_env *e, int small, void *p) {
+  (void)e;
+  case_k_insert *c = p;
   const double pool = small ? CASE_K_POOL_BYTES_QUICK : CASE_K_POOL_BYTES;
   *c = (case_k_insert){.n = k_row[1][small], .nb = (int64_t)ceil(pool / 8640)};
-  char msg[256];
-  *st = c;
-  return case_k_insert_gen_bench(c) ||
-         case_k_insert_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-static int b_k_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_k_insert_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_k_free(void *p) {
-  if (!p) return;
-  case_k_insert_free(p);
-  free(p);
+  return case_k_insert_gen_bench(c);
 }
 
 static int check_kins(cc_env *e, char *msg, size_t ms) {
@@ -163,14 +126,9 @@ static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, in
                      size_t ms) {
   case_k_gather c = {.mx = mx, .r = R, .w = W, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_k_gather_gen_check(&c, &e->rng) || case_k_gather_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: k gather case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_k_gather_ops, &c, case_k_gather_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_k_gather_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_k_gather_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_indexer_k_gather: %s", dsa_last_error());
   } else {
     const int64_t kb = mx ? 64 : 128;
@@ -192,26 +150,13 @@ static int kgat_case(cc_env *e, int64_t R, int64_t W, int64_t nb, int32_t bs, in
 /* --bench: the case's DeepSeek-V4 prefill row. */
 #define KG_ROW(r, t, qr, qt) {r, t, qr, qt},
 static const int64_t kg_row[][4] = {CASE_K_GATHER_ROWS(KG_ROW)};
-static int b_kg_setup(cc_env *e, int small, void **st) {
-  case_k_gather *c = cc_xmalloc(sizeof *c);
+static int b_kg(cc_env *e, int small, void *p) {
+  (void)e;
+  case_k_gather *c = p;
   const double pool = small ? CASE_K_POOL_BYTES_QUICK : CASE_K_POOL_BYTES;
   const int64_t r = kg_row[0][2 * small], t = kg_row[0][1 + 2 * small];
   *c = (case_k_gather){.r = r, .total = r * t, .nb = (int64_t)ceil(pool / 8640)};
-  char msg[256];
-  *st = c;
-  return case_k_gather_gen_bench(c) ||
-         case_k_gather_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-static int b_kg_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_k_gather_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_kg_free(void *p) {
-  if (!p) return;
-  case_k_gather_free(p);
-  free(p);
+  return case_k_gather_gen_bench(c);
 }
 
 static int check_kgat(cc_env *e, char *msg, size_t ms) {
@@ -225,7 +170,7 @@ static int check_kgat(cc_env *e, char *msg, size_t ms) {
 }
 
 const cc_op cc_ops_indexer_quant[] = {
-    {"dsa_indexer_q_quant", check_q, "T=8192 H=64 D=128 R=64", b_q_setup, b_q_run, qq_free},
-    {"dsa_indexer_k_insert", check_kins, "N=8192 FP8", b_k_setup, b_k_run, b_k_free},
-    {"dsa_indexer_k_gather", check_kgat, "R=4 T=8192 FP8", b_kg_setup, b_kg_run, b_kg_free},
+    {"dsa_indexer_q_quant", check_q, "T=8192 H=64 D=128 R=64", CC_BENCH(q_quant, b_q)},
+    {"dsa_indexer_k_insert", check_kins, "N=8192 FP8", CC_BENCH(k_insert, b_k)},
+    {"dsa_indexer_k_gather", check_kgat, "R=4 T=8192 FP8", CC_BENCH(k_gather, b_kg)},
     {0}};

@@ -26,22 +26,14 @@ static void fill_tokens(cc_env *e, uint8_t *cache, int64_t nb, int32_t bs, int64
   }
 }
 
-static void case_fail(const char *msg) {
-  fprintf(stderr, "checkcl: mla cache case: %s\n", msg);
-  exit(2);
-}
-
 /* ---- insert ------------------------------------------------------------------ */
 
 static int insert_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, char *msg, size_t ms) {
   case_mla_insert c = {.n = n, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_insert_gen_check(&c, &e->rng)) case_fail("out of memory");
-  if (case_mla_insert_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  cc_upload(e, &case_mla_insert_ops, &c, case_mla_insert_gen_check(&c, &e->rng), 0);
   int bad;
-  const dsa_status s_ = case_mla_insert_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_insert_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_cache_insert: %s", dsa_last_error());
   } else {
     const size_t size = (size_t)(nb * c.stride);
@@ -70,13 +62,11 @@ static int check_insert(cc_env *e, char *msg, size_t ms) {
 static int slots_case(cc_env *e, int64_t n, int64_t nb, int32_t bs, char *msg, size_t ms) {
   case_mla_slots c = {.s = n, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_slots_gen_check(&c, &e->rng)) case_fail("out of memory");
-  fill_tokens(e, c.cache, nb, bs, c.stride);
-  if (case_mla_slots_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  const int gen = case_mla_slots_gen_check(&c, &e->rng);
+  if (!gen) fill_tokens(e, c.cache, nb, bs, c.stride);
+  cc_upload(e, &case_mla_slots_ops, &c, gen, 0);
   int bad;
-  const dsa_status s_ = case_mla_slots_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_slots_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_slots: %s", dsa_last_error());
   } else {
     const size_t ob = (size_t)n * 1024;
@@ -106,13 +96,11 @@ static int paged_case(cc_env *e, int64_t r, int64_t w, int64_t nb, int32_t bs, i
                       char *msg, size_t ms) {
   case_mla_paged c = {.has_gl = with_gl, .r = r, .w = w, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mla_paged_gen_check(&c, &e->rng)) case_fail("out of memory");
-  fill_tokens(e, c.cache, nb, bs, c.stride);
-  if (case_mla_paged_upload(&d, &c, 0, msg, ms)) case_fail(msg);
+  const int gen = case_mla_paged_gen_check(&c, &e->rng);
+  if (!gen) fill_tokens(e, c.cache, nb, bs, c.stride);
+  cc_upload(e, &case_mla_paged_ops, &c, gen, 0);
   int bad;
-  const dsa_status s_ = case_mla_paged_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_mla_paged_ops, &c, NULL) != DSA_OK) {
     bad = CC_FAIL(msg, ms, "dsa_mla_gather_paged: %s", dsa_last_error());
   } else {
     const size_t ob = (size_t)(r * c.max_t) * 1024;
@@ -155,61 +143,30 @@ static const int64_t slots_row[][2] = {CASE_MLA_SLOTS_ROWS(SLOTS_ROW)};
 #define PAGED_ROW(r, t, qr, qt) {r, t, qr, qt},
 static const int64_t paged_row[][4] = {CASE_MLA_PAGED_ROWS(PAGED_ROW)};
 
-typedef struct b_state {
-  const case_ops *ops;
-  void *c;
-} b_state;
-
-static int b_upload(cc_env *e, b_state *s) {
-  char msg[256];
-  return s->ops->upload(&(case_dev){e->clctx, e->clq}, s->c, 0, msg, sizeof msg);
-}
-
-static int b_insert_setup(cc_env *e, int small, void **st) {
-  b_state *s = cc_xmalloc(sizeof *s);
-  case_mla_insert *c = cc_xmalloc(sizeof *c);
-  *s = (b_state){&case_mla_insert_ops, c};
-  *st = s;
+static int b_insert(cc_env *e, int small, void *p) {
+  (void)e;
+  case_mla_insert *c = p;
   *c = (case_mla_insert){.n = ins_row[1][small], .whole = (int)ins_row[1][2], .nb = b_pool(small)};
-  return case_mla_insert_gen_bench(c) || b_upload(e, s);
+  return case_mla_insert_gen_bench(c);
 }
 
-static int b_slots_setup(cc_env *e, int small, void **st) {
-  b_state *s = cc_xmalloc(sizeof *s);
-  case_mla_slots *c = cc_xmalloc(sizeof *c);
-  *s = (b_state){&case_mla_slots_ops, c};
-  *st = s;
+static int b_slots(cc_env *e, int small, void *p) {
+  (void)e;
+  case_mla_slots *c = p;
   *c = (case_mla_slots){.s = slots_row[0][small], .nb = b_pool(small)};
-  return case_mla_slots_gen_bench(c) || b_upload(e, s);
+  return case_mla_slots_gen_bench(c);
 }
 
-static int b_paged_setup(cc_env *e, int small, void **st) {
-  b_state *s = cc_xmalloc(sizeof *s);
-  case_mla_paged *c = cc_xmalloc(sizeof *c);
-  *s = (b_state){&case_mla_paged_ops, c};
-  *st = s;
+static int b_paged(cc_env *e, int small, void *p) {
+  (void)e;
+  case_mla_paged *c = p;
   *c = (case_mla_paged){.r = paged_row[0][2 * small], .max_t = paged_row[0][1 + 2 * small],
                         .nb = b_pool(small)};
-  return case_mla_paged_gen_bench(c) || b_upload(e, s);
-}
-
-static int b_run(cc_env *e, void *p, cl_event *done) {
-  const b_state *s = p;
-  dsa_events ev = {0, NULL, done};
-  const dsa_status st = s->ops->call(e->q, s->c, &ev);
-  cc_after_call(e);
-  return st != DSA_OK;
-}
-
-static void b_free(void *p) {
-  b_state *s = p;
-  if (!s) return;
-  if (s->c) s->ops->free(s->c);
-  free(s->c), free(s);
+  return case_mla_paged_gen_bench(c);
 }
 
 const cc_op cc_ops_mla_cache[] = {
-    {"dsa_mla_cache_insert", check_insert, "N=8192", b_insert_setup, b_run, b_free},
-    {"dsa_mla_gather_slots", check_slots, "64x640 (S=40960)", b_slots_setup, b_run, b_free},
-    {"dsa_mla_gather_paged", check_paged, "R=4 T=8192", b_paged_setup, b_run, b_free},
+    {"dsa_mla_cache_insert", check_insert, "N=8192", CC_BENCH(mla_insert, b_insert)},
+    {"dsa_mla_gather_slots", check_slots, "64x640 (S=40960)", CC_BENCH(mla_slots, b_slots)},
+    {"dsa_mla_gather_paged", check_paged, "R=4 T=8192", CC_BENCH(mla_paged, b_paged)},
     {0}};

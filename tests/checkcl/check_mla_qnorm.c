@@ -15,14 +15,9 @@ static int qn_case(cc_env *e, int64_t t, int64_t h, int64_t nb, int32_t bs, int6
                    char *msg, size_t ms) {
   case_qnorm c = {.bad = bad, .t = t, .h = h, .np = npos, .nb = nb, .bs = bs};
   const case_dev d = {e->clctx, e->clq};
-  if (case_qnorm_gen_check(&c, &e->rng) || case_qnorm_upload(&d, &c, 0, msg, ms)) {
-    fprintf(stderr, "checkcl: qnorm case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_qnorm_ops, &c, case_qnorm_gen_check(&c, &e->rng), 0);
   int rc;
-  const dsa_status s_ = case_qnorm_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_qnorm_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_mla_qnorm_rope_kv_insert: %s", dsa_last_error());
   } else {
     const size_t qb = (size_t)(t * h) * 1024, size = (size_t)(nb * c.stride);
@@ -55,28 +50,15 @@ static int check_qnorm(cc_env *e, char *msg, size_t ms) {
 /* --bench: dsacl-bench's first row and its inputs. */
 #define QN_ROW(t, h, qt) {t, qt, h},
 static const int64_t qn_row[][3] = {CASE_QNORM_ROWS(QN_ROW)};
-static int b_setup(cc_env *e, int small, void **st) {
-  case_qnorm *c = cc_xmalloc(sizeof *c);
+static int b_gen(cc_env *e, int small, void *p) {
+  (void)e;
+  case_qnorm *c = p;
   const double pool = small ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES;
   *c = (case_qnorm){.t = qn_row[0][small], .h = qn_row[0][2],
                     .np = small ? CASE_QNORM_POS_QUICK : CASE_QNORM_POS,
                     .nb = (int64_t)ceil(pool / CASE_MLA_BENCH_STRIDE)};
-  char msg[256];
-  *st = c;
-  return case_qnorm_gen_bench(c) ||
-         case_qnorm_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-static int b_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_qnorm_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_free(void *p) {
-  if (!p) return;
-  case_qnorm_free(p);
-  free(p);
+  return case_qnorm_gen_bench(c);
 }
 
 const cc_op cc_ops_mla_qnorm[] = {
-    {"dsa_mla_qnorm_rope_kv_insert", check_qnorm, "T=64 H=64", b_setup, b_run, b_free}, {0}};
+    {"dsa_mla_qnorm_rope_kv_insert", check_qnorm, "T=64 H=64", CC_BENCH(qnorm, b_gen)}, {0}};

@@ -14,15 +14,11 @@ static int mn_case(cc_env *e, int head, int64_t t, int64_t h, int64_t hc, int w_
                    size_t ms) {
   case_mtp c = {.head = head, .t = t, .h = h, .hc = hc, .w_bf16 = w_bf16};
   const case_dev d = {e->clctx, e->clq};
-  if (case_mtp_gen_check(&c, &e->rng) || case_mtp_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: mtp norm case: %s\n", msg);
-    exit(2);
-  }
-  const char *name = head ? case_mtp_head_ops.op : case_mtp_ops.op;
+  const case_ops *ops = head ? &case_mtp_head_ops : &case_mtp_ops;
+  const char *name = ops->op;
+  cc_upload(e, ops, &c, case_mtp_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_mtp_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", name, dsa_last_error());
   } else {
     const dsa_mtp_params p = case_mtp_params(&c);
@@ -65,29 +61,15 @@ static int check_head(cc_env *e, char *msg, size_t ms) {
 /* --bench: dsacl-bench's first row of each operator and its inputs. */
 #define MN_ROW(t, h, qt) {t, qt, h},
 static const int64_t mn_row[][3] = {CASE_MTP_ROWS(MN_ROW)};
-static int setup(cc_env *e, int head, int small, void **st) {
-  case_mtp *c = cc_xmalloc(sizeof *c);
+static int gen(int head, int small, case_mtp *c) {
   *c = (case_mtp){.head = head, .t = mn_row[0][small], .h = mn_row[0][2]};
-  char msg[256];
-  *st = c;
-  return case_mtp_gen_bench(c) ||
-         case_mtp_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_mtp_gen_bench(c);
 }
-static int b_setup_in(cc_env *e, int small, void **st) { return setup(e, 0, small, st); }
-static int b_setup_head(cc_env *e, int small, void **st) { return setup(e, 1, small, st); }
-static int b_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_mtp_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_free(void *p) {
-  if (!p) return;
-  case_mtp_free(p);
-  free(p);
-}
+static int b_gen_in(cc_env *e, int small, void *c) { return (void)e, gen(0, small, c); }
+static int b_gen_head(cc_env *e, int small, void *c) { return (void)e, gen(1, small, c); }
 
 const cc_op cc_ops_mtp_norm[] = {
-    {"dsa_mtp_input_rmsnorm", check_input, "T=64 H=4096 HC=4", b_setup_in, b_run, b_free},
-    {"dsa_mtp_shared_head_rmsnorm", check_head, "T=64 H=4096", b_setup_head, b_run, b_free},
+    {"dsa_mtp_input_rmsnorm", check_input, "T=64 H=4096 HC=4", CC_BENCH(mtp, b_gen_in)},
+    {"dsa_mtp_shared_head_rmsnorm", check_head, "T=64 H=4096", &case_mtp_head_ops,
+     sizeof(case_mtp), b_gen_head},
     {0}};

@@ -16,14 +16,9 @@ static int oq_case(cc_env *e, int64_t t, int64_t h, int64_t g, int64_t npos, int
                    char *msg, size_t ms) {
   case_oq c = {.packed = packed, .bad = bad, .t = t, .h = h, .g = g, .np = npos};
   const case_dev d = {e->clctx, e->clq};
-  if (case_oq_gen_check(&c, &e->rng) || case_oq_upload(&d, &c, FILL, msg, ms)) {
-    fprintf(stderr, "checkcl: output quant case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_oq_ops, &c, case_oq_gen_check(&c, &e->rng), FILL);
   int rc;
-  const dsa_status s_ = case_oq_call(e->q, &c, NULL);
-  cc_after_call(e);
-  if (s_ != DSA_OK) {
+  if (cc_run(e, &case_oq_ops, &c, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_output_inv_rope_fp8_quant: %s", dsa_last_error());
   } else {
     const int64_t hpg = h / g, kk = packed ? hpg : 4 * hpg;
@@ -57,26 +52,13 @@ static int check_oq(cc_env *e, char *msg, size_t ms) {
 /* --bench: dsacl-bench's first row and its inputs. */
 #define OQ_ROW(t, h, g, pk, qt) {t, qt, h, g, pk},
 static const int64_t oq_row[][5] = {CASE_OQ_ROWS(OQ_ROW)};
-static int b_setup(cc_env *e, int small, void **st) {
-  case_oq *c = cc_xmalloc(sizeof *c);
+static int b_gen(cc_env *e, int small, void *p) {
+  (void)e;
+  case_oq *c = p;
   *c = (case_oq){.t = oq_row[0][small], .h = oq_row[0][2], .g = oq_row[0][3],
                  .packed = (int)oq_row[0][4]};
-  char msg[256];
-  *st = c;
-  return case_oq_gen_bench(c) ||
-         case_oq_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
-}
-static int b_run(cc_env *e, void *st, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  const dsa_status s = case_oq_call(e->q, st, &ev);
-  cc_after_call(e);
-  return s != DSA_OK;
-}
-static void b_free(void *p) {
-  if (!p) return;
-  case_oq_free(p);
-  free(p);
+  return case_oq_gen_bench(c);
 }
 
 const cc_op cc_ops_output_quant[] = {
-    {"dsa_output_inv_rope_fp8_quant", check_oq, "T=64 H=64 G=8", b_setup, b_run, b_free}, {0}};
+    {"dsa_output_inv_rope_fp8_quant", check_oq, "T=64 H=64 G=8", CC_BENCH(oq, b_gen)}, {0}};

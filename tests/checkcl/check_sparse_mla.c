@@ -48,22 +48,30 @@ typedef struct ab {
   dsa_tensor tq, tkv, ti, tl, ts, to, te;
 } ab;
 
-static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad) {
-  ab *a = cc_xmalloc(sizeof *a);
-  *a = (ab){.t = t, .h = h, .s = s, .k = k};
+/* The host inputs of a bf16 case (the shape set). */
+static void ab_gen(cc_env *e, ab *a, int bad) {
+  const int64_t t = a->t, h = a->h, s = a->s, k = a->k;
   a->q = make_q(e, t * h * 512);
   a->kv = make_q(e, s * 512);
   a->idx = cc_xmalloc((size_t)(t * k) * 4 + 4);
   a->lens = cc_xmalloc((size_t)t * 4 + 4);
   make_idx(e, a->idx, a->lens, t, k, s, bad);
   a->sink = make_sink(e, h);
-  a->mq = cc_buf(e, (size_t)(t * h) * 1024, a->q);
-  a->mkv = cc_buf(e, (size_t)s * 1024, a->kv);
-  a->mi = cc_buf(e, (size_t)(t * k) * 4, a->idx);
-  a->ml = cc_buf(e, (size_t)t * 4, a->lens);
-  a->ms = cc_buf(e, (size_t)h * 4, a->sink);
-  a->mo = cc_buf(e, (size_t)(t * h) * 1024, NULL);
-  a->me = cc_buf(e, (size_t)(t * h) * 4, NULL);
+}
+
+/* The bf16 form as case ops (the bench's): device buffers and tensors. */
+static int ab_upload(const case_dev *d, void *p, unsigned char fill, char *msg, size_t ms) {
+  ab *a = p;
+  const int64_t t = a->t, h = a->h, s = a->s, k = a->k;
+  if (!(a->mq = case_buf(d, (size_t)(t * h) * 1024, a->q, 0)) ||
+      !(a->mkv = case_buf(d, (size_t)s * 1024, a->kv, 0)) ||
+      !(a->mi = case_buf(d, (size_t)(t * k) * 4, a->idx, 0)) ||
+      !(a->ml = case_buf(d, (size_t)t * 4, a->lens, 0)) ||
+      !(a->ms = case_buf(d, (size_t)h * 4, a->sink, 0)) ||
+      !(a->mo = case_buf(d, (size_t)(t * h) * 1024, NULL, fill)) ||
+      !(a->me = case_buf(d, (size_t)(t * h) * 4, NULL, fill)))
+    return CC_FAIL(msg, ms, "dsa_sparse_attn_bf16: buffers of T=%lld H=%lld S=%lld K=%lld",
+                   (long long)t, (long long)h, (long long)s, (long long)k);
   a->tq = cc_t(a->mq, DSA_BF16, 3, (int64_t[]){t, h, 512});
   a->tkv = cc_t(a->mkv, DSA_BF16, 2, (int64_t[]){s, 512});
   a->ti = cc_t(a->mi, DSA_I32, 2, (int64_t[]){t, k});
@@ -71,31 +79,36 @@ static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
   a->ts = cc_t(a->ms, DSA_F32, 1, (int64_t[]){h});
   a->to = cc_t(a->mo, DSA_BF16, 3, (int64_t[]){t, h, 512});
   a->te = cc_t(a->me, DSA_F32, 2, (int64_t[]){t, h});
-  return a;
+  return 0;
 }
-static void ab_free(void *p) {
+static void ab_release(void *p) {
   ab *a = p;
-  if (!a) return;
   free(a->q), free(a->kv), free(a->idx), free(a->lens), free(a->sink);
   cc_free(&a->mq), cc_free(&a->mkv), cc_free(&a->mi), cc_free(&a->ml), cc_free(&a->ms);
   cc_free(&a->mo), cc_free(&a->me);
-  free(a);
 }
-static dsa_status ab_call(cc_env *e, ab *a, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_sparse_params p;
-  dsa_sparse_params_default(&p);
-  dsa_status s = dsa_sparse_attn_bf16(e->q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te,
-                                      &p, &ev);
-  cc_after_call(e);
-  return s;
+static dsa_status ab_call_v(dsa_queue *q, const void *p, const dsa_events *ev) {
+  ab *a = (ab *)p;
+  dsa_sparse_params prm;
+  dsa_sparse_params_default(&prm);
+  return dsa_sparse_attn_bf16(q, &a->tq, &a->tkv, &a->ti, &a->tl, &a->ts, &a->to, &a->te, &prm,
+                              ev);
+}
+static const case_ops ab_ops = {"dsa_sparse_attn_bf16", ab_upload, ab_call_v, NULL, ab_release};
+
+static ab *ab_make(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad) {
+  ab *a = cc_xmalloc(sizeof *a);
+  *a = (ab){.t = t, .h = h, .s = s, .k = k};
+  ab_gen(e, a, bad);
+  cc_upload(e, &ab_ops, a, 0, 0);
+  return a;
 }
 
 static int ab_case(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int bad, char *msg,
                    size_t ms) {
   ab *a = ab_make(e, t, h, s, k, bad);
   int rc;
-  if (ab_call(e, a, NULL) != DSA_OK) {
+  if (cc_run(e, &ab_ops, a, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "dsa_sparse_attn_bf16: %s", dsa_last_error());
   } else {
     const uint32_t f = cc_faults(e);
@@ -113,7 +126,7 @@ static int ab_case(cc_env *e, int64_t t, int64_t h, int64_t s, int64_t k, int ba
     if (!rc && f != wf) rc = CC_FAIL(msg, ms, "%s: faults 0x%x, want 0x%x", what, f, wf);
     free(want), free(wlse), free(got), free(lse);
   }
-  ab_free(a);
+  cc_case_free(&ab_ops, a);
   return rc;
 }
 
@@ -135,31 +148,15 @@ static case_mla_decode *dec_make(cc_env *e, int two, int64_t t, int64_t h, int64
   *d = (case_mla_decode){.two = two, .bad = bad, .t = t, .h = h};
   d->s1 = (case_mla_set){.nb = nb, .bs = bs, .k = k1};
   d->s2 = (case_mla_set){.nb = 1 + nb / 2, .bs = 64, .k = k2};
-  char msg[256] = "out of memory";
-  if (case_mla_decode_gen_check(d, &e->rng) ||
-      case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, d, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: sparse MLA case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_mla_decode_ops, d, case_mla_decode_gen_check(d, &e->rng), 0);
   return d;
-}
-static void dec_free(void *p) {
-  if (!p) return;
-  case_mla_decode_free(p);
-  free(p);
-}
-static dsa_status dec_call(cc_env *e, case_mla_decode *d, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status s = case_mla_decode_call(e->q, d, &ev);
-  cc_after_call(e);
-  return s;
 }
 
 static int dec_case(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_t k2, int64_t nb,
                     int32_t bs, int bad, char *msg, size_t ms) {
   case_mla_decode *d = dec_make(e, two, t, h, k1, k2, nb, bs, bad);
   int rc;
-  if (dec_call(e, d, NULL) != DSA_OK) {
+  if (cc_run(e, &case_mla_decode_ops, d, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", two ? "dsa_sparse_mla_decode_two_stage" : "dsa_sparse_mla_decode",
                  dsa_last_error());
   } else {
@@ -176,7 +173,7 @@ static int dec_case(cc_env *e, int two, int64_t t, int64_t h, int64_t k1, int64_
          case_faults(e->q, wf, "sparse MLA decode", msg, ms);
     free(want), free(wlse);
   }
-  dec_free(d);
+  cc_case_free(&case_mla_decode_ops, d);
   return rc;
 }
 
@@ -199,37 +196,30 @@ static int check_two(cc_env *e, char *msg, size_t ms) { return check_dec(e, 1, m
 
 /* ---- bench: V4 decode, H = 128 (one rank of 64 heads x 2), SWA 128 + top-512 --------- */
 
-static int b_ab_setup(cc_env *e, int small, void **st) {
-  *st = small ? ab_make(e, 4, 64, 4096, 512, 0) : ab_make(e, 64, 128, 65536, 640, 0);
-  ab *a = *st;
+static int b_ab(cc_env *e, int small, void *p) {
+  ab *a = p;
+  *a = small ? (ab){.t = 4, .h = 64, .s = 4096, .k = 512} : (ab){.t = 64, .h = 128, .s = 65536, .k = 640};
+  ab_gen(e, a, 0);
   for (int64_t i = 0; i < a->t; i++) a->lens[i] = (int32_t)a->k;
-  clEnqueueWriteBuffer(e->clq, a->ml, CL_TRUE, 0, (size_t)a->t * 4, a->lens, 0, NULL, NULL);
   return 0;
 }
-static int b_ab_run(cc_env *e, void *st, cl_event *done) { return ab_call(e, st, done) != DSA_OK; }
 /* dsacl-bench's first decode row and its inputs (the quick pool when small). */
 #define DEC_ROW(t, h, k2, qt, qh) {t, h, k2, qt, qh},
 static const int64_t dec_row[][5] = {CASE_MLA_DECODE_ROWS(DEC_ROW)};
-static int b_dec_setup(cc_env *e, int small, int two, void **st) {
+static int b_dec(int small, int two, case_mla_decode *c) {
   const int64_t *r = dec_row[0];
-  case_mla_decode *c = cc_xmalloc(sizeof *c);
   *c = (case_mla_decode){.two = two, .no_lse = 1, .t = small ? r[3] : r[0], .h = small ? r[4] : r[1]};
   c->s1.k = 128, c->s2.k = r[2];
   c->s1.nb = (int64_t)ceil((small ? CASE_MLA_POOL_BYTES_QUICK : CASE_MLA_POOL_BYTES) /
                            CASE_MLA_BENCH_STRIDE);
-  char msg[256];
-  *st = c;
-  return case_mla_decode_gen_bench(c) ||
-         case_mla_decode_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg, sizeof msg);
+  return case_mla_decode_gen_bench(c);
 }
-static int b_fused_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 0, st); }
-static int b_two_setup(cc_env *e, int small, void **st) { return b_dec_setup(e, small, 1, st); }
-static int b_dec_run(cc_env *e, void *st, cl_event *done) { return dec_call(e, st, done) != DSA_OK; }
+static int b_fused(cc_env *e, int small, void *c) { return (void)e, b_dec(small, 0, c); }
+static int b_two(cc_env *e, int small, void *c) { return (void)e, b_dec(small, 1, c); }
 
 const cc_op cc_ops_sparse_mla[] = {
-    {"dsa_sparse_attn_bf16", check_bf16, "T=64 H=128 K=640", b_ab_setup, b_ab_run, ab_free},
-    {"dsa_sparse_mla_decode", check_fused, "T=64 H=64 K=128+512", b_fused_setup, b_dec_run,
-     dec_free},
-    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=64 K=128+512", b_two_setup,
-     b_dec_run, dec_free},
+    {"dsa_sparse_attn_bf16", check_bf16, "T=64 H=128 K=640", &ab_ops, sizeof(ab), b_ab},
+    {"dsa_sparse_mla_decode", check_fused, "T=64 H=64 K=128+512", CC_BENCH(mla_decode, b_fused)},
+    {"dsa_sparse_mla_decode_two_stage", check_two, "T=64 H=64 K=128+512",
+     CC_BENCH(mla_decode, b_two)},
     {0}};

@@ -24,31 +24,15 @@ static case_topk *tk_make(cc_env *e, int decode, int64_t rows_or_b, int64_t nn, 
   case_topk *s = cc_xmalloc(sizeof *s);
   *s = (case_topk){.decode = decode, .rows = decode ? rows_or_b * nn : rows_or_b, .n = n,
                    .b = rows_or_b, .next_n = (int32_t)nn, .lens_rank = rank, .k = k, .bad = bad};
-  char msg[256] = "out of memory";
-  const case_dev d = {e->clctx, e->clq};
-  if (case_topk_gen_check(s, &e->rng) || case_topk_upload(&d, s, 0, msg, sizeof msg)) {
-    fprintf(stderr, "checkcl: top-k case: %s\n", msg);
-    exit(2);
-  }
+  cc_upload(e, &case_topk_ops, s, case_topk_gen_check(s, &e->rng), 0);
   return s;
-}
-static void tk_free(void *p) {
-  if (!p) return;
-  case_topk_free(p);
-  free(p);
-}
-static dsa_status tk_call(cc_env *e, case_topk *s, cl_event *done) {
-  dsa_events ev = {0, NULL, done};
-  dsa_status st = case_topk_call(e->q, s, &ev);
-  cc_after_call(e);
-  return st;
 }
 
 static int tk_case(cc_env *e, int decode, int64_t rb, int64_t nn, int64_t n, int32_t k, int rank,
                    int bad, char *msg, size_t ms) {
   case_topk *s = tk_make(e, decode, rb, nn, n, k, rank, bad);
   int rc;
-  if (tk_call(e, s, NULL) != DSA_OK) {
+  if (cc_run(e, &case_topk_ops, s, NULL) != DSA_OK) {
     rc = CC_FAIL(msg, ms, "%s: %s", decode ? "dsa_topk_decode" : "dsa_topk_prefill",
                  dsa_last_error());
   } else {
@@ -60,7 +44,7 @@ static int tk_case(cc_env *e, int decode, int64_t rb, int64_t nn, int64_t n, int
          case_faults(e->q, wf, "top-k", msg, ms);
     free(want);
   }
-  tk_free(s);
+  cc_case_free(&case_topk_ops, s);
   return rc;
 }
 
@@ -110,26 +94,19 @@ static const int64_t dec_row[][6] = {CASE_TOPK_ROWS(FIRST_ROW)};
 #define PRE_ROW(r, n, k, qr, qn) {r, n, k, qr, qn},
 static const int64_t pre_row[][5] = {CASE_TOPK_PREFILL_ROW(PRE_ROW)};
 
-static int b_setup(cc_env *e, int decode, const int64_t *row, int bf16, int small, void **st) {
-  case_topk *c = cc_xmalloc(sizeof *c);
+static int gen(int decode, const int64_t *row, int bf16, int small, case_topk *c) {
   const int64_t rows = small ? row[3] : row[0], n = small ? row[4] : row[1];
   *c = (case_topk){.decode = decode, .bf16 = bf16, .rows = rows, .n = n, .b = rows,
                    .next_n = 1, .lens_rank = 1, .k = (int32_t)row[2]};
-  char msg[256];
-  *st = c;
-  return case_topk_gen_bench(c) || case_topk_upload(&(case_dev){e->clctx, e->clq}, c, 0, msg,
-                                                    sizeof msg);
+  return case_topk_gen_bench(c);
 }
-static int b_pre_setup(cc_env *e, int small, void **st) {
-  return b_setup(e, 0, pre_row[0], 0, small, st);
+static int b_pre(cc_env *e, int small, void *c) { return (void)e, gen(0, pre_row[0], 0, small, c); }
+static int b_dec(cc_env *e, int small, void *c) {
+  return (void)e, gen(1, dec_row[0], (int)dec_row[0][5], small, c);
 }
-static int b_dec_setup(cc_env *e, int small, void **st) {
-  return b_setup(e, 1, dec_row[0], (int)dec_row[0][5], small, st);
-}
-static int b_run(cc_env *e, void *st, cl_event *done) { return tk_call(e, st, done) != DSA_OK; }
 
 const cc_op cc_ops_topk[] = {
-    {"dsa_topk_prefill", check_prefill, "rows=4096 N=65536 k=512", b_pre_setup, b_run, tk_free},
-    {"dsa_topk_decode", check_decode, "64x32768 k=512 (dsacl-bench's first)", b_dec_setup, b_run,
-     tk_free},
+    {"dsa_topk_prefill", check_prefill, "rows=4096 N=65536 k=512", CC_BENCH(topk, b_pre)},
+    {"dsa_topk_decode", check_decode, "64x32768 k=512 (dsacl-bench's first)",
+     CC_BENCH(topk, b_dec)},
     {0}};

@@ -307,12 +307,54 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+void cc_upload(cc_env *e, const case_ops *ops, void *c, int gen, unsigned char fill) {
+  char msg[256] = "out of memory";
+  if (gen || ops->upload(&(case_dev){e->clctx, e->clq}, c, fill, msg, sizeof msg)) {
+    fprintf(stderr, "checkcl: %s case: %s\n", ops->op, msg);
+    exit(2);
+  }
+}
+
+dsa_status cc_run(cc_env *e, const case_ops *ops, const void *c, cl_event *done) {
+  const dsa_events ev = {0, NULL, done};
+  const dsa_status s = ops->call(e->q, c, &ev);
+  cc_after_call(e);
+  return s;
+}
+
+void cc_case_free(const case_ops *ops, void *c) {
+  if (!c) return;
+  ops->free(c);
+  free(c);
+}
+
+/* The one bench wrapper: op's case st enqueued once, ev.done = *done. */
+static int bench_call(cc_env *e, const cc_op *op, void *st, cl_event *done) {
+  return cc_run(e, op->bench_ops, st, done) != DSA_OK;
+}
+
+/* A zeroed case of op's form with its bench shape and inputs, uploaded;
+ * NULL (the row's err set) on failure. */
+static void *bench_setup(cc_env *e, const cc_op *op, int small, char *err, size_t n) {
+  void *st = cc_xmalloc(op->bench_size);
+  char msg[256] = "";
+  if (op->bench_gen(e, small, st) ||
+      op->bench_ops->upload(&(case_dev){e->clctx, e->clq}, st, 0, msg, sizeof msg)) {
+    snprintf(err, n, "setup failed: %s", dsa_last_error());
+    cc_case_free(op->bench_ops, st);
+    return NULL;
+  }
+  return st;
+}
+
+static void bench_free(const cc_op *op, void *st) { cc_case_free(op->bench_ops, st); }
+
 static double time_op(cc_env *e, const cc_op *op, void *st, cl_mem flush, size_t flush_bytes,
                       int warm, int runs) {
   double t[64];
   for (int i = 0; i < warm; i++) {
     cl_event d = NULL;
-    if (op->bench_run(e, st, &d)) return -1;
+    if (bench_call(e, op, st, &d)) return -1;
     if (d) clReleaseEvent(d);
   }
   clFinish(e->clq);
@@ -321,7 +363,7 @@ static double time_op(cc_env *e, const cc_op *op, void *st, cl_mem flush, size_t
     if (flush) clEnqueueFillBuffer(e->clq, flush, &z, 1, 0, flush_bytes, 0, NULL, NULL);
     cl_event m0 = NULL, d = NULL;
     clEnqueueMarkerWithWaitList(e->clq, 0, NULL, &m0);
-    if (op->bench_run(e, st, &d) || !d) return -1;
+    if (bench_call(e, op, st, &d) || !d) return -1;
     clWaitForEvents(1, &d);
     cl_ulong a = 0, b = 0;
     clGetEventProfilingInfo(m0, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL);
@@ -353,18 +395,14 @@ static int bench(unsigned has, int small, int json, int runs) {
     cl_mem flush = cc_buf(&e, fb, NULL);
     for (int oi = 0; oi < nops; oi++) {
       const cc_op *op = ops[oi];
-      if (!op->bench_setup || !should_run(c, oi, &masks[mi], has)) continue;
-      void *st = NULL;
-      if (op->bench_setup(&e, small, &st)) {
-        snprintf(rows[oi].err, sizeof rows[oi].err, "setup failed: %s", dsa_last_error());
-        if (op->bench_free) op->bench_free(st);
-        continue;
-      }
+      if (!op->bench_ops || !should_run(c, oi, &masks[mi], has)) continue;
+      void *st = bench_setup(&e, op, small, rows[oi].err, sizeof rows[oi].err);
+      if (!st) continue;
       cl_event d = NULL;
       e.nseen = 0;
-      if (op->bench_run(&e, st, &d)) {
+      if (bench_call(&e, op, st, &d)) {
         snprintf(rows[oi].err, sizeof rows[oi].err, "%s", dsa_last_error());
-        op->bench_free(st);
+        bench_free(op, st);
         continue;
       }
       if (d) clReleaseEvent(d);
@@ -378,7 +416,7 @@ static int bench(unsigned has, int small, int json, int runs) {
         rows[oi].ms[k] = ms;
       }
       clFinish(e.clq);
-      op->bench_free(st);
+      bench_free(op, st);
     }
     cc_free(&flush);
     dsa_queue_destroy(&q);
@@ -389,7 +427,7 @@ static int bench(unsigned has, int small, int json, int runs) {
            small ? "true" : "false", runs);
     int first = 1;
     for (int oi = 0; oi < nops; oi++) {
-      if (!ops[oi]->bench_setup) continue;
+      if (!ops[oi]->bench_ops) continue;
       printf("%s\n    {\"op\": \"%s\", \"shape\": \"%s\", \"variants\": [", first ? "" : ",",
              ops[oi]->name, small ? "small" : ops[oi]->bench_shape);
       first = 0;
@@ -404,7 +442,7 @@ static int bench(unsigned has, int small, int json, int runs) {
   printf("device: %s; median of %d runs (ms), %s shapes\n", dev, runs,
          small ? "small" : "DeepSeek-V4");
   for (int oi = 0; oi < nops; oi++) {
-    if (!ops[oi]->bench_setup) continue;
+    if (!ops[oi]->bench_ops) continue;
     printf("%-32s %-28s", ops[oi]->name, small ? "(small shape)" : ops[oi]->bench_shape);
     for (int k = 0; k < rows[oi].nvar; k++)
       printf("  %s %.3f", rows[oi].var[k], rows[oi].ms[k]);

@@ -6,6 +6,8 @@
 #define DSACL_CHECKCL_H
 
 #include <dsacl/dsacl.h>
+
+#include "cases.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,21 +25,38 @@ typedef struct cc_env {
 } cc_env;
 
 /* One operator's description. check runs its cases and returns 0, or 1 with
- * the first difference (and the case) in msg. bench_setup builds the
- * DeepSeek-V4 shape (small: a shape that takes seconds on a CPU device),
- * bench_run enqueues one call with ev.done = *done. */
+ * the first difference (and the case) in msg. --bench times the operator's
+ * case form (tools/cases): bench_gen sets the DeepSeek-V4 shape (small: a
+ * shape that takes seconds on a CPU device) in a zeroed case struct of
+ * bench_size bytes and draws its inputs (0, or nonzero on failure);
+ * checkcl.c then runs bench_ops' upload, call (with ev.done) and free, the
+ * one bench wrapper of every operator. */
 typedef struct cc_op {
   const char *name; /* the public operator */
   int (*check)(cc_env *e, char *msg, size_t n);
   const char *bench_shape; /* in words */
-  int (*bench_setup)(cc_env *e, int small, void **st);
-  int (*bench_run)(cc_env *e, void *st, cl_event *done);
-  void (*bench_free)(void *st);
+  const case_ops *bench_ops;
+  size_t bench_size;
+  int (*bench_gen)(cc_env *e, int small, void *c);
 } cc_op;
+/* The bench fields of case form T (case_T, case_T_ops) with generator gen. */
+#define CC_BENCH(T, gen) &case_##T##_ops, sizeof(case_##T), gen
 
 /* Call after every operator call of a case: records the variant it picked
  * and clears the record. */
 void cc_after_call(cc_env *e);
+
+/* ---- a case's steps over its form's case ops (checks and bench alike) -----
+ * cc_upload: c's inputs have been drawn (gen: the form's generator result,
+ * 0, or nonzero when out of memory); uploads them, the outputs filled with
+ * fill. A failure here is the harness's, not the operator's: the program
+ * stops (exit 2) naming the form.
+ * cc_run: the operator on c, ev.done = done (may be NULL), the variant it
+ * picked recorded (cc_after_call).
+ * cc_case_free: ops->free(c), then free(c) (a case from cc_xmalloc). */
+void cc_upload(cc_env *e, const case_ops *ops, void *c, int gen, unsigned char fill);
+dsa_status cc_run(cc_env *e, const case_ops *ops, const void *c, cl_event *done);
+void cc_case_free(const case_ops *ops, void *c);
 
 /* ---- helpers ------------------------------------------------------------- */
 int64_t cc_rnd(cc_env *e, int64_t n);         /* [0, n) */

@@ -350,7 +350,7 @@ static dsa_status sig_call(int i, const dsa_tensor **t, const dsa_paged_cache **
     case 10:
       return dsa_indexer_paged_logits(q, t[0], t[1], t[2], t[3], t[4], c[0], t[5], NULL, ev);
     case 11: return dsa_indexer_q_quant(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
-    case 12: return dsa_indexer_k_gather(q, t[1], t[0], c[0], t[2], t[3], ev);
+    case 12: return dsa_indexer_k_gather(q, t[1], t[0], c[0], t[2], t[3], NULL, ev);
     case 13: return dsa_indexer_k_insert(q, t[0], t[1], c[0], &(dsa_indexer_k_insert_params){.e2m1 = (dsa_e2m1_mode)(a & 1)}, ev);
     case 14: return dsa_sparse_attn_bf16(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
     case 15: {
@@ -366,7 +366,7 @@ static dsa_status sig_call(int i, const dsa_tensor **t, const dsa_paged_cache **
     }
     case 17:
       return dsa_mla_qnorm_rope_kv_insert(q, t[0], t[2], t[3], t[4], t[5], c[0], t[1], NULL, ev);
-    case 18: return dsa_output_inv_rope_fp8_quant(q, t[0], t[1], t[2], t[3], t[4], ev);
+    case 18: return dsa_output_inv_rope_fp8_quant(q, t[0], t[1], t[2], t[3], t[4], NULL, ev);
     case 19:
       return dsa_mtp_input_rmsnorm(q, t[0], t[1], t[2], t[3], t[4], t[5], t[6], NULL, ev);
     case 20: return dsa_mtp_shared_head_rmsnorm(q, t[0], t[1], t[2], NULL, ev);
@@ -397,12 +397,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (op) {
     case 0:
       cache(&r, &pc, DSA_CACHE_MLA_FP8), tensor(&r, &a, DSA_I32, 1), tensor(&r, &b, DSA_BF16, 2);
-      s = dsa_mla_gather_slots(q, &a, &pc, &b, &ev);
+      s = dsa_mla_gather_slots(q, &a, &pc, &b, NULL, &ev);
       if (!s) check_cache(&pc), check_tensor(&a, "indices"), check_tensor(&b, "out");
       break;
     case 1:
       tensor(&r, &a, DSA_BF16, 2), tensor(&r, &b, DSA_I64, 1), cache(&r, &pc, DSA_CACHE_MLA_FP8);
-      s = dsa_mla_cache_insert(q, &a, &b, &pc, &ev);
+      s = dsa_mla_cache_insert(q, &a, &b, &pc, NULL, &ev);
       if (!s) check_tensor(&a, "k"), check_tensor(&b, "slots"), check_cache(&pc);
       break;
     case 2:

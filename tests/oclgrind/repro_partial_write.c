@@ -29,7 +29,7 @@ int main(void) {
                          NULL, NULL);
   else
     dsa_test_write_at(q, slots_b.mem, slots_b.off, sizeof sl, sl);
-  CHECK_OK(dsa_mla_cache_insert(q, &k, &slots, &cache, NULL));
+  CHECK_OK(dsa_mla_cache_insert(q, &k, &slots, &cache, NULL, NULL));
   clFinish(dsa_queue_cl(q));
   gbuf_release(&cache_b);
   gbuf_release(&k_b);

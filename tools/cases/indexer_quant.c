@@ -289,7 +289,7 @@ int case_k_gather_upload(const case_dev *d, case_k_gather *c, unsigned char out_
 }
 
 dsa_status case_k_gather_call(dsa_queue *q, const case_k_gather *c, const dsa_events *ev) {
-  return dsa_indexer_k_gather(q, &c->tcu, &c->tbt, &c->pc, &c->to, &c->ts, ev);
+  return dsa_indexer_k_gather(q, &c->tcu, &c->tbt, &c->pc, &c->to, &c->ts, NULL, ev);
 }
 
 int case_k_gather_check(const case_dev *d, const case_k_gather *c, const case_k_gather_want *want,

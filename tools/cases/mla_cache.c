@@ -100,7 +100,7 @@ int case_mla_insert_upload(const case_dev *d, case_mla_insert *c, unsigned char 
 }
 
 dsa_status case_mla_insert_call(dsa_queue *q, const case_mla_insert *c, const dsa_events *ev) {
-  return dsa_mla_cache_insert(q, &c->tk, &c->ts, &c->pc, ev);
+  return dsa_mla_cache_insert(q, &c->tk, &c->ts, &c->pc, NULL, ev);
 }
 
 int case_mla_insert_check(const case_dev *d, const case_mla_insert *c, const uint8_t *want,
@@ -174,7 +174,7 @@ int case_mla_slots_upload(const case_dev *d, case_mla_slots *c, unsigned char ou
 }
 
 dsa_status case_mla_slots_call(dsa_queue *q, const case_mla_slots *c, const dsa_events *ev) {
-  return dsa_mla_gather_slots(q, &c->ti, &c->pc, &c->to, ev);
+  return dsa_mla_gather_slots(q, &c->ti, &c->pc, &c->to, NULL, ev);
 }
 
 int case_mla_slots_check(const case_dev *d, const case_mla_slots *c, const uint16_t *want,

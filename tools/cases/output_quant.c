@@ -79,7 +79,7 @@ int case_oq_upload(const case_dev *d, case_oq *c, unsigned char out_fill, char *
 }
 
 dsa_status case_oq_call(dsa_queue *q, const case_oq *c, const dsa_events *ev) {
-  return dsa_output_inv_rope_fp8_quant(q, &c->to, &c->tpos, &c->tcs, &c->tf, &c->tsc, ev);
+  return dsa_output_inv_rope_fp8_quant(q, &c->to, &c->tpos, &c->tcs, &c->tf, &c->tsc, NULL, ev);
 }
 
 /* 1 when block b (128 dims) of head (t, h) holds a NaN or inf input. */
