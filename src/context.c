@@ -144,6 +144,18 @@ static dsa_status init_context(dsa_context *c, const dsa_context_options *o) {
   return DSA_OK;
 }
 
+/* Options are checked before a device is touched: non-zero reserved bytes
+ * mean a caller built for a later 1.x, whose field this build would ignore. */
+static dsa_status check_options(const dsa_context_options *o, const char *fn) {
+  for (size_t i = 0; i < sizeof o->reserved; i++)
+    if (o->reserved[i])
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                       "%s: o->reserved[%zu] = %u: reserved bytes must be zero (start from "
+                       "dsa_context_options_default)",
+                       fn, i, (unsigned)o->reserved[i]);
+  return DSA_OK;
+}
+
 dsa_status dsa_context_create(dsa_context **out, const dsa_context_options *o) {
   dsa__clear_error();
   if (!out) return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "dsa_context_create: out is NULL");
@@ -153,6 +165,7 @@ dsa_status dsa_context_create(dsa_context **out, const dsa_context_options *o) {
     dsa_context_options_default(&def);
     o = &def;
   }
+  DSA_CHECK(check_options(o, "dsa_context_create"));
   cl_platform_id plat;
   cl_device_id dev;
   DSA_CHECK(choose_device(o, &plat, &dev));
@@ -208,6 +221,7 @@ dsa_status dsa_context_create_from_cl(dsa_context **out, cl_context ctx, cl_devi
     dsa_context_options_default(&def);
     o = &def;
   }
+  DSA_CHECK(check_options(o, "dsa_context_create_from_cl"));
   dsa_context *c = calloc(1, sizeof *c);
   if (!c) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "dsa_context_create_from_cl: out of memory");
   c->ctx = ctx;

@@ -64,6 +64,12 @@ static void test_device_choice(void) {
   CHECK(strstr(dsa_last_error(), "no-such-device-xyz") != NULL, "message names the name");
   o.device_name = NULL;
   o.device_index = 0;
+  o.reserved[sizeof o.reserved - 1] = 1;
+  CHECK(dsa_context_create(&c, &o) == DSA_ERR_INVALID_ARGUMENT && c == NULL,
+        "non-zero reserved byte refused");
+  CHECK(strstr(dsa_last_error(), "reserved[27]") != NULL, "message names the byte: %s",
+        dsa_last_error());
+  o.reserved[sizeof o.reserved - 1] = 0;
   CHECK_OK(dsa_context_create(&c, &o));
   CHECK(strcmp(dsa_last_error(), "") == 0, "success clears the last error");
   CHECK(c && dsa_context_cl_context(c) && dsa_context_cl_device(c), "handles");
@@ -96,6 +102,12 @@ static void test_wrap(void) {
 
   dsa_context *c = NULL;
   dsa_queue *q = NULL;
+  dsa_context_options bad;
+  dsa_context_options_default(&bad);
+  bad.reserved[0] = 7;
+  CHECK(dsa_context_create_from_cl(&c, ctx, dev, &bad) == DSA_ERR_INVALID_ARGUMENT && !c &&
+            refcount_ctx(ctx) == rc0,
+        "reserved bytes refused, nothing retained");
   CHECK_OK(dsa_context_create_from_cl(&c, ctx, dev, NULL));
   CHECK(refcount_ctx(ctx) == rc0 + 1, "context retained");
   CHECK(dsa_context_cl_context(c) == ctx, "same cl_context");
