@@ -109,7 +109,16 @@ for opdir in "$golden"/*/; do
       done
       continue
     fi
-    oclgrind "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
+    case $op in
+      mqa_logits | paged_mqa_logits)
+        # Oclgrind 21.10 charges portable-h64 (the 32 KiB tile, 26 KiB) with
+        # its program twin portable-h64db's local memory too (69,632 B in
+        # all), so the simulator's is raised while the host picks as on a
+        # 32 KiB device (found by the clean-clone CI of 1c3eabe).
+        DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 131072 "${f[@]}" \
+          "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1 ;;
+      *) oclgrind "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1 ;;
+    esac
     check "$op/$c" "$tmp/log" $?
     if [ "$op/$c" = paged_mqa_logits/small ]; then
       # The wide logits tile with two chunk buffers (portable-h64db, 47,104
