@@ -160,9 +160,10 @@ enum { V_TILE, V_MMA, V_PORTABLE, V_LM32 };
       {"portable", 0, refuse_ring, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
 DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16",
                   SA_VARIANTS(refuse_tile, "the context's matrix back-end"));
-/* The fused decode's shape, for the route's refusal. */
+/* The fused decode's shape, for the route's refusal: tokens and the sets'
+ * widths. */
 typedef struct mla_shape {
-  int64_t t, h, k1, k2;
+  int64_t t, k1, k2;
 } mla_shape;
 static uint64_t route_bytes(int64_t t, int64_t k1, int64_t k2);
 /* "two-stage": without a tile or tensor-core kernel, the fused decode runs
@@ -469,7 +470,7 @@ dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
 
   const int64_t h = query->shape[1], k1 = set_width(main_set), k2 = set_width(extra_set),
                 ktot = k1 + k2;
-  const mla_shape shape = {t, h, k1, k2};
+  const mla_shape shape = {t, k1, k2};
   const int vf = dsa__pick(q, &dsa__variants_sparse_mla_decode, &shape);
   if (vf < 0) return DSA_ERR_UNSUPPORTED;
   int v = vf < VF_ROUTE ? vf : vf - 1; /* the kernel's V_* */
