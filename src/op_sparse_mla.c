@@ -160,8 +160,49 @@ enum { V_TILE, V_MMA, V_PORTABLE, V_LM32 };
       {"portable", 0, refuse_ring, NULL}, {"portable-lm32", 0, refuse_1buf, NULL}
 DSA_VARIANT_TABLE(dsa__variants_sparse_attn_bf16, "dsa_sparse_attn_bf16",
                   SA_VARIANTS(refuse_tile, "the context's matrix back-end"));
+/* The fused decode's shape, for the route's refusal: tokens and the sets'
+ * widths. */
+typedef struct mla_shape {
+  int64_t t, k1, k2;
+} mla_shape;
+static uint64_t route_bytes(int64_t t, int64_t k1, int64_t k2);
+/* "two-stage": without a tile or tensor-core kernel, the fused decode runs
+ * as the two-stage form through the queue's scratch (gather-pack into bf16
+ * rows, then dsa_sparse_attn_bf16's pick): the gather dequantizes each entry
+ * once a token with many small work-groups, the portable fused kernel once
+ * per HG-head group inside its tile loop, and the round trip through the
+ * workspace costs less than that at every shape measured (NVIDIA H100,
+ * DSACL_FORCE_PORTABLE=1, K=128+512, T=64: H=16 fused 232.9 vs two-stage
+ * 209.6 us, H=32 209.2 vs 209.4 [the same within noise], H=64 310.8 vs
+ * 271.3; at 32 KiB [_lm32 twins] H=64 324.8 vs 283.9;
+ * docs/PERFORMANCE.md). Refused where no portable bf16 attention fits, where
+ * the workspace would exceed ROUTE_MAX_BYTES (the fused kernels need none),
+ * and under DSACL_MLA_TWO_STAGE=off (tests: the fused portable kernels). */
+#define ROUTE_MAX_BYTES ((uint64_t)1 << 30)
+static const char *refuse_route(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  const char *r = dsa__refuse_local_mem(c, attn_local_bytes(1), buf, n);
+  if (r) return r;
+  const char *e = getenv("DSACL_MLA_TWO_STAGE");
+  if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) return "DSACL_MLA_TWO_STAGE=off";
+  if (!shape) return NULL;
+  const mla_shape *s = shape;
+  if (route_bytes(s->t, s->k1, s->k2) > ROUTE_MAX_BYTES) {
+    snprintf(buf, n, "the workspace for T = %lld, K = %lld exceeds %llu bytes", (long long)s->t,
+             (long long)(s->k1 + s->k2), (unsigned long long)ROUTE_MAX_BYTES);
+    return buf;
+  }
+  return NULL;
+}
+/* Best first: the tile kernel, the NVIDIA tensor-core kernel, the route
+ * through the two-stage form (above), the portable kernels. */
+enum { VF_TILE, VF_MMA, VF_ROUTE, VF_PORTABLE, VF_LM32 };
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode, "dsa_sparse_mla_decode",
-                  SA_VARIANTS(refuse_fd, "the context's matrix back-end, cp.async ring"));
+                  {"tile", 0, refuse_fd, "the context's matrix back-end, cp.async ring"},
+                  {"nv-mma", DSA_CAP_NV_PTX, refuse_mma, NULL},
+                  {"two-stage", 0, refuse_route,
+                   "a workspace <= 1 GiB: gather, then dsa_sparse_attn_bf16's pick, through "
+                   "the queue's scratch"},
+                  {"portable", 0, refuse_ring, NULL}, {"portable-lm32", 0, refuse_1buf, NULL});
 /* The two-stage form's gather is portable; its attention is the bf16
  * kernel's table. */
 DSA_VARIANT_TABLE(dsa__variants_sparse_mla_decode_two_stage, "dsa_sparse_mla_decode_two_stage",
@@ -272,17 +313,15 @@ static void attn_grid(int64_t t, int64_t h, size_t wg, int hg, size_t global[3],
   local[0] = wg, local[1] = 1, local[2] = 1;
 }
 
-/* The attention kernel the table picks: its name, work-group size and heads
- * per work-group. */
-static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fused, cl_kernel *k,
-                              const char **name, size_t *wg, int *hg) {
+/* The attention kernel of variant v (V_* order): its name, work-group size
+ * and heads per work-group. */
+static dsa_status attn_kernel_v(dsa_queue *q, const dsa_variant_table *t, int fused, int v,
+                                cl_kernel *k, const char **name, size_t *wg, int *hg) {
   static const char *names[2][4] = {
       {"sparse_attn_bf16_tile", "sparse_attn_bf16_mma", "sparse_attn_bf16",
        "sparse_attn_bf16_lm32"},
       {"sparse_mla_decode_fused_tile", "sparse_mla_decode_fused_mma", "sparse_mla_decode_fused",
        "sparse_mla_decode_fused_lm32"}};
-  const int v = dsa__pick(q, t, NULL);
-  if (v < 0) return DSA_ERR_UNSUPPORTED;
   *name = names[fused][v];
   *wg = v == V_TILE ? MT_WG : v == V_MMA ? 32 * SM_NW : WG;
   *hg = v == V_TILE ? MT_HG : HG;
@@ -292,6 +331,14 @@ static dsa_status attn_kernel(dsa_queue *q, const dsa_variant_table *t, int fuse
              g.emu ? ", emulated" : "");
   }
   return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, *name, k);
+}
+
+/* The bf16 attention kernel its table picks. */
+static dsa_status attn_kernel(dsa_queue *q, cl_kernel *k, const char **name, size_t *wg,
+                              int *hg) {
+  const int v = dsa__pick(q, &dsa__variants_sparse_attn_bf16, NULL);
+  if (v < 0) return DSA_ERR_UNSUPPORTED;
+  return attn_kernel_v(q, &dsa__variants_sparse_attn_bf16, 0, v, k, name, wg, hg);
 }
 
 /* The bf16 attention over kv [rows, 512] with indices [T, K] and optional
@@ -305,7 +352,7 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
   const char *kname;
   size_t wg;
   int hg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &kern, &kname, &wg, &hg));
+  DSA_CHECK(attn_kernel(q, &kern, &kname, &wg, &hg));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   karg_query(&a, query);
@@ -403,6 +450,13 @@ static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot,
   *chunk = (cl_int)(per * MT_NT);
 }
 
+static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
+                                const dsa_sparse_index_set *main_set,
+                                const dsa_sparse_index_set *extra_set,
+                                const dsa_tensor *attn_sink, const dsa_tensor *out,
+                                const dsa_tensor *lse, const dsa_tensor *workspace,
+                                const dsa_sparse_params *p, const dsa_events *ev);
+
 dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
                                  const dsa_sparse_index_set *main_set,
                                  const dsa_sparse_index_set *extra_set, const dsa_tensor *attn_sink,
@@ -414,13 +468,38 @@ dsa_status dsa_sparse_mla_decode(dsa_queue *q, const dsa_tensor *query,
   const int64_t t = query->shape[0];
   if (t == 0) return dsa__launch_nothing(q, ev);
 
+  const int64_t h = query->shape[1], k1 = set_width(main_set), k2 = set_width(extra_set),
+                ktot = k1 + k2;
+  const mla_shape shape = {t, k1, k2};
+  const int vf = dsa__pick(q, &dsa__variants_sparse_mla_decode, &shape);
+  if (vf < 0) return DSA_ERR_UNSUPPORTED;
+  int v = vf < VF_ROUTE ? vf : vf - 1; /* the kernel's V_* */
+  if (vf == VF_ROUTE) {
+    char bf[sizeof q->last_variant];
+    cl_mem m;
+    const uint64_t need = route_bytes(t, k1, k2);
+    if (dsa__queue_scratch(q, (size_t)need, &m) == DSA_OK) {
+      const dsa_tensor ws = dsa_tensor_make(m, 0, DSA_U8, 1, (int64_t[]){(int64_t)need});
+      DSA_CHECK(two_stage_run(q, query, main_set, extra_set, attn_sink, out, lse, &ws, p, ev));
+      snprintf(bf, sizeof bf, "%s", q->last_variant);
+      snprintf(q->last_variant, sizeof q->last_variant, "%s: two-stage (%.58s)", op, bf);
+      return DSA_OK;
+    }
+    /* No scratch of that size: the fused kernel, which needs none. */
+    dsa__clear_error();
+    v = dsa__variant_refusal(q->ctx, &dsa__variants_sparse_mla_decode.v[VF_PORTABLE], &shape, bf,
+                             sizeof bf)
+            ? V_LM32
+            : V_PORTABLE;
+    snprintf(q->last_variant, sizeof q->last_variant, "%s: %s (no scratch for two-stage)", op,
+             v == V_LM32 ? "portable-lm32" : "portable");
+  }
   cl_kernel kern;
   const char *kname;
   size_t wg;
   int hg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_mla_decode, 1, &kern, &kname, &wg, &hg));
-  const int tile = strcmp(kname, "sparse_mla_decode_fused_tile") == 0;
-  const int64_t h = query->shape[1], ktot = set_width(main_set) + set_width(extra_set);
+  DSA_CHECK(attn_kernel_v(q, &dsa__variants_sparse_mla_decode, 1, v, &kern, &kname, &wg, &hg));
+  const int tile = v == V_TILE;
   cl_int nsplit = 1, chunk = 0;
   if (tile) split_plan(q->ctx, t, h, ktot, &nsplit, &chunk);
   /* Split-K: the combine kernel and the scratch are had before anything is
@@ -477,6 +556,13 @@ static int ws_layout(int64_t t, int64_t k1, int64_t k2, uint64_t *idx_off, uint6
   return 0;
 }
 
+/* The workspace bytes of the two-stage form at T, K1, K2 (UINT64_MAX past
+ * the kernels' row range). */
+static uint64_t route_bytes(int64_t t, int64_t k1, int64_t k2) {
+  uint64_t io, lo, total;
+  return ws_layout(t, k1, k2, &io, &lo, &total) ? UINT64_MAX : total;
+}
+
 /* A contiguous view of the workspace's bytes from byte off on, in the
  * workspace's memory (buffer or pointer kind). */
 static dsa_tensor ws_view(const dsa_tensor *ws, uint64_t off, dsa_dtype dt, int ndim,
@@ -523,9 +609,25 @@ dsa_status dsa_sparse_mla_decode_two_stage(
                      "%s: workspace address (offset %zu) is not a multiple of %d", op,
                      workspace->offset, WS_ALIGN);
 
-  const int64_t ktot = k1 + k2;
   if (dsa__pick(q, &dsa__variants_sparse_mla_decode_two_stage, NULL) < 0)
     return DSA_ERR_UNSUPPORTED;
+  return two_stage_run(q, query, main_set, extra_set, attn_sink, out, lse, workspace, p, ev);
+}
+
+/* The two-stage decode on checked arguments and a workspace of at least
+ * dsa_sparse_mla_decode_workspace_size bytes from a WS_ALIGN boundary
+ * (also the fused decode's route, on the queue's scratch). */
+static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
+                                const dsa_sparse_index_set *main_set,
+                                const dsa_sparse_index_set *extra_set,
+                                const dsa_tensor *attn_sink, const dsa_tensor *out,
+                                const dsa_tensor *lse, const dsa_tensor *workspace,
+                                const dsa_sparse_params *p, const dsa_events *ev) {
+  const int64_t t = query->shape[0], k1 = set_width(main_set), k2 = set_width(extra_set);
+  uint64_t idx_off, len_off, need;
+  if (ws_layout(t, k1, k2, &idx_off, &len_off, &need))
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, "two-stage decode: workspace layout");
+  const int64_t ktot = k1 + k2;
   /* The workspace as three tensors: rows [T*Ktot, 512] bf16 (rows of 1024
    * bytes from a WS_ALIGN boundary), indices [T, Ktot] i32, lengths [T] i32. */
   dsa_tensor ws_rows = ws_view(workspace, 0, DSA_BF16, 2, (int64_t[]){t * ktot, MLA_DIM});
@@ -543,7 +645,7 @@ dsa_status dsa_sparse_mla_decode_two_stage(
   const char *aname;
   size_t awg;
   int ahg;
-  DSA_CHECK(attn_kernel(q, &dsa__variants_sparse_attn_bf16, 0, &attn, &aname, &awg, &ahg));
+  DSA_CHECK(attn_kernel(q, &attn, &aname, &awg, &ahg));
   (void)attn, (void)aname, (void)awg, (void)ahg;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
