@@ -6,6 +6,10 @@
 #   tests/oclgrind/run.sh BUILD_DIR GOLDEN_DIR
 #
 # Oclgrind is a 32 KiB device: the operators pick their 32 KiB variants.
+# The cases run DSACL_OCLGRIND_JOBS at a time (default 2, CI's cores: each
+# case is one single-threaded simulator process, so run one after another
+# the job left a core idle for its whole ~190 s); their results are printed
+# in the order below, with each case's seconds.
 # Prints "oclgrind: N passed, N failed"; exit status 1 on a failure.
 set -uo pipefail
 build=$1 golden=$2
@@ -70,15 +74,86 @@ if nknown:
 sys.exit(1 if bad else 0)
 PY
 }
-check() { # name, log, status
-  local name=$1 log=$2 st=$3 out
+check() { # name, log, status, seconds
+  local name=$1 log=$2 st=$3 sec=$4 out
   out=$(filter "$log"); local fst=$?
   if [ "$st" -eq 0 ] && [ "$fst" -eq 0 ]; then
-    pass=$((pass + 1)); echo "ok       $name $out"
+    pass=$((pass + 1)); echo "ok       $name (${sec} s) $out"
   else
-    fail=$((fail + 1)); echo "FAIL     $name (status $st)"; echo "$out"; tail -5 "$log"
+    fail=$((fail + 1)); echo "FAIL     $name (status $st, ${sec} s)"; echo "$out"; tail -5 "$log"
   fi
 }
+# job NAME CASEDIR CMD...: runs CMD (an argument @G stands for a golden
+# folder holding only CASEDIR, "-" for none) in the background once fewer
+# than $jobs_max run; its log, status and seconds go to $tmp/N.*.
+jobs_max=${DSACL_OCLGRIND_JOBS:-2}
+njob=0 names=()
+job() {
+  local name=$1 casedir=$2; shift 2
+  njob=$((njob + 1)); names[njob]=$name
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  (
+    g=$tmp/g$njob args=()
+    if [ "$casedir" != - ]; then
+      op=$(basename "$(dirname "$casedir")")
+      mkdir -p "$g/$op"; ln -s "$(cd "$casedir" && pwd)" "$g/$op/$(basename "$casedir")"
+    fi
+    for a in "$@"; do if [ "$a" = @G ]; then args+=("$g"); else args+=("$a"); fi; done
+    t0=$SECONDS
+    env "${args[@]}" > "$tmp/$njob.log" 2>&1 < /dev/null
+    echo $? > "$tmp/$njob.st"; echo $((SECONDS - t0)) > "$tmp/$njob.sec"
+  ) &
+}
+# The longest cases first (the simulator's tile kernels, the hostile
+# arguments), so that the two running at the end are short golden cases.
+# The sparse MLA tile kernels (their portable back-end needs 89 KB of local
+# memory: the simulator's is raised) with the fused decode split in two, so
+# the split-K and combine kernels run and the two-stage form runs the bf16
+# tile kernel; a few minutes on the simulator.
+for casedir in "$golden"/sparse_mla_decode/*/; do
+  [ -d "$casedir" ] || continue
+  c=$(basename "$casedir")
+  # -cl-opt-disable: optimised, this program now carries calls of
+  # llvm.experimental.noalias.scope.decl (left by inlining functions that
+  # return structs) that Oclgrind 21.10 cannot run ("Undefined external
+  # function"), so it refuses to create the kernels; unoptimised code has
+  # none, and the checks are the same.
+  job "sparse_mla_decode/$c(tile,split)" "$casedir" DSACL_MLA_SPLIT=2 oclgrind --build-options \
+    -cl-opt-disable --local-mem-size 131072 --check-api --data-races --max-errors 20 \
+    "$build/tools/dsacl-golden" @G
+done
+# The indexer logits tile kernels (cl/dsa_tile.h, portable back-end forced:
+# the same body and barriers as every vendor back-end; 29 KB of local
+# memory), the small paged case: ~45 s on the simulator (the ragged one
+# takes many minutes: DSACL_OCLGRIND_FULL=1 adds it).
+tile_cases=("$golden"/paged_mqa_logits/small/)
+[ "${DSACL_OCLGRIND_FULL:-0}" = 0 ] || tile_cases+=("$golden"/mqa_logits/small/)
+for casedir in "${tile_cases[@]}"; do
+  [ -d "$casedir" ] || continue
+  op=$(basename "$(dirname "$casedir")") c=$(basename "$casedir")
+  job "$op/$c(tile)" "$casedir" DSACL_MMA=portable oclgrind --check-api --data-races \
+    --max-errors 20 "$build/tools/dsacl-golden" @G
+done
+# Unit tests with the edge cases (empty rows, out-of-range slots and block
+# ids, guard bands) that are quick enough on the simulator (~15 s together).
+# test_topk, test_mla_cache and test_mla_qnorm also pass under it with only
+# the KNOWN diagnostics but take about 2 minutes each (docs/PORTING.md).
+for t in test_index_helpers test_indexer_k; do
+  job "$t" - oclgrind "${flags[@]}" "$build/tests/$t"
+done
+# Every public operator under hostile arguments (tests/test_hostile.c: 2835
+# refused calls that must enqueue nothing, each operator's valid call, the
+# aliasing rule, guard bands around every output), with Oclgrind's bounds
+# checks on every access; ~20 s. Not --data-races: the aliasing calls read
+# an input that lies over their own output on purpose (docs/API.md: accepted,
+# those bytes unspecified), which that plugin rightly calls a race. Not
+# --uninitialized: that plugin crashes inside Oclgrind on the sparse MLA
+# kernels (docs/PORTING.md, "Oclgrind"). The simulator's local memory is
+# raised and the host still picks as on a 32 KiB device: Oclgrind 21.10
+# charges the portable attention kernels with their twins' local memory too
+# (see the sparse MLA golden cases above).
+job test_hostile - DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 65536 --check-api \
+  --max-errors 20 "$build/tests/test_hostile"
 for opdir in "$golden"/*/; do
   op=$(basename "$opdir")
   for casedir in "$opdir"*/; do
@@ -92,8 +167,6 @@ for opdir in "$golden"/*/; do
           echo "slow     $op/$c (DSACL_OCLGRIND_FULL=1)"; continue
         fi ;;
     esac
-    rm -rf "$tmp/g"; mkdir -p "$tmp/g/$op"
-    ln -s "$(cd "$casedir" && pwd)" "$tmp/g/$op/$c"
     f=("${flags[@]}")
     case " $no_uninit $twice " in *" $op "*) f=(--check-api --data-races --max-errors 20) ;; esac
     if [ "$op" = sparse_mla_decode ]; then
@@ -106,9 +179,8 @@ for opdir in "$golden"/*/; do
       # two-stage form there (its "two-stage" variant), whose kernels the
       # runner's two-stage call checks already.
       for lm in 65536 32768; do
-        DSACL_MLA_TWO_STAGE=off DSACL_LOCAL_MEM_LIMIT=$lm oclgrind --build-options -cl-opt-disable --local-mem-size 131072 \
-          "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
-        check "$op/$c(${lm}B)" "$tmp/log" $?
+        job "$op/$c(${lm}B)" "$casedir" DSACL_MLA_TWO_STAGE=off DSACL_LOCAL_MEM_LIMIT=$lm oclgrind --build-options \
+          -cl-opt-disable --local-mem-size 131072 "${f[@]}" "$build/tools/dsacl-golden" @G
       done
       continue
     fi
@@ -118,81 +190,27 @@ for opdir in "$golden"/*/; do
         # its program twin portable-h64db's local memory too (69,632 B in
         # all), so the simulator's is raised while the host picks as on a
         # 32 KiB device (found by the clean-clone CI of 1c3eabe).
-        DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 131072 "${f[@]}" \
-          "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1 ;;
-      *) oclgrind "${f[@]}" "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1 ;;
+        job "$op/$c" "$casedir" DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 131072 \
+          "${f[@]}" "$build/tools/dsacl-golden" @G ;;
+      *) job "$op/$c" "$casedir" oclgrind "${f[@]}" "$build/tools/dsacl-golden" @G ;;
     esac
-    check "$op/$c" "$tmp/log" $?
     if [ "$op/$c" = paged_mqa_logits/small ]; then
       # The wide logits tile with two chunk buffers (portable-h64db, 47,104
       # B), which a 32 KiB device never picks: as on a 64 KiB device.
-      DSACL_LOCAL_MEM_LIMIT=65536 oclgrind --local-mem-size 131072 "${f[@]}" \
-        "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
-      check "$op/$c(65536B)" "$tmp/log" $?
+      job "$op/$c(65536B)" "$casedir" DSACL_LOCAL_MEM_LIMIT=65536 oclgrind \
+        --local-mem-size 131072 "${f[@]}" "$build/tools/dsacl-golden" @G
     fi
     case " $twice " in
       *" $op "*)
-        oclgrind --build-options -cl-opt-disable "${flags[@]}" "$build/tools/dsacl-golden" "$tmp/g" \
-          > "$tmp/log" 2>&1
-        check "$op/$c(unoptimised)" "$tmp/log" $? ;;
+        job "$op/$c(unoptimised)" "$casedir" oclgrind --build-options -cl-opt-disable \
+          "${flags[@]}" "$build/tools/dsacl-golden" @G ;;
     esac
   done
 done
-# The sparse MLA tile kernels (their portable back-end needs 89 KB of local
-# memory: the simulator's is raised) with the fused decode split in two, so
-# the split-K and combine kernels run and the two-stage form runs the bf16
-# tile kernel; a few minutes on the simulator.
-for casedir in "$golden"/sparse_mla_decode/*/; do
-  [ -d "$casedir" ] || continue
-  c=$(basename "$casedir")
-  rm -rf "$tmp/g"; mkdir -p "$tmp/g/sparse_mla_decode"
-  ln -s "$(cd "$casedir" && pwd)" "$tmp/g/sparse_mla_decode/$c"
-  # -cl-opt-disable: optimised, this program now carries calls of
-  # llvm.experimental.noalias.scope.decl (left by inlining functions that
-  # return structs) that Oclgrind 21.10 cannot run ("Undefined external
-  # function"), so it refuses to create the kernels; unoptimised code has
-  # none, and the checks are the same.
-  DSACL_MLA_SPLIT=2 oclgrind --build-options -cl-opt-disable --local-mem-size 131072 \
-    --check-api --data-races --max-errors 20 \
-    "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
-  check "sparse_mla_decode/$c(tile,split)" "$tmp/log" $?
+wait
+for ((i = 1; i <= njob; i++)); do
+  check "${names[i]}" "$tmp/$i.log" "$(cat "$tmp/$i.st" 2> /dev/null || echo 255)" \
+    "$(cat "$tmp/$i.sec" 2> /dev/null || echo ?)"
 done
-# The indexer logits tile kernels (cl/dsa_tile.h, portable back-end forced:
-# the same body and barriers as every vendor back-end; 29 KB of local
-# memory), the small paged case: ~45 s on the simulator (the ragged one
-# takes many minutes: DSACL_OCLGRIND_FULL=1 adds it).
-tile_cases=("$golden"/paged_mqa_logits/small/)
-[ "${DSACL_OCLGRIND_FULL:-0}" = 0 ] || tile_cases+=("$golden"/mqa_logits/small/)
-for casedir in "${tile_cases[@]}"; do
-  [ -d "$casedir" ] || continue
-  op=$(basename "$(dirname "$casedir")") c=$(basename "$casedir")
-  rm -rf "$tmp/g"; mkdir -p "$tmp/g/$op"
-  ln -s "$(cd "$casedir" && pwd)" "$tmp/g/$op/$c"
-  DSACL_MMA=portable oclgrind --check-api --data-races --max-errors 20 \
-    "$build/tools/dsacl-golden" "$tmp/g" > "$tmp/log" 2>&1
-  check "$op/$c(tile)" "$tmp/log" $?
-done
-# Unit tests with the edge cases (empty rows, out-of-range slots and block
-# ids, guard bands) that are quick enough on the simulator (~15 s together).
-# test_topk, test_mla_cache and test_mla_qnorm also pass under it with only
-# the KNOWN diagnostics but take about 2 minutes each (docs/PORTING.md).
-for t in test_index_helpers test_indexer_k; do
-  oclgrind "${flags[@]}" "$build/tests/$t" > "$tmp/log" 2>&1
-  check "$t" "$tmp/log" $?
-done
-# Every public operator under hostile arguments (tests/test_hostile.c: 2835
-# refused calls that must enqueue nothing, each operator's valid call, the
-# aliasing rule, guard bands around every output), with Oclgrind's bounds
-# checks on every access; ~20 s. Not --data-races: the aliasing calls read
-# an input that lies over their own output on purpose (docs/API.md: accepted,
-# those bytes unspecified), which that plugin rightly calls a race. Not
-# --uninitialized: that plugin crashes inside Oclgrind on the sparse MLA
-# kernels (docs/PORTING.md, "Oclgrind"). The simulator's local memory is
-# raised and the host still picks as on a 32 KiB device: Oclgrind 21.10
-# charges the portable attention kernels with their twins' local memory too
-# (see the sparse MLA golden cases above).
-DSACL_LOCAL_MEM_LIMIT=32768 oclgrind --local-mem-size 65536 --check-api --max-errors 20 \
-  "$build/tests/test_hostile" > "$tmp/log" 2>&1
-check test_hostile "$tmp/log" $?
 echo "oclgrind: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
