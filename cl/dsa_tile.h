@@ -56,13 +56,42 @@
  *   DSA_TILE_MAX8, dsa_tile_max8(v)     1: the largest v over the 8 work-items
  *                                       8i .. 8i + 7 of a unit (shuffles; all
  *                                       of them get it); 0 (portable): none
- *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
- *   (NVIDIA only, for nv-keys:) dsa_tile_row_sum(v), dsa_tile_row_leader()
- *                                       the same over a row's columns
- *   DSA_TILE_KP_CHUNK, dsa_tile_kp_row(h), dsa_tile_kp_col(), dsa_tile_kp_k0()
- *   dsa_tile_a_kp_e4m3(w0, w1), dsa_tile_b_kp_e4m3(w)
- *                                       fragments read from memory in a
- *                                       permuted k order (16 bytes a row)
+ *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (every
+ *                                       matrix back-end; 0: portable)
+ *   DSA_TILE_HAS_KP                     1: the keys kernel's maps below (every
+ *                                       matrix back-end; 0: portable)
+ * The keys kernel (cl/indexer_logits.cl, *_keys*: keys as A, FP8 rows read
+ * straight from global memory; queries as B) takes the 128 dims in a
+ * permuted order, one per back-end, chosen so that a lane's A elements are
+ * contiguous bytes of its key rows; A and B take the same order, which a
+ * dot product allows. Each map must cover the 128 dims once over the
+ * 128 / K k-steps.
+ *   DSA_TILE_KP_ROWS, dsa_tile_kp_row(h) the A rows (keys of an M-key m-tile)
+ *                                       a lane loads, h < KP_ROWS
+ *   DSA_TILE_KP_NLD, _KP_CHUNK,         per row, KP_NLD loads (dsa_tile_kp_load:
+ *   dsa_tile_kp_k0(), dsa_tile_kp_load  16 bytes, or 8 in .xy) at byte
+ *                                       kp_k0() + KP_CHUNK i
+ *   dsa_tile_a_kp_e4m3(x, ks)           k-step ks's A fragment from those
+ *                                       loads x[KP_ROWS][KP_NLD], f16 x 2^-8
+ *   dsa_tile_kp_col(), DSA_TILE_KP_BNLD, the B column (head) a lane loads:
+ *   _KP_BGL, _KP_BCHUNK, dsa_tile_kp_bk0() KP_BNLD 16-byte loads at kp_bk0() +
+ *                                       KP_BCHUNK i, in groups of KP_BGL
+ *   dsa_tile_b_kp_e4m3(x, s)            k-step s of a group (KM_KS / groups
+ *                                       a group) from its loads x[KP_BGL]
+ *   DSA_TILE_BW, DSA_TILE_B_SLOTS,      words of a B fragment; the distinct
+ *   dsa_tile_b_slot()                   fragments of a unit (BW x SLOTS x 2 =
+ *                                       N x K: each element once) and this
+ *                                       lane's (lanes holding copies share)
+ *   DSA_TILE_CROWS, dsa_tile_rslot(e),  the distinct C rows a lane holds, which
+ *   dsa_tile_rslot_row(h)               one element e is in, and its row
+ *   DSA_TILE_KP_OWN                     1: kp_row(h) == rslot_row(h), h <
+ *                                       KP_ROWS == CROWS (a lane's loaded rows
+ *                                       are its C rows: it can locate its keys
+ *                                       itself)
+ *   dsa_tile_row_sum(v), dsa_tile_row_leader()
+ *                                       sum of v over the lanes holding the same
+ *                                       C rows (a row's columns; all get it),
+ *                                       and the lane that writes it
  *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
  *
  * A unit is DSA_TILE_LANES consecutive work-items of the linear local id

@@ -32,10 +32,10 @@
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
  * 128, FP8 and MXFP4, ragged and paged) and the keys-as-M kernels (*_keys*,
- * variant "nv-keys": the NVIDIA mma.sync fragment layout, native or
- * emulated; FP8 ragged and paged, D = 128, H <= 64). The launcher's variant
- * tables choose among nv-keys, the tile kernels, and the wide and narrow
- * portable kernels (both within 32 KiB of local memory).
+ * variant "keys": one body over the layer's maps for every matrix back-end,
+ * native or emulated; FP8 ragged and paged, D = 128, H <= 64). The
+ * launcher's variant tables choose among keys, the tile kernels, and the
+ * wide and narrow portable kernels (both within 32 KiB of local memory).
  *
  * PoCL note: no barrier sits inside data-dependent control flow, not even
  * uniform flow (PoCL 5 mishandled barriers after a data-dependent early
@@ -833,15 +833,23 @@ IL_TILE_KERNEL(paged_mqa_logits_tile, 1, 0)
 IL_TILE_KERNEL(mqa_logits_mxfp4_tile, 0, 1)
 IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 
-/* ---- Keys as the M dimension (FP8 paged and ragged, the NVIDIA fragment layout) --
- * Variant "nv-keys" (src/op_indexer_logits.c), DSA_TILE_NV only (native
- * mma.sync, or its exact emulation on Intel sub-groups of 32).
+/* ---- Keys as the M dimension (FP8 paged and ragged, every matrix back-end) --
+ * Variant "keys" (src/op_indexer_logits.c): one body over cl/dsa_tile.h's
+ * keys maps (DSA_TILE_HAS_KP: NVIDIA mma.sync, Intel DPAS SIMD16 / SIMD8,
+ * AMD MFMA wave64 / WMMA wave32, native or emulated on Intel sub-groups;
+ * not the portable back-end, see refuse_keys). The text below says what
+ * each step is on NVIDIA (M 16, N 8, warps of 32); the geometry follows
+ * the back-end's M, N and lanes: m-tiles of M keys, KM_COLS / N n-tiles a
+ * unit, the maps' rows, loads and row sums (dsa_tile.h says which lane
+ * holds what on each).
  *
  * The score tile is computed transposed: A = keys (16 x 16 dims per
  * mma.m16n8k16), B = the queries (16 dims x 8 heads). Then
  *   - each lane's accumulators are 2 keys x 2 heads per n-tile, so ReLU,
  *     k_scale and the weights and the sum over the warp's heads happen in
- *     the lane (across n-tiles) and in two quad shuffles: no per-key
+ *     the lane (across n-tiles) and in two quad shuffles
+ *     (dsa_tile_row_sum; DPAS: a sum over the sub-group, C columns being
+ *     lanes; MFMA/WMMA: over the 16 lanes of a row group): no per-key
  *     reduction of row blocks through local memory;
  *   - the A fragments come straight from global memory into registers, no
  *     staging or barrier: the dims are taken in a permuted order such that
@@ -862,14 +870,14 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
  * operands, 2^16 back in the epilogue, exact).
  *
- * A group: KM_NT work-items (KM_NT / 32 warps), tq tokens of one sequence
+ * A group: KM_NT work-items (KM_NT / LANES units), tq tokens of one sequence
  * (ragged prefill: tq consecutive query rows, each masked to its own key
  * range [ks, ke); the group's keys are located once for all of them) and
  * KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
- * up to KM_COLS = 8 KM_NTW; warp w takes column slice cs = w % NS (NS = tq
- * HP / KM_COLS slices of KM_NTW n-tiles, 16 KM_NTW registers of B
- * fragments) and key chunks kslc + NKS i (NKS = warps / NS). With KM_NTW 8
- * (the default) a warp holds all 64 heads of a token and no two warps load
+ * up to KM_COLS (64); warp w takes column slice cs = w % NS (NS = tq
+ * HP / KM_COLS slices of KM_NTW = KM_COLS / N n-tiles, 16 KM_NTW registers
+ * of B fragments) and key chunks kslc + NKS i (NKS = warps / NS). With 64
+ * columns (the default) a warp holds all 64 heads of a token and no two warps load
  * the same key row: only next_n = 2 shares a chunk, one warp per token.
  * Per key and slice a partial sum goes to local memory; after the loop's
  * end (the one barrier after the set-up), a token's logit is the sum of
