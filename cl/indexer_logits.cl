@@ -897,6 +897,8 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
 #define KM_NTW (KM_COLS / DSA_TILE_N)  /* n-tiles per unit */
 #define KM_KS (128 / DSA_TILE_K)       /* k-steps over D = 128 */
+/* Row slot h's offset from slot 0 in the m-tile (NVIDIA: 8 h). */
+#define KM_DR(h) ((int)(dsa_tile_rslot_row(h) - dsa_tile_rslot_row(0)))
 #define KM_BG (DSA_TILE_KP_BNLD / DSA_TILE_KP_BGL) /* B load groups */
 #define KM_BKS (KM_KS / KM_BG)                      /* k-steps a B load group */
 
@@ -1399,9 +1401,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         }
         /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
          * heads, then the row's other lanes (dsa_tile_row_sum). The lane's
-         * accumulators hold KM_CROWS rows, row slot h at kk +
-         * dsa_tile_rslot_row(h) (NVIDIA: kk + g, kk + g + 8). */
-        const int kk = c * KM_CH + m * DSA_TILE_M;
+         * accumulators hold DSA_TILE_CROWS rows, row slot h at kk + KM_DR(h),
+         * kk the first (NVIDIA: kk = the m-tile's g, and kk + 8). */
+        const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_rslot_row(0);
         /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
          * rounding either way; folded, it saves a multiply an element (H200,
          * B = 64 next_n = 1: -3 %). */
@@ -1409,9 +1411,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
         for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
 #if KM_LL_OK
-          sr[hr] = (ll ? csc[hr] : kscale[kk + (int)dsa_tile_rslot_row(hr)]) * sc;
+          sr[hr] = (ll ? csc[hr] : kscale[kk + KM_DR(hr)]) * sc;
 #else
-          sr[hr] = kscale[kk + (int)dsa_tile_rslot_row(hr)] * sc;
+          sr[hr] = kscale[kk + KM_DR(hr)] * sc;
 #endif
           p[hr] = 0.0f;
         }
@@ -1430,11 +1432,15 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
           for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++) wv_[s2] = wv[nt][s2];
 #endif
+          /* Column slot outer (NVIDIA: p0, p1 of column 2t, then of 2t + 1). */
 #pragma unroll
-          for (int e = 0; e < DSA_TILE_CE; e++) {
-            const int h = dsa_tile_rslot(e);
-            p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[dsa_tile_slot(e)];
-          }
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
+#pragma unroll
+            for (int e = 0; e < DSA_TILE_CE; e++) {
+              if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
+              const int h = dsa_tile_rslot(e);
+              p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[s2];
+            }
         }
 #pragma unroll
         for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
@@ -1444,7 +1450,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
           const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
 #pragma unroll
           for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
-            const int k2 = kk + (int)dsa_tile_rslot_row(hr), col = n0 + k2;
+            const int k2 = kk + KM_DR(hr), col = n0 + k2;
             const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
                            : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
                                 : (int)kstate[k2];
@@ -1458,7 +1464,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         if (dsa_tile_row_leader()) {
 #pragma unroll
           for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
-            red[cs * KM_KPG + kk + (int)dsa_tile_rslot_row(hr)] = p[hr];
+            red[cs * KM_KPG + kk + KM_DR(hr)] = p[hr];
         }
 #endif
       }
