@@ -56,13 +56,42 @@
  *   DSA_TILE_MAX8, dsa_tile_max8(v)     1: the largest v over the 8 work-items
  *                                       8i .. 8i + 7 of a unit (shuffles; all
  *                                       of them get it); 0 (portable): none
- *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (NVIDIA)
- *   (NVIDIA only, for nv-keys:) dsa_tile_row_sum(v), dsa_tile_row_leader()
- *                                       the same over a row's columns
- *   DSA_TILE_KP_CHUNK, dsa_tile_kp_row(h), dsa_tile_kp_col(), dsa_tile_kp_k0()
- *   dsa_tile_a_kp_e4m3(w0, w1), dsa_tile_b_kp_e4m3(w)
- *                                       fragments read from memory in a
- *                                       permuted k order (16 bytes a row)
+ *   DSA_TILE_HAS_F16, dsa_tile_mma_h()  1: the same with f16 pairs (every
+ *                                       matrix back-end; 0: portable)
+ *   DSA_TILE_HAS_KP                     1: the keys kernel's maps below (every
+ *                                       matrix back-end; 0: portable)
+ * The keys kernel (cl/indexer_logits.cl, *_keys*: keys as A, FP8 rows read
+ * straight from global memory; queries as B) takes the 128 dims in a
+ * permuted order, one per back-end, chosen so that a lane's A elements are
+ * contiguous bytes of its key rows; A and B take the same order, which a
+ * dot product allows. Each map must cover the 128 dims once over the
+ * 128 / K k-steps.
+ *   DSA_TILE_KP_ROWS, dsa_tile_kp_row(h) the A rows (keys of an M-key m-tile)
+ *                                       a lane loads, h < KP_ROWS
+ *   DSA_TILE_KP_NLD, _KP_CHUNK,         per row, KP_NLD loads (dsa_tile_kp_load:
+ *   dsa_tile_kp_k0(), dsa_tile_kp_load  16 bytes, or 8 in .xy) at byte
+ *                                       kp_k0() + KP_CHUNK i
+ *   dsa_tile_a_kp_e4m3(x, ks)           k-step ks's A fragment from those
+ *                                       loads x[KP_ROWS][KP_NLD], f16 x 2^-8
+ *   dsa_tile_kp_col(), DSA_TILE_KP_BNLD, the B column (head) a lane loads:
+ *   _KP_BGL, _KP_BCHUNK, dsa_tile_kp_bk0() KP_BNLD 16-byte loads at kp_bk0() +
+ *                                       KP_BCHUNK i, in groups of KP_BGL
+ *   dsa_tile_b_kp_e4m3(x, s)            k-step s of a group (KM_KS / groups
+ *                                       a group) from its loads x[KP_BGL]
+ *   DSA_TILE_BW, DSA_TILE_B_SLOTS,      words of a B fragment; the distinct
+ *   dsa_tile_b_slot()                   fragments of a unit (BW x SLOTS x 2 =
+ *                                       N x K: each element once) and this
+ *                                       lane's (lanes holding copies share)
+ *   DSA_TILE_CROWS, dsa_tile_rslot(e),  the distinct C rows a lane holds, which
+ *   dsa_tile_rslot_row(h)               one element e is in, and its row
+ *   DSA_TILE_KP_OWN                     1: kp_row(h) == rslot_row(h), h <
+ *                                       KP_ROWS == CROWS (a lane's loaded rows
+ *                                       are its C rows: it can locate its keys
+ *                                       itself)
+ *   dsa_tile_row_sum(v), dsa_tile_row_leader()
+ *                                       sum of v over the lanes holding the same
+ *                                       C rows (a row's columns; all get it),
+ *                                       and the lane that writes it
  *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
  *
  * A unit is DSA_TILE_LANES consecutive work-items of the linear local id
@@ -105,6 +134,14 @@ DSA_INLINE uint dsa_tile_kn(__local const uint *p, uint pitch, uint k, uint n) {
 }
 DSA_INLINE uint dsa_tile_kn2(__local const uint *p, uint pitch, uint k, uint n) {
   return dsa_tile_kn(p, pitch, k, n) | (dsa_tile_kn(p, pitch, k + 1u, n) << 16);
+}
+/* Word s (0..3) of x; s is a constant after unrolling. */
+DSA_INLINE uint dsa_tile_word4(const uint4 x, const int s) {
+  return s == 0 ? x.x : s == 1 ? x.y : s == 2 ? x.z : x.w;
+}
+/* Byte i (0..15) of x, in the low 8 bits. */
+DSA_INLINE uint dsa_tile_byte16(const uint4 x, const int i) {
+  return (dsa_tile_word4(x, i >> 2) >> (8 * (i & 3))) & 0xFFu;
 }
 
 #if DSA_TILE == DSA_TILE_NV
@@ -225,23 +262,35 @@ DSA_INLINE float dsa_tile_row_sum(float v) {
 }
 DSA_INLINE int dsa_tile_row_leader(void) { return (dsa_tile_lane() & 3u) == 0u; }
 #define DSA_TILE_HAS_F16 1
-/* Fragments straight from memory in a permuted k order (the paged logits'
- * nv-keys kernel, cl/indexer_logits.cl): within each DSA_TILE_KP_CHUNK-wide
- * k chunk, this lane needs the 16 consecutive elements from dsa_tile_kp_k0()
- * of A rows dsa_tile_kp_row(0) and (1) and of B column dsa_tile_kp_col() —
- * one 16-byte load each for 1-byte elements — and their word s (elements
- * k0 + 4s .. k0 + 4s + 3) makes k-step s of the chunk: the fragment map's
- * k {2t, 2t + 1, 2t + 8, 2t + 9} are those four. A dot product takes its
- * terms in any order as long as A and B take the same map. C stays as
- * dsa_tile_row / dsa_tile_col say. */
+/* The keys kernel's maps (DSA_TILE_HAS_KP; the interface is in the header
+ * comment). Lane (g, t) loads 16 bytes at 16 t + 64 i (i < 2) of A rows
+ * g and g + 8 and of B column g; word s of load i is k-step 4 i + s: the
+ * fragment map's k {2t, 2t + 1, 2t + 8, 2t + 9} are its four bytes. Its
+ * accumulators hold rows g, g + 8 (the rows it loaded: KP_OWN) and columns
+ * 2t, 2t + 1. */
+#define DSA_TILE_HAS_KP 1
+#define DSA_TILE_KP_ROWS 2
+#define DSA_TILE_KP_NLD 2
 #define DSA_TILE_KP_CHUNK 64
+#define DSA_TILE_KP_BNLD 2
+#define DSA_TILE_KP_BGL 1
+#define DSA_TILE_KP_BCHUNK 64
+#define DSA_TILE_KP_OWN 1
+#define DSA_TILE_CROWS 2
+#define DSA_TILE_BW 2
+#define DSA_TILE_B_SLOTS 32
 DSA_INLINE uint dsa_tile_kp_row(int h) { return (dsa_tile_lane() >> 2) + 8u * (uint)h; }
 DSA_INLINE uint dsa_tile_kp_col(void) { return dsa_tile_lane() >> 2; }
 DSA_INLINE uint dsa_tile_kp_k0(void) { return 16u * (dsa_tile_lane() & 3u); }
+DSA_INLINE uint dsa_tile_kp_bk0(void) { return 16u * (dsa_tile_lane() & 3u); }
+DSA_INLINE uint4 dsa_tile_kp_load(__global const uchar *p, int al) { return dsa_load16(p, al); }
+DSA_INLINE uint dsa_tile_b_slot(void) { return dsa_tile_lane(); }
 /* Words of four e4m3 elements (rows kp_row(0), kp_row(1); B: column
  * kp_col()) as one k-step's f16 fragments, x 2^-8 (dsa_e4m3x2_to_f16x2_scaled:
  * exact; the kernel folds 2^16 back in after the product). */
-DSA_INLINE dsa_tile_a dsa_tile_a_kp_e4m3(uint w0, uint w1) {
+DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3(const uint4 x[DSA_TILE_KP_ROWS][DSA_TILE_KP_NLD],
+                                                const int ks) {
+  const uint w0 = dsa_tile_word4(x[0][ks >> 2], ks & 3), w1 = dsa_tile_word4(x[1][ks >> 2], ks & 3);
   dsa_tile_a a;
   a.v[0] = dsa_e4m3x2_to_f16x2_scaled(w0);
   a.v[1] = dsa_e4m3x2_to_f16x2_scaled(w1);
@@ -249,12 +298,15 @@ DSA_INLINE dsa_tile_a dsa_tile_a_kp_e4m3(uint w0, uint w1) {
   a.v[3] = dsa_e4m3x2_to_f16x2_scaled_hi(w1);
   return a;
 }
-DSA_INLINE dsa_tile_b dsa_tile_b_kp_e4m3(uint w) {
+DSA_INLINE_ALWAYS dsa_tile_b dsa_tile_b_kp_e4m3(const uint4 x[DSA_TILE_KP_BGL], const int s) {
+  const uint w = dsa_tile_word4(x[0], s);
   dsa_tile_b b;
   b.v[0] = dsa_e4m3x2_to_f16x2_scaled(w);
   b.v[1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
   return b;
 }
+DSA_INLINE int dsa_tile_rslot(int e) { return e >> 1; }
+DSA_INLINE uint dsa_tile_rslot_row(int h) { return (dsa_tile_lane() >> 2) + 8u * (uint)h; }
 #define DSA_TILE_MAX8 1
 DSA_INLINE float dsa_tile_max8(float v) {
   v = fmax(v, dsa_tile_shfl_xor(v, 1));
@@ -308,10 +360,15 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
   return b;
 }
 #if DSA_TILE_EMU
-/* The builtin's definition (the extension's coding sample, bf16 form): row m
- * of A is spread over the sub-group, so lane n's result for row m is the
- * sum over k of A[m][k] (from the lane holding k) times its own B[k][n]. */
-DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+/* The builtin's definition (the extension's coding sample; bf16, or f16
+ * with f16): row m of A is spread over the sub-group, so lane n's result for
+ * row m is the sum over k of A[m][k] (from the lane holding k) times its own
+ * B[k][n]. */
+DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
+  return f16 ? dsa_f16_to_f32(h & 0xFFFFu) : as_float(h << 16);
+}
+DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
+                                       const int f16) {
 #pragma unroll
   for (int m = 0; m < 8; m++) {
     float acc = c.v[m];
@@ -319,41 +376,56 @@ DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_t
 #pragma unroll
     for (int k = 0; k < 16; k++) {
       const uint x = intel_sub_group_shuffle((uint)a.v[m], (uint)k);
-      const float bk = (k & 1) ? dsa_tile_hi(b.v[k >> 1]) : dsa_tile_lo(b.v[k >> 1]);
-      acc = fma(as_float(x << 16), bk, acc);
+      const uint bk = b.v[k >> 1] >> (16 * (k & 1));
+      acc = fma(dsa_tile_h16(x, f16), dsa_tile_h16(bk, f16), acc);
     }
 #else
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       const uint x = intel_sub_group_shuffle(a.v[m], (uint)j);
-      acc = fma(dsa_tile_lo(x), dsa_tile_lo(b.v[j]), acc);
-      acc = fma(dsa_tile_hi(x), dsa_tile_hi(b.v[j]), acc);
+      acc = fma(dsa_tile_h16(x, f16), dsa_tile_h16(b.v[j], f16), acc);
+      acc = fma(dsa_tile_h16(x >> 16, f16), dsa_tile_h16(b.v[j] >> 16, f16), acc);
     }
 #endif
     c.v[m] = acc;
   }
   return c;
 }
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 0);
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 1);
+}
 #else
 /* Debian's ocloc (22.43) does not declare the builtins; these are the
- * extension's prototypes. */
+ * extension's prototypes (bf16, and f16 for the keys kernel). */
 #if DSA_TILE == DSA_TILE_INTEL16
 float8 __attribute__((overloadable)) intel_sub_group_bf16_bf16_matrix_mad_k16(short8 a, int8 b,
                                                                               float8 acc);
+float8 __attribute__((overloadable)) intel_sub_group_f16_f16_matrix_mad_k16(short8 a, int8 b,
+                                                                            float8 acc);
+#define DSA_TILE_AV(a) as_short8(vload8(0, (a).v))
 #else
 float8 __attribute__((overloadable)) intel_sub_group_bf16_bf16_matrix_mad_k16(int8 a, int8 b,
                                                                               float8 acc);
+float8 __attribute__((overloadable)) intel_sub_group_f16_f16_matrix_mad_k16(int8 a, int8 b,
+                                                                            float8 acc);
+#define DSA_TILE_AV(a) as_int8(vload8(0, (a).v))
 #endif
 DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
-#if DSA_TILE == DSA_TILE_INTEL16
-  const short8 av = as_short8(vload8(0, a.v));
-#else
-  const int8 av = as_int8(vload8(0, a.v));
-#endif
-  vstore8(intel_sub_group_bf16_bf16_matrix_mad_k16(av, as_int8(vload8(0, b.v)), vload8(0, c.v)),
+  vstore8(intel_sub_group_bf16_bf16_matrix_mad_k16(DSA_TILE_AV(a), as_int8(vload8(0, b.v)),
+                                                   vload8(0, c.v)),
           0, c.v);
   return c;
 }
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  vstore8(intel_sub_group_f16_f16_matrix_mad_k16(DSA_TILE_AV(a), as_int8(vload8(0, b.v)),
+                                                 vload8(0, c.v)),
+          0, c.v);
+  return c;
+}
+#undef DSA_TILE_AV
 #endif
 DSA_INLINE uint dsa_tile_row(int e) { return (uint)e; }
 DSA_INLINE uint dsa_tile_col(int e) { return (void)e, dsa_tile_lane(); }
@@ -367,6 +439,85 @@ DSA_INLINE float dsa_tile_max8(float v) {
   v = fmax(v, intel_sub_group_shuffle_xor(v, 2u));
   return fmax(v, intel_sub_group_shuffle_xor(v, 4u));
 }
+#define DSA_TILE_HAS_F16 1
+/* The keys kernel's maps (DSA_TILE_HAS_KP). A is 8 key rows spread over the
+ * sub-group, so every lane loads all 8 rows (KP_ROWS 8: the rows its C
+ * elements hold, KP_OWN) at its own bytes, and B is a whole column a lane.
+ *   SIMD16: lane n holds A[m][k = n] of k-step s; its physical dim is 8 n + s,
+ *     so a lane loads 8 bytes at 8 n of each row (byte s is k-step s), and
+ *     B column n's k = 2j, 2j + 1 are dims 16 j + s and 16 j + 8 + s
+ *     (bytes s and 8 + s of the column's 16-byte load j).
+ *   SIMD8: lane n holds A[m][k = 2n, 2n + 1]: dims 16 n + 2s, + 1, so a lane
+ *     loads 16 bytes at 16 n of each row (byte pair s is k-step s), and B's
+ *     k = 2j, 2j + 1 are dims 16 j + 2s, + 1 (pair s of load j).
+ * Each map covers the 128 dims once over the 8 k-steps. C: lane n holds
+ * column n of rows 0..7, so a row's sum over its columns is a sum over the
+ * sub-group, which every lane gets; lane 0 writes it. */
+#define DSA_TILE_HAS_KP 1
+#define DSA_TILE_KP_ROWS 8
+#define DSA_TILE_KP_NLD 1
+#define DSA_TILE_KP_CHUNK 0
+#define DSA_TILE_KP_BNLD 8
+#define DSA_TILE_KP_BGL 8
+#define DSA_TILE_KP_BCHUNK 16
+#define DSA_TILE_KP_OWN 1
+#define DSA_TILE_CROWS 8
+#define DSA_TILE_BW 8
+#define DSA_TILE_B_SLOTS DSA_TILE_LANES
+DSA_INLINE uint dsa_tile_kp_row(int h) { return (uint)h; }
+DSA_INLINE uint dsa_tile_kp_col(void) { return dsa_tile_lane(); }
+DSA_INLINE uint dsa_tile_kp_bk0(void) { return 0u; }
+DSA_INLINE uint dsa_tile_b_slot(void) { return dsa_tile_lane(); }
+#if DSA_TILE == DSA_TILE_INTEL16
+DSA_INLINE uint dsa_tile_kp_k0(void) { return 8u * dsa_tile_lane(); }
+DSA_INLINE uint4 dsa_tile_kp_load(__global const uchar *p, int al) {
+  return (uint4)(dsa_load8(p, al), 0u, 0u);
+}
+DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3(const uint4 x[DSA_TILE_KP_ROWS][DSA_TILE_KP_NLD],
+                                                const int ks) {
+  dsa_tile_a a;
+#pragma unroll
+  for (int m = 0; m < 8; m++)
+    a.v[m] = (ushort)dsa_e4m3x2_to_f16x2_scaled(dsa_tile_byte16(x[m][0], ks));
+  return a;
+}
+DSA_INLINE_ALWAYS dsa_tile_b dsa_tile_b_kp_e4m3(const uint4 x[DSA_TILE_KP_BGL], const int ks) {
+  dsa_tile_b b;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    b.v[j] = dsa_e4m3x2_to_f16x2_scaled(dsa_tile_byte16(x[j], ks) |
+                                        (dsa_tile_byte16(x[j], 8 + ks) << 8));
+  return b;
+}
+#else
+DSA_INLINE uint dsa_tile_kp_k0(void) { return 16u * dsa_tile_lane(); }
+DSA_INLINE uint4 dsa_tile_kp_load(__global const uchar *p, int al) { return dsa_load16(p, al); }
+/* Byte pair s (bytes 2s, 2s + 1) of x, in the low 16 bits. */
+DSA_INLINE uint dsa_tile_pair16(const uint4 x, const int s) {
+  return dsa_tile_word4(x, s >> 1) >> (16 * (s & 1));
+}
+DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3(const uint4 x[DSA_TILE_KP_ROWS][DSA_TILE_KP_NLD],
+                                                const int ks) {
+  dsa_tile_a a;
+#pragma unroll
+  for (int m = 0; m < 8; m++) a.v[m] = dsa_e4m3x2_to_f16x2_scaled(dsa_tile_pair16(x[m][0], ks));
+  return a;
+}
+DSA_INLINE_ALWAYS dsa_tile_b dsa_tile_b_kp_e4m3(const uint4 x[DSA_TILE_KP_BGL], const int ks) {
+  dsa_tile_b b;
+#pragma unroll
+  for (int j = 0; j < 8; j++) b.v[j] = dsa_e4m3x2_to_f16x2_scaled(dsa_tile_pair16(x[j], ks));
+  return b;
+}
+#endif
+DSA_INLINE int dsa_tile_rslot(int e) { return e; }
+DSA_INLINE uint dsa_tile_rslot_row(int h) { return (uint)h; }
+DSA_INLINE float dsa_tile_row_sum(float v) {
+#pragma unroll
+  for (uint m = 1u; m < DSA_TILE_LANES; m <<= 1) v += intel_sub_group_shuffle_xor(v, m);
+  return v;
+}
+DSA_INLINE int dsa_tile_row_leader(void) { return dsa_tile_lane() == 0u; }
 
 #elif DSA_TILE == DSA_TILE_MFMA || DSA_TILE == DSA_TILE_WMMA
 /* ---- AMD. r = lane % 16.
@@ -448,8 +599,12 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
 #if DSA_TILE_EMU
 /* The element of A (or B) at (index i, k) is held by the lane that loaded
  * row (or column) i with that k: MFMA lane i + 16 (k / 4), word (k % 4) / 2;
- * WMMA lane i, word k / 2. */
-DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+ * WMMA lane i, word k / 2. bf16, or f16 with f16. */
+DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
+  return f16 ? dsa_f16_to_f32(h & 0xFFFFu) : as_float(h << 16);
+}
+DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
+                                       const int f16) {
   const uint lane = dsa_tile_lane(), r = lane & 15u;
 #pragma unroll
   for (int e = 0; e < DSA_TILE_CE; e++) {
@@ -469,24 +624,44 @@ DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_t
       const uint wa = intel_sub_group_shuffle(a.v[k >> 1], row);
       const uint wb = b.v[k >> 1];
 #endif
-      acc = (k & 1) ? fma(dsa_tile_hi(wa), dsa_tile_hi(wb), acc)
-                    : fma(dsa_tile_lo(wa), dsa_tile_lo(wb), acc);
+      const int sh = 16 * (k & 1);
+      acc = fma(dsa_tile_h16(wa >> sh, f16), dsa_tile_h16(wb >> sh, f16), acc);
     }
     c.v[e] = acc;
   }
   return c;
 }
+DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 0);
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  return dsa_tile_emu_mma(c, a, b, 1);
+}
 #elif DSA_TILE == DSA_TILE_MFMA
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
   const float4 d = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(
       as_short4(vload2(0, a.v)), as_short4(vload2(0, b.v)), vload4(0, c.v), 0, 0, 0);
   vstore4(d, 0, c.v);
   return c;
 }
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  const float4 d = __builtin_amdgcn_mfma_f32_16x16x16f16(
+      as_half4(vload2(0, a.v)), as_half4(vload2(0, b.v)), vload4(0, c.v), 0, 0, 0);
+  vstore4(d, 0, c.v);
+  return c;
+}
 #else
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 DSA_INLINE dsa_tile_c dsa_tile_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
   const float8 d = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(
       as_short16(vload8(0, a.v)), as_short16(vload8(0, b.v)), vload8(0, c.v));
+  vstore8(d, 0, c.v);
+  return c;
+}
+DSA_INLINE dsa_tile_c dsa_tile_mma_h(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b) {
+  const float8 d = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(
+      as_half16(vload8(0, a.v)), as_half16(vload8(0, b.v)), vload8(0, c.v));
   vstore8(d, 0, c.v);
   return c;
 }
@@ -515,6 +690,82 @@ DSA_INLINE float dsa_tile_max8(float v) {
   v = dsa_tile_xor_max(v, 2u);
   return dsa_tile_xor_max(v, 4u);
 }
+#define DSA_TILE_HAS_F16 1
+/* The keys kernel's maps (DSA_TILE_HAS_KP). r = lane % 16 loads A row r and
+ * B column r (lanes hold k-contiguous elements of one row or column):
+ *   MFMA: lane (r, q) holds k 4q..4q + 3 of k-step s; those are dims
+ *     64 (s / 4) + 16 q + 4 (s % 4) + 0..3, so it loads 16 bytes at 16 q +
+ *     64 i (i < 2) of row r (word s % 4 of load s / 4 is k-step s), the
+ *     same for B. C: rows 4q..4q + 3 of column r.
+ *   WMMA: lanes r and r + 16 both hold all 16 k of row r (the instruction
+ *     wants A and B replicated in the two halves); k-step s is dims 16 s ..
+ *     16 s + 15, one 16-byte load each (8 loads of the row). C: rows 2j + h
+ *     (h = lane / 16) of column r. B's two halves are the same words: the
+ *     kernel keeps 16 slots of B fragments (lanes r and r + 16 read one).
+ * The rows a lane loads are not the rows its accumulators hold (KP_OWN 0:
+ * the kernel locates keys for the whole group). A row's sum over its
+ * columns: the 16 lanes of the same q (h), lane r = 0 writes it. */
+#define DSA_TILE_HAS_KP 1
+#define DSA_TILE_KP_ROWS 1
+#define DSA_TILE_KP_BNLD DSA_TILE_KP_NLD
+#define DSA_TILE_KP_BGL 1
+#define DSA_TILE_KP_BCHUNK DSA_TILE_KP_CHUNK
+#define DSA_TILE_KP_OWN 0
+#define DSA_TILE_CROWS DSA_TILE_CE
+#define DSA_TILE_BW DSA_TILE_AW
+DSA_INLINE uint dsa_tile_kp_row(int h) { return (void)h, dsa_tile_lane() & 15u; }
+DSA_INLINE uint dsa_tile_kp_col(void) { return dsa_tile_lane() & 15u; }
+DSA_INLINE uint4 dsa_tile_kp_load(__global const uchar *p, int al) { return dsa_load16(p, al); }
+#if DSA_TILE == DSA_TILE_MFMA
+#define DSA_TILE_KP_NLD 2
+#define DSA_TILE_KP_CHUNK 64
+#define DSA_TILE_B_SLOTS 64
+DSA_INLINE uint dsa_tile_kp_k0(void) { return 16u * (dsa_tile_lane() >> 4); }
+DSA_INLINE uint dsa_tile_b_slot(void) { return dsa_tile_lane(); }
+DSA_INLINE uint dsa_tile_rslot_row(int h) { return 4u * (dsa_tile_lane() >> 4) + (uint)h; }
+/* Four e4m3 bytes (word s % 4 of load s / 4) as an f16 short4. */
+DSA_INLINE_ALWAYS void dsa_tile_kp_words(uint *v, const uint4 *x, const int ks) {
+  const uint w = dsa_tile_word4(x[ks >> 2], ks & 3);
+  v[0] = dsa_e4m3x2_to_f16x2_scaled(w);
+  v[1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
+}
+#else
+#define DSA_TILE_KP_NLD 8
+#define DSA_TILE_KP_CHUNK 16
+#define DSA_TILE_B_SLOTS 16
+DSA_INLINE uint dsa_tile_kp_k0(void) { return 0u; }
+DSA_INLINE uint dsa_tile_b_slot(void) { return dsa_tile_lane() & 15u; }
+DSA_INLINE uint dsa_tile_rslot_row(int h) { return 2u * (uint)h + (dsa_tile_lane() >> 4); }
+/* Sixteen e4m3 bytes (load s) as an f16 short16. */
+DSA_INLINE_ALWAYS void dsa_tile_kp_words(uint *v, const uint4 *x, const int ks) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uint w = dsa_tile_word4(x[ks], i);
+    v[2 * i] = dsa_e4m3x2_to_f16x2_scaled(w);
+    v[2 * i + 1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
+  }
+}
+#endif
+DSA_INLINE uint dsa_tile_kp_bk0(void) { return dsa_tile_kp_k0(); }
+DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3(const uint4 x[DSA_TILE_KP_ROWS][DSA_TILE_KP_NLD],
+                                                const int ks) {
+  dsa_tile_a a;
+  dsa_tile_kp_words(a.v, x[0], ks);
+  return a;
+}
+DSA_INLINE_ALWAYS dsa_tile_b dsa_tile_b_kp_e4m3(const uint4 x[DSA_TILE_KP_BGL], const int s) {
+  dsa_tile_b b;
+  dsa_tile_kp_words(b.v, x, s); /* MFMA: word s of the load; WMMA: s = 0 */
+  return b;
+}
+DSA_INLINE int dsa_tile_rslot(int e) { return e; }
+DSA_INLINE float dsa_tile_row_sum(float v) {
+  v = dsa_tile_xor_sum(v, 1u);
+  v = dsa_tile_xor_sum(v, 2u);
+  v = dsa_tile_xor_sum(v, 4u);
+  return dsa_tile_xor_sum(v, 8u);
+}
+DSA_INLINE int dsa_tile_row_leader(void) { return (dsa_tile_lane() & 15u) == 0u; }
 
 #else
 /* ---- portable: one work-item is a unit; a 4 x 4 atom over 8 k, the
@@ -580,6 +831,9 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 
 #ifndef DSA_TILE_HAS_F16
 #define DSA_TILE_HAS_F16 0
+#endif
+#ifndef DSA_TILE_HAS_KP
+#define DSA_TILE_HAS_KP 0
 #endif
 #ifndef DSA_TILE_MAX8
 #define DSA_TILE_MAX8 0

@@ -32,10 +32,10 @@
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
  * 128, FP8 and MXFP4, ragged and paged) and the keys-as-M kernels (*_keys*,
- * variant "nv-keys": the NVIDIA mma.sync fragment layout, native or
- * emulated; FP8 ragged and paged, D = 128, H <= 64). The launcher's variant
- * tables choose among nv-keys, the tile kernels, and the wide and narrow
- * portable kernels (both within 32 KiB of local memory).
+ * variant "keys": one body over the layer's maps for every matrix back-end,
+ * native or emulated; FP8 ragged and paged, D = 128, H <= 64). The
+ * launcher's variant tables choose among keys, the tile kernels, and the
+ * wide and narrow portable kernels (both within 32 KiB of local memory).
  *
  * PoCL note: no barrier sits inside data-dependent control flow, not even
  * uniform flow (PoCL 5 mishandled barriers after a data-dependent early
@@ -833,15 +833,23 @@ IL_TILE_KERNEL(paged_mqa_logits_tile, 1, 0)
 IL_TILE_KERNEL(mqa_logits_mxfp4_tile, 0, 1)
 IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 
-/* ---- Keys as the M dimension (FP8 paged and ragged, the NVIDIA fragment layout) --
- * Variant "nv-keys" (src/op_indexer_logits.c), DSA_TILE_NV only (native
- * mma.sync, or its exact emulation on Intel sub-groups of 32).
+/* ---- Keys as the M dimension (FP8 paged and ragged, every matrix back-end) --
+ * Variant "keys" (src/op_indexer_logits.c): one body over cl/dsa_tile.h's
+ * keys maps (DSA_TILE_HAS_KP: NVIDIA mma.sync, Intel DPAS SIMD16 / SIMD8,
+ * AMD MFMA wave64 / WMMA wave32, native or emulated on Intel sub-groups;
+ * not the portable back-end, see refuse_keys). The text below says what
+ * each step is on NVIDIA (M 16, N 8, warps of 32); the geometry follows
+ * the back-end's M, N and lanes: m-tiles of M keys, KM_COLS / N n-tiles a
+ * unit, the maps' rows, loads and row sums (dsa_tile.h says which lane
+ * holds what on each).
  *
  * The score tile is computed transposed: A = keys (16 x 16 dims per
  * mma.m16n8k16), B = the queries (16 dims x 8 heads). Then
  *   - each lane's accumulators are 2 keys x 2 heads per n-tile, so ReLU,
  *     k_scale and the weights and the sum over the warp's heads happen in
- *     the lane (across n-tiles) and in two quad shuffles: no per-key
+ *     the lane (across n-tiles) and in two quad shuffles
+ *     (dsa_tile_row_sum; DPAS: a sum over the sub-group, C columns being
+ *     lanes; MFMA/WMMA: over the 16 lanes of a row group): no per-key
  *     reduction of row blocks through local memory;
  *   - the A fragments come straight from global memory into registers, no
  *     staging or barrier: the dims are taken in a permuted order such that
@@ -862,14 +870,14 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
  * operands, 2^16 back in the epilogue, exact).
  *
- * A group: KM_NT work-items (KM_NT / 32 warps), tq tokens of one sequence
+ * A group: KM_NT work-items (KM_NT / LANES units), tq tokens of one sequence
  * (ragged prefill: tq consecutive query rows, each masked to its own key
  * range [ks, ke); the group's keys are located once for all of them) and
  * KM_KPG keys. Columns (token t, head h) are t * HP + h, HP = H rounded
- * up to KM_COLS = 8 KM_NTW; warp w takes column slice cs = w % NS (NS = tq
- * HP / KM_COLS slices of KM_NTW n-tiles, 16 KM_NTW registers of B
- * fragments) and key chunks kslc + NKS i (NKS = warps / NS). With KM_NTW 8
- * (the default) a warp holds all 64 heads of a token and no two warps load
+ * up to KM_COLS (64); warp w takes column slice cs = w % NS (NS = tq
+ * HP / KM_COLS slices of KM_NTW = KM_COLS / N n-tiles, 16 KM_NTW registers
+ * of B fragments) and key chunks kslc + NKS i (NKS = warps / NS). With 64
+ * columns (the default) a warp holds all 64 heads of a token and no two warps load
  * the same key row: only next_n = 2 shares a chunk, one warp per token.
  * Per key and slice a partial sum goes to local memory; after the loop's
  * end (the one barrier after the set-up), a token's logit is the sum of
@@ -883,22 +891,34 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
  * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
  * help. */
-#if DSA_TILE == DSA_TILE_NV
-#define KM_W (KM_NT / 32)
-#define KM_CH (16 * KM_MT)             /* keys per chunk */
+#if DSA_TILE_HAS_KP
+#define KM_W (KM_NT / DSA_TILE_LANES)  /* units (warps) per group */
+#define KM_CH (DSA_TILE_M * KM_MT)     /* keys per chunk */
 #define KM_NCH (KM_KPG / KM_CH)        /* chunks per group */
-#define KM_COLS (8 * KM_NTW)            /* columns (token x head) per warp */
+#define KM_NTW (KM_COLS / DSA_TILE_N)  /* n-tiles per unit */
+#define KM_KS (128 / DSA_TILE_K)       /* k-steps over D = 128 */
+/* Row slot h's offset from slot 0 in the m-tile (NVIDIA: 8 h). */
+#define KM_DR(h) ((int)(dsa_tile_rslot_row(h) - dsa_tile_rslot_row(0)))
+#define KM_BG (DSA_TILE_KP_BNLD / DSA_TILE_KP_BGL) /* B load groups */
+#define KM_BKS (KM_KS / KM_BG)                      /* k-steps a B load group */
 
-#if KM_NT % 32 || KM_KPG % KM_CH || (KM_W != 1 && KM_W != 2 && KM_W % 4) || KM_W > 8
-#error "indexer_logits.cl: nv-keys geometry does not divide"
+#if KM_NT % DSA_TILE_LANES || KM_KPG % KM_CH || KM_COLS % DSA_TILE_N || (KM_W & (KM_W - 1))
+#error "indexer_logits.cl: keys geometry does not divide"
+#endif
+/* The B fragments in local memory hold each f16 element once (qf's size,
+ * km_local_bytes on the host), and a lane's weights are one pair of
+ * columns at most (wf). */
+#if DSA_TILE_BW * DSA_TILE_B_SLOTS * 2 != DSA_TILE_N * DSA_TILE_K || DSA_TILE_BW % 2 ||        \
+    DSA_TILE_CCOLS > 2 || DSA_TILE_N % 2
+#error "indexer_logits.cl: the tile back-end's keys maps do not fit the kernel"
 #endif
 /* KM_QL 1: the B fragments (f16, fragment order) and the weights live in
  * local memory instead of registers (236 -> 121 registers a lane: 16 warps
  * an SM instead of 8), one token's slice per warp (KM_NTW 8), each lane's
  * logits stored straight from the loop. KM_PF: chunks whose loads are in
  * flight ahead of the MMAs (1: the next one; 2 and 3 measured slower). */
-#if KM_QL && KM_NTW != 8
-#error "indexer_logits.cl: KM_QL needs KM_NTW 8"
+#if KM_QL && KM_COLS != 64
+#error "indexer_logits.cl: KM_QL needs KM_COLS 64"
 #endif
 /* Tokens a warp (km_body's tpw, a literal per kernel; 2 needs KM_QL): 2
  * lets one warp take both tokens of a group against each key chunk, its A
@@ -918,7 +938,7 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * plog4: ragged prefill M = 2048 885.7 -> 865.9 us; paged next_n = 1 147.3
  * -> 157.3 and next_n = 2 246.7 -> 251.8 (the block-table stage costs more
  * in the loop than the set-up it removes), so ragged only. */
-#define KM_LL_OK (KM_QL && KM_MT == 1 && KM_PF == 1)
+#define KM_LL_OK (KM_QL && KM_MT == 1 && KM_PF == 1 && DSA_TILE_KP_OWN)
 #ifndef KM_LL
 #define KM_LL (KM_LL_OK ? 4 : 0)
 #endif
@@ -928,38 +948,43 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_BTP && KM_KPG % KM_NT
 #error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
 #endif
-#define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_NTW 8: 2) */
+#define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_COLS 64: 2) */
 #if KM_QL
 #define KM_ST uchar
 #else
 #define KM_ST int
 #endif
 
-/* Lane (g, t)'s bytes of chunk c: 16 of key rows g and g + 8 of each
- * m-tile, at 16 t of each 64-dim half (zeros for keys not loaded). */
-DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache,
+/* The lane's bytes of chunk c: of each m-tile, its KP_ROWS key rows
+ * (dsa_tile_kp_row; NVIDIA: rows g and g + 8), KP_NLD loads each at
+ * dsa_tile_kp_k0() + KP_CHUNK i (NVIDIA: 16 bytes at 16 t of each 64-dim
+ * half); zeros for keys not loaded. */
+#define KM_R DSA_TILE_KP_ROWS
+#define KM_L DSA_TILE_KP_NLD
+DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][KM_R][KM_L], __global const uchar *cache,
                                __local const ulong *koff, __local const KM_ST *kstate,
                                const int c, const int k_al) {
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const int kk = c * KM_CH + m * 16 + (int)dsa_tile_kp_row(hr);
+    for (int hr = 0; hr < KM_R; hr++) {
+      const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_kp_row(hr);
       const int ok = kstate[kk] == IL_KEY_OK;
       __global const uchar *kp = cache + koff[kk] + (ulong)dsa_tile_kp_k0();
 #pragma unroll
-      for (int c2 = 0; c2 < 2; c2++)
-        x[m][hr][c2] = ok ? dsa_load16(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
+      for (int c2 = 0; c2 < KM_L; c2++)
+        x[m][hr][c2] = ok ? dsa_tile_kp_load(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
     }
 }
 
 #if KM_LL_OK
 /* ll: a lane locates its own keys in registers instead of the group's
- * set-up locating all KM_KPG keys into local memory before a barrier. Lane
- * (g, t) loads key rows g and g + 8 of a chunk (dsa_tile_kp_row) and its
- * accumulators hold the same rows (dsa_tile_row), so the block-table entry,
- * the scale and the state of those two keys are all it needs, and no other
- * lane's. Two stages a chunk ahead of its products: km_ll_bt reads the
+ * set-up locating all KM_KPG keys into local memory before a barrier. A
+ * lane loads key rows dsa_tile_kp_row(h) of a chunk (NVIDIA: g and g + 8)
+ * and, where the back-end says so (DSA_TILE_KP_OWN), its accumulators hold
+ * the same rows in the same order (dsa_tile_rslot_row(h)), so the
+ * block-table entry, the scale and the state of those keys are all it
+ * needs, and no other lane's. Two stages a chunk ahead of its products: km_ll_bt reads the
  * block-table entries (paged; chunk c + 2 NKS), km_ll_load the keys and
  * scales (chunk c + NKS). The block-table position (tb, r) of the bt
  * stage's chunk advances by NKS chunks without a division (one at the
@@ -967,12 +992,13 @@ DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][2][2], __global const uchar *cache
  * 13 KiB less local memory (no offsets, scales and states). */
 typedef struct {
   int tb, r, dtb, dr; /* the bt stage's chunk base: block tb, row r; its step */
-  int blk[2], row[2]; /* the bt stage's output for rows g, g + 8 */
+  int blk[KM_R], row[KM_R]; /* the bt stage's output for the lane's rows */
 } km_ll;
 
 DSA_INLINE_ALWAYS void km_ll_init(km_ll *s, const int paged, const int bs, const int jc,
                                   const int step) {
-  s->blk[0] = s->blk[1] = s->row[0] = s->row[1] = 0; /* ragged: read, never used */
+#pragma unroll
+  for (int hr = 0; hr < KM_R; hr++) s->blk[hr] = s->row[hr] = 0; /* ragged: read, never used */
   s->tb = s->r = s->dtb = s->dr = 0;
   if (!paged) return;
   s->tb = jc / bs;
@@ -986,7 +1012,7 @@ DSA_INLINE_ALWAYS void km_ll_bt(km_ll *s, const int paged, __global const uchar 
                                 const int jc, const int lo, const int hi) {
   if (!paged) return;
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
+  for (int hr = 0; hr < KM_R; hr++) {
     const int d = (int)dsa_tile_kp_row(hr), j = jc + d;
     int row = s->r + d, tb = s->tb;
     while (row >= bs) row -= bs, tb++; /* once at most where bs >= 16 */
@@ -998,18 +1024,19 @@ DSA_INLINE_ALWAYS void km_ll_bt(km_ll *s, const int paged, __global const uchar 
   if (s->r >= bs) s->r -= bs, s->tb++;
 }
 
-/* Chunk jc's two rows: 16 bytes of each 64-dim half, the scale, and the rows
- * whose block-table entry was bad (bit hr; faulted; -inf). */
+/* Chunk jc's rows of the lane (NVIDIA: two; 16 bytes of each 64-dim half),
+ * their scales, and the rows whose block-table entry was bad (bit hr;
+ * faulted; -inf). */
 DSA_INLINE_ALWAYS void km_ll_load(const km_ll *s, const int paged, __global const uchar *kbase,
                                   const ulong c_off, const long num_blocks, const int bs,
                                   const ulong c_bstride, const ulong kv_off, const ulong kv_rs,
                                   __global const uchar *ksc, const ulong ksc_off,
                                   const ulong ksc_rs, __global volatile uint *faults,
                                   const int jc, const int lo, const int hi, const int k_al,
-                                  uint4 x[2][2], float sc[2], int *msk) {
+                                  uint4 x[KM_R][KM_L], float sc[KM_R], int *msk) {
   int m = 0;
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
+  for (int hr = 0; hr < KM_R; hr++) {
     const int j = jc + (int)dsa_tile_kp_row(hr), in = j >= lo && j < hi;
     const int blk = s->blk[hr];
     const int bad = paged && in && (blk < 0 || (long)blk >= num_blocks);
@@ -1027,8 +1054,8 @@ DSA_INLINE_ALWAYS void km_ll_load(const km_ll *s, const int paged, __global cons
     }
     __global const uchar *kp = kbase + ko + (ulong)dsa_tile_kp_k0();
 #pragma unroll
-    for (int c2 = 0; c2 < 2; c2++)
-      x[hr][c2] = ok ? dsa_load16(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
+    for (int c2 = 0; c2 < KM_L; c2++)
+      x[hr][c2] = ok ? dsa_tile_kp_load(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
     sc[hr] = ok ? *sp : 0.0f;
     m |= bad << hr;
   }
@@ -1038,40 +1065,58 @@ DSA_INLINE_ALWAYS void km_ll_load(const km_ll *s, const int paged, __global cons
 
 #if KM_QL
 /* The B fragments of a warp's tokens into local memory in fragment order,
- * [token][n-tile][k-step][lane] (b0, b1), and their weights; the warps of a
- * slice split its n-tiles. Needs no row range: ll calls it before the
+ * [token][n-tile][k-step][word pair][slot] (NVIDIA: one pair, b0 and b1, a
+ * lane), and their weights, [token][n-tile][column pair]; the warps of a
+ * slice split its n-tiles. A lane loads its B column's query row
+ * (dsa_tile_kp_col) at dsa_tile_kp_bk0() + KP_BCHUNK i and converts
+ * KM_KS k-steps from it. Needs no row range: ll calls it before the
  * group's first barrier, which then publishes it with the ranges. */
 DSA_INLINE_ALWAYS void km_qfill(IL_PARAMS, __local uint2 *qf, __local float2 *wf, const int tok,
                                 const int nq, const uint r_base, const int h0, const int kslc,
                                 const int NKS, const int TPW) {
-  const uint lane = dsa_tile_lane(), gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
+  const uint lane = dsa_tile_lane(), slot = dsa_tile_b_slot(), gq = dsa_tile_kp_col();
+  const uint k0 = dsa_tile_kp_bk0();
   for (int pn = kslc; pn < TPW * KM_NTW; pn += NKS) {
     const int u = pn / KM_NTW, nt = pn - u * KM_NTW, tk = tok + u, tk_ok = tk < nq;
     const uint rk = r_base + (uint)(tk_ok ? tk : 0);
     const uint bk = rk / (uint)next_n, ik = rk - bk * (uint)next_n;
-    const int h = h0 + nt * 8 + (int)gq;
+    const int h = h0 + nt * DSA_TILE_N + (int)gq;
     const int ok = tk_ok && h < H;
     const ulong qrow = qv_off + (ulong)bk * qv_bs + (ulong)ik * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
-    for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
-      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
-      const uint xs[4] = {x.x, x.y, x.z, x.w};
+    /* Groups of KP_BGL loads, each making KM_BKS k-steps (NVIDIA: a 16-byte
+     * load, four k-steps). */
+    for (int c2 = 0; c2 < KM_BG; c2++) {
+      uint4 xq[DSA_TILE_KP_BGL];
 #pragma unroll
-      for (int s = 0; s < 4; s++) {
-        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
-        qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane] = (uint2)(bq.v[0], bq.v[1]);
+      for (int i = 0; i < DSA_TILE_KP_BGL; i++) {
+        __global const uchar *qp =
+            qv + qrow + (ulong)(DSA_TILE_KP_BCHUNK * (c2 * DSA_TILE_KP_BGL + i) + (int)k0);
+        xq[i] = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+      }
+      /* One lane a slot writes (WMMA: lanes r and r + 16 hold the same). */
+      if (DSA_TILE_B_SLOTS == DSA_TILE_LANES || lane < DSA_TILE_B_SLOTS) {
+#pragma unroll
+        for (int s = 0; s < KM_BKS; s++) {
+          const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xq, s);
+#pragma unroll
+          for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++)
+            qf[(((tk * KM_NTW + nt) * KM_KS + c2 * KM_BKS + s) * (DSA_TILE_BW / 2) + w2) *
+                   DSA_TILE_B_SLOTS +
+               (int)slot] = (uint2)(bq.v[2 * w2], bq.v[2 * w2 + 1]);
+        }
       }
     }
-    if (gq == 0u) {
+    /* Lane i < N / 2 writes the weights of columns 2i, 2i + 1. */
+    if (lane < DSA_TILE_N / 2u) {
       float we[2];
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
+        const int hc = h0 + nt * DSA_TILE_N + 2 * (int)lane + e;
         we[e] = tk_ok && hc < H
                     ? *(__global const float *)(w + w_off + (ulong)rk * w_rs + (ulong)hc * w_hs)
                     : 0.0f;
       }
-      wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2] = (float2)(we[0], we[1]);
+      wf[(tk * KM_NTW + nt) * (DSA_TILE_N / 2) + (int)lane] = (float2)(we[0], we[1]);
     }
   }
 }
@@ -1082,8 +1127,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
                                __local float *kscale, __local KM_ST *kstate, __local float *red,
                                __local uint2 *qf, __local float2 *wf, __local int *tlo,
                                __local int *thi) {
-  const uint lid = get_local_id(0), warp = lid / 32u, lane = dsa_tile_lane();
-  const uint gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_k0();
+  const uint lid = get_local_id(0), warp = lid / DSA_TILE_LANES;
   const uint g = get_group_id(0), grow = g / (uint)ntiles;
   const uint rg = row0 + grow;
   const int n0 = (tile0 + (int)(g - grow * (uint)ntiles)) * KM_KPG;
@@ -1102,7 +1146,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
    * token: H <= KM_COLS), tokens tok .. tok + TPW - 1. */
   const int NS = tq * HP / KM_COLS, KT = KM_QL ? tpw : 1;
   const int TPW = KT > 1 && NS == tq ? min(KT, tq) : 1;
-  const int NKS = knt / 32 / (NS / TPW);
+  const int NKS = knt / DSA_TILE_LANES / (NS / TPW);
   const int cs = (int)warp % (NS / TPW) * TPW, kslc = (int)warp / (NS / TPW);
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
@@ -1235,39 +1279,43 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   const int hi1 = TPW > 1 && tok + 1 < nq ? thi[tok + 1] : 0;
   if (!ll) km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
 #else
-  /* This warp's B fragments (its KM_COLS columns, all 8 k-steps) and weights. */
+  /* This warp's B fragments (its KM_COLS columns, all k-steps) and weights. */
   (void)qf, (void)wf;
-  uint qb[KM_NTW][8][2];
-  float wv[KM_NTW][2];
+  const uint gq = dsa_tile_kp_col(), k0 = dsa_tile_kp_bk0();
+  dsa_tile_b qb[KM_NTW][KM_KS];
+  float wv[KM_NTW][DSA_TILE_CCOLS];
 #pragma unroll
   for (int nt = 0; nt < KM_NTW; nt++) {
-    const int h = h0 + nt * 8 + (int)gq;
+    const int h = h0 + nt * DSA_TILE_N + (int)gq;
     const int ok = tok_ok && h < H;
     const ulong qrow = qv_off + (ulong)bq_ * qv_bs + (ulong)ii * qv_rs + (ulong)(ok ? h : 0) * qv_hs;
 #pragma unroll
-    for (int c2 = 0; c2 < 2; c2++) {
-      __global const uchar *qp = qv + qrow + (ulong)(DSA_TILE_KP_CHUNK * c2 + (int)k0);
-      const uint4 x = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
-      const uint xs[4] = {x.x, x.y, x.z, x.w};
+    for (int c2 = 0; c2 < KM_BG; c2++) {
+      uint4 xq[DSA_TILE_KP_BGL];
 #pragma unroll
-      for (int s = 0; s < 4; s++) {
-        const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xs[s]);
-        qb[nt][c2 * 4 + s][0] = bq.v[0];
-        qb[nt][c2 * 4 + s][1] = bq.v[1];
+      for (int i = 0; i < DSA_TILE_KP_BGL; i++) {
+        __global const uchar *qp =
+            qv + qrow + (ulong)(DSA_TILE_KP_BCHUNK * (c2 * DSA_TILE_KP_BGL + i) + (int)k0);
+        xq[i] = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
       }
+#pragma unroll
+      for (int s = 0; s < KM_BKS; s++) qb[nt][c2 * KM_BKS + s] = dsa_tile_b_kp_e4m3(xq, s);
     }
 #pragma unroll
-    for (int e = 0; e < 2; e++) {
-      const int hc = h0 + nt * 8 + (int)dsa_tile_col(e);
+    for (int e = 0; e < DSA_TILE_CCOLS; e++) {
+      const int hc = h0 + nt * DSA_TILE_N + (int)dsa_tile_slot_col(e);
       wv[nt][e] = tok_ok && hc < H
                       ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)hc * w_hs)
                       : 0.0f;
     }
   }
 #endif
-  /* A ring of KM_PF chunks in flight: [slot][m-tile][row g, g + 8][64-dim chunk]. */
-  uint4 x[KM_PF][KM_MT][2][2];
-  float xsc[2] = {0.0f, 0.0f};
+  /* A ring of KM_PF chunks in flight: [slot][m-tile][the lane's rows][its
+   * loads of a row] (NVIDIA: rows g, g + 8; 64-dim halves). */
+  uint4 x[KM_PF][KM_MT][KM_R][KM_L];
+  float xsc[KM_R];
+#pragma unroll
+  for (int hr = 0; hr < KM_R; hr++) xsc[hr] = 0.0f;
   int xmsk = 0;
 #if KM_LL_OK
   if (ll) {
@@ -1285,19 +1333,22 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
       if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
   }
   for (; c < c_hi; c += NKS) {
-    uint4 cur[KM_MT][2][2];
+    uint4 cur[KM_MT][KM_R][KM_L];
 #pragma unroll
     for (int m = 0; m < KM_MT; m++)
 #pragma unroll
-      for (int hr = 0; hr < 2; hr++)
+      for (int hr = 0; hr < KM_R; hr++)
 #pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
+        for (int c2 = 0; c2 < KM_L; c2++) {
           cur[m][hr][c2] = x[0][m][hr][c2];
 #pragma unroll
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
-    const float csc[2] = {xsc[0], xsc[1]};
+    float csc[KM_R];
+#pragma unroll
+    for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
     const int cmsk = xmsk;
+    (void)csc;
 #if KM_LL_OK
     if (ll) {
       if (c + NKS < c_hi)
@@ -1314,15 +1365,10 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     for (int m = 0; m < KM_MT; m++) {
       /* The chunk's A fragments, converted once for the warp's tokens
        * (KT 1: inside the k loop, next to their products). */
-      dsa_tile_a af[2][4];
+      dsa_tile_a af[KM_KS];
       if (KT > 1) {
 #pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
-          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
-#pragma unroll
-          for (int s = 0; s < 4; s++) af[c2][s] = dsa_tile_a_kp_e4m3(wg[s], w8[s]);
-        }
+        for (int ks = 0; ks < KM_KS; ks++) af[ks] = dsa_tile_a_kp_e4m3(cur[m], ks);
       }
 #pragma unroll
       for (int u = 0; u < 2; u++) {
@@ -1333,72 +1379,92 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
         const float sc = 0x1p16f;
 #pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
-          const uint4 xg = cur[m][0][c2], x8 = cur[m][1][c2];
-          const uint wg[4] = {xg.x, xg.y, xg.z, xg.w}, w8[4] = {x8.x, x8.y, x8.z, x8.w};
+        for (int ks = 0; ks < KM_KS; ks++) {
+          const dsa_tile_a a = KT > 1 ? af[ks] : dsa_tile_a_kp_e4m3(cur[m], ks);
 #pragma unroll
-          for (int s = 0; s < 4; s++) {
-            const dsa_tile_a a = KT > 1 ? af[c2][s] : dsa_tile_a_kp_e4m3(wg[s], w8[s]);
-#pragma unroll
-            for (int nt = 0; nt < KM_NTW; nt++) {
-              dsa_tile_b bf;
+          for (int nt = 0; nt < KM_NTW; nt++) {
+            dsa_tile_b bf;
 #if KM_QL
-              const uint2 q2 = qf[((tk * KM_NTW + nt) * 8 + c2 * 4 + s) * 32 + (int)lane];
-              bf.v[0] = q2.x;
-              bf.v[1] = q2.y;
-#else
-              bf.v[0] = qb[nt][c2 * 4 + s][0];
-              bf.v[1] = qb[nt][c2 * 4 + s][1];
-#endif
-              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+#pragma unroll
+            for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++) {
+              const uint2 q2 = qf[(((tk * KM_NTW + nt) * KM_KS + ks) * (DSA_TILE_BW / 2) + w2) *
+                                      DSA_TILE_B_SLOTS +
+                                  (int)dsa_tile_b_slot()];
+              bf.v[2 * w2] = q2.x;
+              bf.v[2 * w2 + 1] = q2.y;
             }
+#else
+            bf = qb[nt][ks];
+#endif
+            acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
           }
         }
         /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
-         * heads, then the quad's. */
-        const int kk = c * KM_CH + m * 16 + (int)dsa_tile_row(0); /* rows kk, kk + 8 */
+         * heads, then the row's other lanes (dsa_tile_row_sum). The lane's
+         * accumulators hold DSA_TILE_CROWS rows, row slot h at kk + KM_DR(h),
+         * kk the first (NVIDIA: kk = the m-tile's g, and kk + 8). */
+        const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_rslot_row(0);
         /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
          * rounding either way; folded, it saves a multiply an element (H200,
          * B = 64 next_n = 1: -3 %). */
-        const float s0 = (ll ? csc[0] : kscale[kk]) * sc;
-        const float s1 = (ll ? csc[1] : kscale[kk + 8]) * sc;
-        float p0 = 0.0f, p1 = 0.0f;
+        float sr[DSA_TILE_CROWS], p[DSA_TILE_CROWS];
+#pragma unroll
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+#if KM_LL_OK
+          sr[hr] = (ll ? csc[hr] : kscale[kk + KM_DR(hr)]) * sc;
+#else
+          sr[hr] = kscale[kk + KM_DR(hr)] * sc;
+#endif
+          p[hr] = 0.0f;
+        }
 #pragma unroll
         for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
-          const float2 w2 = wf[(tk * KM_NTW + nt) * 4 + (int)dsa_tile_col(0) / 2];
-          const float wv_[2] = {w2.x, w2.y};
-#else
-          const float wv_[2] = {wv[nt][0], wv[nt][1]};
-#endif
+          /* The lane's columns (at most a pair: the kernel's #error). */
+          const float2 w2 =
+              wf[(tk * KM_NTW + nt) * (DSA_TILE_N / 2) + (int)dsa_tile_slot_col(0) / 2];
+          float wv_[DSA_TILE_CCOLS];
 #pragma unroll
-          for (int e = 0; e < 2; e++) {
-            p0 += fmax(acc[nt].v[e] * s0, 0.0f) * wv_[e];
-            p1 += fmax(acc[nt].v[2 + e] * s1, 0.0f) * wv_[e];
-          }
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
+            wv_[s2] = dsa_tile_slot_col(s2) & 1u ? w2.y : w2.x;
+#else
+          float wv_[DSA_TILE_CCOLS];
+#pragma unroll
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++) wv_[s2] = wv[nt][s2];
+#endif
+          /* Column slot outer (NVIDIA: p0, p1 of column 2t, then of 2t + 1). */
+#pragma unroll
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
+#pragma unroll
+            for (int e = 0; e < DSA_TILE_CE; e++) {
+              if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
+              const int h = dsa_tile_rslot(e);
+              p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[s2];
+            }
         }
-        p0 = dsa_tile_row_sum(p0);
-        p1 = dsa_tile_row_sum(p1);
+#pragma unroll
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
 #if KM_QL
         /* The warp holds all heads of its token: these are the logits. */
         if (dsa_tile_row_leader() && tk_ok) {
           const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
 #pragma unroll
-          for (int hr = 0; hr < 2; hr++) {
-            const int k2 = kk + 8 * hr, col = n0 + k2;
+          for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+            const int k2 = kk + KM_DR(hr), col = n0 + k2;
             const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
                            : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
                                 : (int)kstate[k2];
             if (col < ncols && (st != IL_KEY_OUT || clean))
               il_store(out, o_off, o_rs, r_base + (uint)tk, col,
-                       st == IL_KEY_OK ? (hr ? p1 : p0) : -INFINITY, out_bf16);
+                       st == IL_KEY_OK ? p[hr] : -INFINITY, out_bf16);
           }
         }
 #else
         (void)tk_ok;
         if (dsa_tile_row_leader()) {
-          red[cs * KM_KPG + kk] = p0;
-          red[cs * KM_KPG + kk + 8] = p1;
+#pragma unroll
+          for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
+            red[cs * KM_KPG + kk + KM_DR(hr)] = p[hr];
         }
 #endif
       }
@@ -1438,8 +1504,8 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     __local ulong koff[(LL) ? 1 : KM_KPG];                                                    \
     __local float kscale[(LL) ? 1 : KM_KPG];                                                  \
     __local KM_ST kstate[(LL) ? 1 : KM_KPG];                                                  \
-    __local uint2 qf[KM_TQ * KM_NTW * 8 * 32];                                                \
-    __local float2 wf[KM_TQ * KM_NTW * 4];                                                    \
+    __local uint2 qf[KM_TQ * KM_NTW * KM_KS * (DSA_TILE_BW / 2) * DSA_TILE_B_SLOTS];           \
+    __local float2 wf[KM_TQ * KM_NTW * (DSA_TILE_N / 2)];                                     \
     __local int tlo[4], thi[4];                                                               \
     km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, LL, NT, tq, nrows, koff, kscale, kstate, 0,  \
             qf, wf, tlo, thi);                                                                \

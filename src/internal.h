@@ -208,7 +208,7 @@ struct dsa_context {
   /* DSACL_TOPK_WG (op_topk.c): the largest group the register top-k
    * kernels are taken to run at, instead of what the driver reports (0). */
   uint32_t topk_wg;
-  /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the nv-keys
+  /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
   char build_options[2048];

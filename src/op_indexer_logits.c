@@ -100,14 +100,16 @@ typedef cl_ulong u64;
 #endif
 #define TL_KT_LOCAL 32
 #define TL_RMAX_LOCAL 64
-/* The "nv-keys" kernel (keys as the MMA's M, cl/indexer_logits.cl): KM_NT
- * work-items, KM_KPG keys per group, KM_MT m-tiles (16 keys) per chunk of a
- * warp, KM_NTW n-tiles (8 columns: token x head) of B fragments per warp (8:
- * 128 registers, all 64 heads of a token; columns per token are H rounded up
- * to 8 KM_NTW). H200, one machine (docs/PERFORMANCE.md): NTW 8 with 1024
- * keys a group beat NTW 4 (two warps sharing each key chunk) with 512 or
- * 1024, MT 2, 256 work-items and L2 prefetches. (Overridable at build time
- * for tuning runs: -Dc_args=-DKM_NTW=4.) */
+/* The "keys" kernel (keys as the MMA's M, cl/indexer_logits.cl, every
+ * matrix back-end): KM_NT work-items, KM_KPG keys per group, KM_MT m-tiles
+ * (M keys) per chunk of a unit (warp, sub-group, wave), KM_COLS columns
+ * (token x head) of B fragments per unit (64: KM_COLS / N n-tiles, on
+ * NVIDIA 8 of 8 columns, 128 registers, all 64 heads of a token; columns
+ * per token are H rounded up to KM_COLS). H200, one machine
+ * (docs/PERFORMANCE.md): 64 columns (NTW 8) with 1024 keys a group beat 32
+ * (two warps sharing each key chunk) with 512 or 1024, MT 2, 256
+ * work-items and L2 prefetches. (Overridable at build time for tuning runs:
+ * -Dc_args=-DKM_COLS=32, with -DKM_QL=0.) */
 #ifndef KM_NT
 #define KM_NT 128
 #endif
@@ -117,8 +119,8 @@ typedef cl_ulong u64;
 #ifndef KM_MT
 #define KM_MT 1
 #endif
-#ifndef KM_NTW
-#define KM_NTW 8
+#ifndef KM_COLS
+#define KM_COLS 64
 #endif
 /* KM_QL 1: B fragments and weights in local memory (236 -> 121 registers,
  * 16 warps an SM: H200 B = 64 next_n = 1 238 -> 175 us); KM_PF chunks of
@@ -142,7 +144,7 @@ const char dsa__defines_indexer_logits[] =
             DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
                 DSA_KDEF(TL_RMAX_LOCAL) DSA_KDEF(KM_NT) DSA_KDEF(KM_KPG) DSA_KDEF(KM_MT)
-                    DSA_KDEF(KM_NTW) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
+                    DSA_KDEF(KM_COLS) DSA_KDEF(KM_QL) DSA_KDEF(KM_PF);
 
 /* Local memory of a portable tile (IL_KERNEL): nb q and k chunks, the
  * head-group partials in the k chunks' place (as large as the larger of the
@@ -249,26 +251,28 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
       c, tile_local_bytes(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1), buf, n);
 }
 
-/* nv-keys: local memory of a group (cl/indexer_logits.cl, km_body). */
+/* keys: local memory of a group (cl/indexer_logits.cl, km_body), the same
+ * on every back-end: the B fragments hold each f16 element of a token's
+ * KM_COLS columns x 128 dims once (the kernel's #error checks its layout). */
 static size_t km_local_bytes(void) {
-  const size_t tq = 128 / (8 * KM_NTW); /* most tokens a group */
+  const size_t tq = 128 / KM_COLS; /* most tokens a group */
   if (KM_QL) /* offsets, scales, byte states; per token 16 KiB of B fragments, 256 B of weights */
-    return (size_t)KM_KPG * (8 + 4 + 1) + tq * (KM_NTW * 8 * 32 * 8 + KM_NTW * 4 * 8) + 32;
+    return (size_t)KM_KPG * (8 + 4 + 1) + tq * (KM_COLS * 128 * 2 + KM_COLS * 4) + 32;
   return (size_t)KM_KPG * (8 + 4 + 4) + tq * KM_KPG * 4 + 32;
 }
 
-/* Tokens per nv-keys group: a power of two with tq * HP <= 128 columns (HP =
- * H rounded up to a warp's 8 KM_NTW), so the column slices (tq * HP / (8
- * KM_NTW)) divide the warps. */
-static int km_tq(int H, int next_n) {
-  const int cols = 8 * KM_NTW, hp = (H + cols - 1) / cols * cols;
+/* Tokens per keys group: a power of two with tq * HP <= 128 columns (HP =
+ * H rounded up to a unit's KM_COLS), so the column slices (tq * HP /
+ * KM_COLS) divide the units (KM_NT / lanes). */
+static int km_tq(int H, int next_n, int lanes) {
+  const int cols = KM_COLS, hp = (H + cols - 1) / cols * cols;
   int tq = 1;
-  while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / cols <= KM_NT / 32) tq *= 2;
+  while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / cols <= KM_NT / lanes) tq *= 2;
   return tq;
 }
 
 /* DSACL_IL_KEYS, read when the context is made (as DSACL_TOPK): "off"
- * refuses the nv-keys variant (the tile kernel runs: old-vs-new timing in
+ * refuses the keys variant (the tile kernel runs: old-vs-new timing in
  * one build), "128" / "256" force its group size (tests), "auto" or unset
  * lets the grid decide. */
 dsa_status dsa__il_keys_env(dsa_context *c) {
@@ -289,12 +293,17 @@ dsa_status dsa__il_keys_env(dsa_context *c) {
   return DSA_OK;
 }
 
-/* FP8 (paged or ragged) on the NVIDIA fragment layout (native or emulated),
- * H <= 64. DSACL_IL_KEYS=off refuses it (old-vs-new timing in one build). */
+/* FP8 (paged or ragged) on any matrix back-end (native or emulated), H <=
+ * 64. Not on the portable one: its unit is one work-item with a 4 x 4 atom
+ * and no f16 product, so a unit's 64 columns would be 256 f32 accumulators
+ * and the keys' per-lane loads would be whole rows; the portable-h64/h16
+ * kernels are its FP32 path. DSACL_IL_KEYS=off refuses it (old-vs-new
+ * timing in one build). */
 static const char *refuse_keys(const dsa_context *c, const void *shape, char *buf, size_t n) {
   bool emu;
-  if (dsa__tile_backend(&c->caps, c->caps_enabled, &emu) != DSA_TILE_NV)
-    return "needs the nv-mma matrix back-end (native or emulated)";
+  if (dsa__tile_backend(&c->caps, c->caps_enabled, &emu) == DSA_TILE_PORTABLE)
+    return "needs a matrix back-end (native or emulated; the portable one has no f16 "
+           "fragments)";
   if (c->il_keys < 0) return "DSACL_IL_KEYS=off";
   const char *r = dsa__refuse_local_mem(c, km_local_bytes(), buf, n);
   if (r || !shape) return r;
@@ -310,7 +319,7 @@ static const char *refuse_keys(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 
-/* The MXFP4 operators: no nv-keys kernel (yet). */
+/* The MXFP4 operators: no keys kernel (yet). */
 static const char *refuse_keys_no(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)c, (void)shape, (void)buf, (void)n;
   return "FP8 only";
@@ -318,7 +327,7 @@ static const char *refuse_keys_no(const dsa_context *c, const void *shape, char 
 
 enum { V_KEYS, V_TILE, V_WIDE2, V_WIDE, V_NARROW };
 #define IL_VARIANTS(KEYS)                                                                      \
-  {"nv-keys", 0, KEYS, "FP8, D = 128, H <= 64; the nv-mma back-end"},                    \
+  {"keys", 0, KEYS, "FP8, D = 128, H <= 64; a matrix back-end"},                             \
       {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"}, \
       {"portable-h64db", 0, refuse_wide2, "H > 16; two chunk buffers"},                        \
       {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
@@ -377,7 +386,8 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     /* Groups of tq tokens of one sequence (ragged: tq consecutive query
      * rows) x KM_KPG keys. */
     tk = KM_KPG;
-    tq = (cl_int)km_tq((int)j->H, j->paged ? (int)j->next_n : 1 << 20);
+    const int lanes = tl_geometry(q->ctx, 1).be->lanes;
+    tq = (cl_int)km_tq((int)j->H, j->paged ? (int)j->next_n : 1 << 20, lanes);
     rows = j->paged ? (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq)
                     : (j->rows + tq - 1) / tq;
     /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
@@ -387,7 +397,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
      * (174.6 against 183.0 us).
      * DSACL_IL_KEYS=128 / 256 (KM_NT / 2 KM_NT) forces one (tests). */
     const int64_t groups = rows * (((int64_t)j->ncols + tk - 1) / tk);
-    int wide = groups * (KM_NT / 32) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
+    int wide = groups * (KM_NT / lanes) < (int64_t)q->ctx->caps.compute_units * KM_WARPS_CU;
     if (q->ctx->il_keys == KM_NT) wide = 0;
     if (q->ctx->il_keys == 2 * KM_NT) wide = 1;
     if (q->ctx->caps.max_wg < 2 * KM_NT) wide = 0;

@@ -329,7 +329,7 @@ static void test_ragged(void) {
       {0, 0, 8, 128, 50, 1, 0, 0, 1, 1, 0, 0},    {0, 3, 8, 128, 0, 1, 0, 0, 1, 1, 0, 0},
       {1, 3, 64, 128, 150, 1, 0, 1, 0, 0, 1, 0},  {1, 5, 8, 64, 300, 0, 0, 2, 0, 0, 0, 0},
       {1, 2, 1, 32, 40, 1, 1, 0, 0, 0, 1, 1},     {1, 3, 128, 96, 66, 1, 0, 1, 0, 0, 0, 4},
-      /* Several key tiles of every kernel (nv-keys: 1024 keys a group) and
+      /* Several key tiles of every kernel (keys: 1024 keys a group) and
        * an odd row count (groups of several query rows, the last partial). */
       {0, 5, 64, 128, 2500, 1, 0, 0, 1, 1, 0, 0}, {0, 3, 64, 128, 2100, 0, 1, 1, 1, 1, 0, 1},
   };
@@ -500,7 +500,7 @@ static void test_paged(void) {
       {1, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 1, 0, 0, 0},
       {1, 3, 3, 8, 4, 9, 17, 1, 2, 0, 0, 2, 0, 1, 2},
       {1, 2, 1, 16, 3, 4, 5, 3, 1, 1, 1, 1, 3, 0, 0},
-      /* Contexts over several key groups (nv-keys: 1024 keys a group) */
+      /* Contexts over several key groups (keys: 1024 keys a group) */
       {0, 2, 2, 64, 40, 48, 64, 0, 1, 1, 0, 0, 1, 0, 0},
       {0, 3, 1, 32, 90, 100, 16, 1, 2, 1, 0, 1, 0, 1, 0},
       {0, 2, 3, 64, 20, 24, 64, 2, 1, 0, 1, 0, 0, 0, -100},
