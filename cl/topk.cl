@@ -31,11 +31,12 @@
  *   bin T a little below the m-th largest; if m .. arena_words keys have a
  *   digit >= T, those candidates go to local memory and radix levels over
  *   them find the m largest (exact: they hold every word above the m-th);
- *   else the radix select below runs. The select is bound by latency (short phases between
- *   barriers), so what pays is more groups per compute unit: on an H200
- *   (ptxas) topk_lrows_256 takes 40 registers and 44 KiB of local memory
- *   (five groups per SM), topk_rows_256 76 (it took 162 before the mask
- *   loops read their mask once, TOPK_EACH: one group per SM).
+ *   else the radix select below runs. The select is bound by latency
+ *   (short phases between barriers), so what pays is more groups per
+ *   compute unit: on an H200 (ptxas) topk_lrows_256 took 40 registers and
+ *   44 KiB of local memory (five groups per SM; 51 registers with the
+ *   sampled select, H100: four), topk_rows_256 76 (it took 162 before the
+ *   mask loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
  *   "alive": level 0 histograms the 14-bit key prefix (sign, exponent, 5
  *   mantissa bits) in a window of 2048 bins below the group's largest key
@@ -510,7 +511,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   for (uint j = 0u; j < TOPK_VPT; j++) alive |= j * wg + tid < nc ? 1u << j : 0u;
   uint win = 0u;
   /* The sampled select's candidates (0: the radix select ran): their count,
-   * this item's first position among them, and where the sort ping-pongs. */
+   * this item's first position among them, the threshold bin. */
   uint ncand = 0u, cpos = 0u, tb = 0u;
 
   /* ---- radix select: the m largest words ---- */
@@ -532,7 +533,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * (or samp 2, the tests' forced fallback) the radix select below runs
      * from a clean histogram. It replaces level 0's two walks over every
      * key (histogram with atomics, mask update) by one walk with a compare
-     * (H100, 8192 x 8192 k = 512: the select 154 -> 72 us). */
+     * (H100, 8192 x 8192 k = 512: the select 131 -> 70 us, in all 362 ->
+     * 337 us; docs/PERFORMANCE.md, round 7). */
     /* lk only: in the register kernels the extra code cost more than it
      * saved (their registers grew from 76 to 128 at topk_rows_256; see
      * docs/PERFORMANCE.md, round 7). */
@@ -544,8 +546,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         if (d != 0u) atomic_inc(&hist[d]);
       })
       barrier(CLK_LOCAL_MEM_FENCE);
-      /* q: the sample's m / 16 plus two standard deviations and 2, so that
-       * c >= m in all but a few rows and c stays near 1.4 m. */
+      /* q: the sample's share of m plus TOPK_SAMPLE_Z (2) standard
+       * deviations and 2, so that c >= m in all but a few rows (a binomial
+       * estimate, not measured per row) and c stays within the arena. */
       const float mf = (float)m / (float)(1u << TOPK_SAMPLE_LOG);
       const uint q = (uint)(mf + TOPK_SAMPLE_Z * sqrt(mf)) + 2u;
       const uint per = max(TOPK_BINS / wg, 1u);
