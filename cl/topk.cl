@@ -26,11 +26,17 @@
  *   is the same body with the keys in local memory instead (WG * TOPK_VPT
  *   words, one histogram instead of two), loaded in batches of
  *   TOPK_LK_BATCH, its loops running over the set bits of the masks only
- *   (TOPK_EACH). The select is bound by latency (short phases between
- *   barriers), so what pays is more groups per compute unit: on an H200
- *   (ptxas) topk_lrows_256 takes 40 registers and 44 KiB of local memory
- *   (five groups per SM), topk_rows_256 76 (it took 162 before the mask
- *   loops read their mask once, TOPK_EACH: one group per SM).
+ *   (TOPK_EACH). Its select first tries a sampled threshold (samp, a kernel
+ *   argument: DSACL_TOPK_SAMPLE): a 1/16 sample's level-0 histogram puts a
+ *   bin T a little below the m-th largest; if m .. arena_words keys have a
+ *   digit >= T, those candidates go to local memory and radix levels over
+ *   them find the m largest (exact: they hold every word above the m-th);
+ *   else the radix select below runs. The select is bound by latency
+ *   (short phases between barriers), so what pays is more groups per
+ *   compute unit: on an H200 (ptxas) topk_lrows_256 took 40 registers and
+ *   44 KiB of local memory (five groups per SM; 51 registers with the
+ *   sampled select, H100: four), topk_rows_256 76 (it took 162 before the
+ *   mask loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
  *   "alive": level 0 histograms the 14-bit key prefix (sign, exponent, 5
  *   mantissa bits) in a window of 2048 bins below the group's largest key
@@ -85,6 +91,29 @@
  * (0, as topk_rows); a build option for tuning, like TOPK_LK_BATCH. */
 #ifndef TOPK_LK_BITLOOP
 #define TOPK_LK_BITLOOP 1
+#endif
+/* topk_lrows' sampled select: one key in 2^TOPK_SAMPLE_LOG sampled (3, 4 or
+ * 5), and the sample's rank that sets the threshold: its expected share of
+ * the m largest plus TOPK_SAMPLE_Z standard deviations plus 2. Build
+ * options for tuning. */
+/* TOPK_SAMPLE 0 (a build option) compiles the sampled select out. */
+#ifndef TOPK_SAMPLE
+#define TOPK_SAMPLE 1
+#endif
+#ifndef TOPK_SAMPLE_LOG
+#define TOPK_SAMPLE_LOG 4
+#endif
+#ifndef TOPK_SAMPLE_Z
+#define TOPK_SAMPLE_Z 2.0f
+#endif
+#if TOPK_SAMPLE_LOG == 3
+#define TOPK_SAMPLE_PAT 0x01010101u
+#elif TOPK_SAMPLE_LOG == 4
+#define TOPK_SAMPLE_PAT 0x00010001u
+#elif TOPK_SAMPLE_LOG == 5
+#define TOPK_SAMPLE_PAT 0x00000001u
+#else
+#error "TOPK_SAMPLE_LOG: 3, 4 or 5"
 #endif
 
 /* Full unrolling keeps the per-item arrays in registers on GPUs; CPU
@@ -384,11 +413,12 @@ TOPK_SORT_FN(topk_wsort, 16, TOPK_WARP_SORT, 512u)
 #define TOPK_ROWS_PARAMS                                                                     \
   DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
       int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
-      uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, DSA_FAULTS
+      uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, uint samp, \
+      DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
   logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
       a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, faults
+      scratch, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
@@ -480,6 +510,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   TOPK_UNROLL
   for (uint j = 0u; j < TOPK_VPT; j++) alive |= j * wg + tid < nc ? 1u << j : 0u;
   uint win = 0u;
+  /* The sampled select's candidates (0: the radix select ran): their count,
+   * this item's first position among them, the threshold bin. */
+  uint ncand = 0u, cpos = 0u, tb = 0u;
 
   /* ---- radix select: the m largest words ---- */
   if (nc <= (uint)k) {
@@ -487,6 +520,76 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   } else {
     for (uint j = tid; j < TOPK_BINS; j += wg) hist[j] = 0u;
     kmax = topk_group_max(kmax, sel + 3, tid); /* its barriers order the clearing */
+    const uint base = topk_subz(kmax >> 18, 2047u);
+    /* Sampled select (samp 1; exact whatever the data): the level-0 digit
+     * of a 1/16 sample (slots j = tid mod 16 and that + 16, so every part of
+     * the row is sampled) gives a bin T that the sample puts a little below
+     * the m-th largest; the c alive keys whose digit is >= T are counted in
+     * one pass without atomics. If m <= c <= the arena's words, they hold
+     * the m largest words (the m-th largest word of the group is at least
+     * the m-th largest of those c, whose digit is >= T): they are copied to
+     * local memory and the m largest of them selected there (radix levels
+     * over a few candidates per item, after the collect below). Otherwise
+     * (or samp 2, the tests' forced fallback) the radix select below runs
+     * from a clean histogram. It replaces level 0's two walks over every
+     * key (histogram with atomics, mask update) by one walk with a compare
+     * (H100, 8192 x 8192 k = 512: the select 131 -> 70 us, in all 362 ->
+     * 337 us; docs/PERFORMANCE.md, round 7). */
+    /* lk only: in the register kernels the extra code cost more than it
+     * saved (their registers grew from 76 to 128 at topk_rows_256; see
+     * docs/PERFORMANCE.md, round 7). */
+    if (TOPK_SAMPLE && lk && samp != 0u && nc >= 4u * m && arena_words >= 2u * m) {
+      const uint smask =
+          alive & (TOPK_SAMPLE_PAT << (tid & ((1u << TOPK_SAMPLE_LOG) - 1u)));
+      TOPK_EACH(smask, {
+        const uint d = TOPK_DIGIT0(TOPK_KV(j));
+        if (d != 0u) atomic_inc(&hist[d]);
+      })
+      barrier(CLK_LOCAL_MEM_FENCE);
+      /* q: the sample's share of m plus TOPK_SAMPLE_Z (2) standard
+       * deviations and 2, so that c >= m in all but a few rows (a binomial
+       * estimate, not measured per row) and c stays within the arena. */
+      const float mf = (float)m / (float)(1u << TOPK_SAMPLE_LOG);
+      const uint q = (uint)(mf + TOPK_SAMPLE_Z * sqrt(mf)) + 2u;
+      const uint per = max(TOPK_BINS / wg, 1u);
+      const uint hi = topk_subz(TOPK_BINS, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += hist[j];
+      uint total;
+      const uint before = TOPK_SCAN(sum, 0u, &total);
+      if (before < q && q <= before + sum) {
+        uint acc = before;
+        for (uint j = hi; j-- > lo;) {
+          const uint cnt = hist[j];
+          if (acc + cnt >= q) {
+            sel[0] = j;
+            break;
+          }
+          acc += cnt;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      tb = total >= q ? sel[0] : 0u; /* 0: the sample says nothing */
+      uint cm = 0u;
+      if (tb != 0u) {
+        TOPK_EACH(alive, {
+          if (TOPK_DIGIT0(TOPK_KV(j)) >= tb) cm |= 1u << j;
+        })
+      }
+      uint c_all;
+      const uint cp = TOPK_SCAN(popcount(cm), 1u, &c_all);
+      if (tb != 0u && samp == 1u && c_all >= m && c_all <= arena_words && c_all <= 32u * wg &&
+          4u * m + TOPK_BINS <= wg * TOPK_VPT) {
+        win = cm;
+        ncand = c_all;
+        cpos = cp;
+      } else { /* the radix select, from a clean histogram */
+        for (uint j = tid; j < TOPK_BINS; j += wg) hist[j] = 0u;
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+    }
+  }
+  if (nc > (uint)k && ncand == 0u) {
     const uint base = topk_subz(kmax >> 18, 2047u);
     uint rem = (uint)k, seen = nc; /* seen: alive elements at this level */
     bool low = false;              /* bin 0 taken at level 0: whole-key levels */
@@ -580,7 +683,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     }
   }
 
-  /* ---- collect the m winners at scanned positions, pad to p2 ---- */
+  /* ---- collect the m winners at scanned positions, pad to p2 (the
+   * sampled select: its ncand candidates, unpadded, selected below) ---- */
   uint p2 = 2u;
   while (p2 < m) p2 <<= 1;
   /* emin (2 or 4, from the host): 4 words per item where groups fill the
@@ -589,16 +693,96 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint E = min(max(emin, p2 / wg), p2);
   {
     uint total;
-    uint pos = TOPK_SCAN(popcount(win), 0u, &total);
+    /* The sampled select scanned its candidates already (parity 1). */
+    uint pos = ncand ? cpos : TOPK_SCAN(popcount(win), 0u, &total);
     /* The last histogram reads ended before the select's final barrier, and
      * the scan above has a barrier too: buf (aliasing hist) is free. */
     TOPK_EACH(win, {
       buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + j * wg + tid));
       pos++;
     })
-    for (uint i = m + tid; i < p2; i += wg) buf[i] = 0ul;
+    if (!ncand) {
+      for (uint i = m + tid; i < p2; i += wg) buf[i] = 0ul;
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+  if (lk && ncand != 0u) {
+    /* The sampled select's ncand (> m) candidates in buf, words >= wlo =
+     * the threshold bin's first key, to the m largest: radix levels over
+     * (word - wlo) in 11-bit digits from the top of the range (item t
+     * takes entries t, t + wg, ...: a mask of at most 32), each a histogram
+     * of the alive candidates in the keys' room (dead now), a scan and a
+     * mask update, until the bin holding the rem-th largest holds exactly
+     * rem (words are unique, so at the last digit at the latest). The
+     * candidates stay in local memory (registers cost occupancy: with
+     * them in registers topk_lrows_256 took 63 registers against 40 and
+     * lost, H100). The m winners go to the keys' room as pairs of words,
+     * then back to buf, padded, for the sort. */
+    __local uint *ch = keys, *wout = keys + TOPK_BINS;
+    const uint nq = (ncand + wg - 1u) / wg;
+    uint calive = 0u, cwin = 0u;
+    for (uint i = 0u; i < nq; i++) calive |= tid + i * wg < ncand ? 1u << i : 0u;
+    ulong wlo = (ulong)((tb + topk_subz(kmax >> 18, 2047u)) << 18) << 32;
+    const ulong range = (((ulong)kmax << 32) | 0xFFFFFFFFul) - wlo;
+    uint sh = topk_subz(64u - (uint)clz(range), 11u), rem = m;
+    for (uint level = 0u; level < 6u; level++) {
+      for (uint j = tid; j < TOPK_BINS; j += wg) ch[j] = 0u;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (uint a = calive; a != 0u; a &= a - 1u) {
+        const uint i = 31u - clz(a & (0u - a));
+        atomic_inc(&ch[(uint)((buf[tid + i * wg] - wlo) >> sh)]);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const uint per = max(TOPK_BINS / wg, 1u);
+      const uint hi = topk_subz(TOPK_BINS, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += ch[j];
+      uint total;
+      const uint before = TOPK_SCAN(sum, 0u, &total);
+      if (before < rem && rem <= before + sum) {
+        uint acc = before;
+        for (uint j = hi; j-- > lo;) {
+          const uint cnt = ch[j];
+          if (acc + cnt >= rem) {
+            sel[0] = j, sel[1] = acc, sel[2] = cnt;
+            break;
+          }
+          acc += cnt;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const uint bin = sel[0], above = sel[1], cnt = sel[2];
+      for (uint a = calive; a != 0u; a &= a - 1u) {
+        const uint i = 31u - clz(a & (0u - a));
+        const uint d = (uint)((buf[tid + i * wg] - wlo) >> sh);
+        if (d != bin) {
+          calive &= ~(1u << i);
+          if (d > bin) cwin |= 1u << i;
+        }
+      }
+      rem -= above;
+      wlo += (ulong)bin << sh;
+      sh = topk_subz(sh, 11u);
+      if (cnt == rem) {
+        cwin |= calive;
+        level = 6u;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE); /* sel and ch read before the next level */
+    }
+    uint total;
+    uint pos = TOPK_SCAN(popcount(cwin), 0u, &total);
+    for (uint a = cwin; a != 0u; a &= a - 1u) {
+      const uint i = 31u - clz(a & (0u - a));
+      const ulong w = buf[tid + i * wg];
+      wout[2u * pos] = (uint)w;
+      wout[2u * pos + 1u] = (uint)(w >> 32);
+      pos++;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = tid; i < p2; i += wg)
+      buf[i] = i < m ? ((ulong)wout[2u * i + 1u] << 32) | (ulong)wout[2u * i] : 0ul;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
   __local ulong *res;
 #if TOPK_E_MAX == 16
 #define TOPK_SORT16(PFX) else if (E == 16u) res = PFX##16(buf, p2, tid, dbl);

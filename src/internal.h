@@ -208,6 +208,9 @@ struct dsa_context {
   /* DSACL_TOPK_WG (op_topk.c): the largest group the register top-k
    * kernels are taken to run at, instead of what the driver reports (0). */
   uint32_t topk_wg;
+  /* DSACL_TOPK_SAMPLE (op_topk.c): the register / local-key kernels' sampled
+   * select: 1 on (auto), 0 off, 2 run but always fall back (tests). */
+  uint32_t topk_sample;
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
@@ -281,6 +284,10 @@ struct dsa_queue {
    * decode, the top-k split's lists), grown on demand: dsa__queue_scratch. */
   cl_mem scratch;
   size_t scratch_size;
+  /* Top-k group limits (op_topk.c), asked of the driver on the first call
+   * and kept (0: not yet): topk_rows_<WG>, topk_lrows_<WG>, wide's, and
+   * topk_per_row's CL_KERNEL_WORK_GROUP_SIZE. */
+  size_t topk_lim[4];
 };
 
 /* At least `bytes` of device scratch owned by q, valid for the commands q

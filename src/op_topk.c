@@ -17,7 +17,10 @@
  * DSACL_TOPK forces a preference (auto, wide, split[:chunk], lrow, row, stream):
  * the named algorithm runs wherever it can, the ones before it are refused.
  * DSACL_TOPK_WG=<n> (tuning) takes n as the register kernels' group limit
- * instead of the driver's CL_KERNEL_WORK_GROUP_SIZE. */
+ * instead of the driver's CL_KERNEL_WORK_GROUP_SIZE. DSACL_TOPK_SAMPLE=off
+ * turns the sampled select of topk_rows / topk_lrows off (tuning: the radix
+ * select alone), =fallback runs it and always falls back to the radix
+ * select (tests: the fallback path on every row). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,19 @@ dsa_status dsa__topk_env(dsa_context *c) {
   c->topk_algo = DSA_TOPK_ALGO_AUTO;
   c->topk_chunk = 0;
   c->topk_wg = 0;
+  c->topk_sample = 1;
+  const char *sm = getenv("DSACL_TOPK_SAMPLE");
+  if (sm && *sm && strcmp(sm, "auto") && strcmp(sm, "on")) {
+    if (!strcmp(sm, "off")) {
+      c->topk_sample = 0;
+    } else if (!strcmp(sm, "fallback")) {
+      c->topk_sample = 2;
+    } else {
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                       "DSACL_TOPK_SAMPLE = \"%s\": known values are auto, on, off and fallback",
+                       sm);
+    }
+  }
   const char *w = getenv("DSACL_TOPK_WG");
   if (w && *w) {
     char *end;
@@ -340,10 +356,13 @@ void dsa_topk_params_default(dsa_topk_params *p) {
  * rows (fewer rows then, so each needs more parallelism), never past what
  * the kernel and the device accept. */
 static size_t stream_wg(dsa_queue *q, cl_kernel kern, int64_t n_cols) {
-  size_t kmax = 0;
-  if (clGetKernelWorkGroupInfo(kern, q->ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
-                               NULL) != CL_SUCCESS)
-    kmax = TOPK_MIN_WG;
+  size_t kmax = q->topk_lim[3]; /* asked once per queue (the kernel is the queue's) */
+  if (!kmax) {
+    if (clGetKernelWorkGroupInfo(kern, q->ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax,
+                                 &kmax, NULL) != CL_SUCCESS || !kmax)
+      kmax = TOPK_MIN_WG;
+    q->topk_lim[3] = kmax;
+  }
   size_t lim = TOPK_MAX_WG;
   if (q->ctx->caps.max_wg && q->ctx->caps.max_wg < lim) lim = q->ctx->caps.max_wg;
   if (kmax < lim) lim = kmax;
@@ -420,10 +439,16 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   if (rows == 0) return dsa__launch_nothing(q, ev);
   /* The largest topk_rows_<WG> (topk_lrows_<WG>) kernel the device runs at
    * its size decides what the register (local-key) variants take. */
-  size_t klim, klim_l, klim_w;
-  DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, false, &klim));
-  DSA_CHECK(kernels_limit(q, lrows_kernel, LROWS_KERNELS, false, &klim_l));
-  DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, true, &klim_w));
+  /* Asked of the driver on the queue's first top-k call only (each asks
+   * up to nine kernels, a host cost on every call before). */
+  if (!q->topk_lim[0]) {
+    size_t l[3];
+    DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, false, &l[0]));
+    DSA_CHECK(kernels_limit(q, lrows_kernel, LROWS_KERNELS, false, &l[1]));
+    DSA_CHECK(kernels_limit(q, rows_kernel, ROWS_KERNELS, true, &l[2]));
+    q->topk_lim[1] = l[1], q->topk_lim[2] = l[2], q->topk_lim[0] = l[0];
+  }
+  const size_t klim = q->topk_lim[0], klim_l = q->topk_lim[1], klim_w = q->topk_lim[2];
   const topk_shape shape = {rows,   logits->shape[1], k, klim, klim_l,
                             klim_w, logits->dtype == DSA_BF16};
   const int v = dsa__pick(q, mode == MODE_PREFILL ? &dsa__variants_topk_prefill
@@ -494,6 +519,7 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_u32(&ka, (cl_uint)arena_words);
   dsa__karg_u32(&ka, p.dbl);
   dsa__karg_local(&ka, lk ? p.keys_bytes : 4); /* a local argument is never empty */
+  dsa__karg_u32(&ka, q->ctx->topk_sample);
   dsa__karg_faults(&ka);
   const size_t global[1] = {(size_t)rows * p.nch * p.wg}, local[1] = {p.wg};
   if (!split) return dsa__launch_args(q, krows, kname, &ka, 1, global, local, ev);

@@ -37,10 +37,12 @@ static uint32_t bits_of_f(float f) {
   return u;
 }
 
-#define NKINDS 11
+#define NKINDS 13
 /* Data families: 0 uniform, 1 small-int ties, 2 all equal, 3 non-finite mix,
  * 4 masked (-inf), 5 bf16 gauss, 6 ulp-close, 7 ulp-close negative,
- * 8 signed zeros, 9 all NaN, 10 subnormal. */
+ * 8 signed zeros, 9 all NaN, 10 subnormal, 11 64 levels (ties at every k-th
+ * value, yet few enough candidates for the sampled select to take them),
+ * 12 ascending (the largest all at the row's end). */
 
 /* A row of n logits of one data family. */
 static void fill_row(float *v, int64_t n, int kind) {
@@ -70,7 +72,10 @@ static void fill_row(float *v, int64_t n, int kind) {
       case 7: v[i] = f_of_bits(0xBF800000u + (uint32_t)rnd(1500)); break;
       case 8: v[i] = rnd(3) ? f_of_bits(rnd(2) ? 0x80000000u : 0u) : (float)(rnd(3) - 1); break;
       case 9: v[i] = f_of_bits(rnd(2) ? 0x7FC00000u : 0xFFFFFFFFu); break;
-      default: v[i] = f_of_bits((uint32_t)rnd(0x1000) | (rnd(2) ? 0x80000000u : 0u)); break;
+      case 11: v[i] = (float)rnd(64) / 4; break;
+      case 12: v[i] = (float)i / 8 - 100; break;
+      case 10: v[i] = f_of_bits((uint32_t)rnd(0x1000) | (rnd(2) ? 0x80000000u : 0u)); break;
+      default: v[i] = 0; break;
     }
   }
 }
@@ -648,6 +653,47 @@ static void test_forced(void) {
   unsetenv("DSACL_TOPK_WG");
 }
 
+/* lrow's sampled select (cl/topk.cl; the register kernels have none):
+ * DSACL_TOPK_SAMPLE=fallback runs the sample and then the radix select on
+ * every row (the path a row takes when the sample's threshold lets fewer
+ * than k keys through, or too many), off the radix select alone, on (the
+ * default) the sample where it holds. Rows: long ones that take the sample
+ * (uniform, 64 levels with ties at the threshold, ascending), tie-heavy
+ * ones that fall back by themselves, NaN / -inf rows, n <= k, bf16. */
+static void test_sample(void) {
+  static const char *const modes[] = {"fallback", "off", "on"};
+  for (size_t mo = 0; mo < sizeof modes / sizeof modes[0]; mo++) {
+    setenv("DSACL_TOPK_SAMPLE", modes[mo], 1);
+    {
+      reopen("lrow");
+      const pf_case pf[] = {
+          {3, 8000, 512, 0, 1, 0},  {2, 8000, 512, 11, 1, 0}, {2, 8000, 100, 12, 1, 0},
+          {2, 6000, 64, 1, 1, 0},   {2, 6000, 64, 4, 1, 0},   {2, 6000, 64, 3, 1, 0},
+          {2, 6000, 300, 9, 1, 0},  {2, 400, 512, 0, 1, 0},   {3, 8000, 512, 11, 1, 1},
+          {2, 8000, 7, 5, 1, 1},
+      };
+      for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
+      const dc_case dc[] = {{2, 1, 20000, 512, 1, 0, 1, 0}, {1, 2, 20000, 512, 2, 11, 1, 0},
+                            {1, 1, 20000, 1, 1, 12, 1, 0}};
+      for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
+    }
+  }
+  unsetenv("DSACL_TOPK_SAMPLE");
+  reopen(NULL);
+  /* An unknown value is refused when the context is made. */
+  setenv("DSACL_TOPK_SAMPLE", "sometimes", 1);
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = "off";
+  dsa_context *bad = NULL;
+  const dsa_status st = dsa_context_create(&bad, &o);
+  CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL &&
+            strstr(dsa_last_error(), "DSACL_TOPK_SAMPLE"),
+        "DSACL_TOPK_SAMPLE=sometimes: %s: %s", dsa_status_name(st), dsa_last_error());
+  if (bad) dsa_context_destroy(&bad);
+  unsetenv("DSACL_TOPK_SAMPLE");
+}
+
 int main(void) {
   unsetenv("DSACL_TOPK"); /* the library's own pick first */
   dsa_test_open(&ctx, &q, 0);
@@ -657,6 +703,7 @@ int main(void) {
   test_decode();
   test_many_rows();
   test_forced();
+  test_sample();
   dsa_test_close(&ctx, &q);
   return dsa_test_summary();
 }
