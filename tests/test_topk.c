@@ -588,6 +588,8 @@ static void test_bad_args(void) {
 
 /* ---- every algorithm, forced ------------------------------------------------ */
 
+static void sample_cases(void);
+
 static void reopen(const char *topk) {
   dsa_test_close(&ctx, &q);
   if (topk) setenv("DSACL_TOPK", topk, 1);
@@ -626,6 +628,7 @@ static void test_forced(void) {
       run_decode(&d);
     }
     test_events();
+    if (!strcmp(algos[a], "lrow")) sample_cases(); /* DSACL_TOPK_SAMPLE unset: on */
   }
   reopen(NULL);
   /* An unknown value is refused when the context is made. */
@@ -659,24 +662,29 @@ static void test_forced(void) {
  * than k keys through, or too many), off the radix select alone, on (the
  * default) the sample where it holds. Rows: long ones that take the sample
  * (uniform, 64 levels with ties at the threshold, ascending), tie-heavy
- * ones that fall back by themselves, NaN / -inf rows, n <= k, bf16. */
+ * ones that fall back by themselves, NaN / -inf rows, n <= k, bf16. Run
+ * in a context forced to lrow: test_forced's for "on" (each context costs
+ * PoCL, whose kernel cache the tests keep off, its compiles again), one
+ * context each for fallback and off. */
+static void sample_cases(void) {
+  const pf_case pf[] = {
+      {3, 8000, 512, 0, 1, 0},  {2, 8000, 512, 11, 1, 0}, {2, 8000, 100, 12, 1, 0},
+      {2, 6000, 64, 1, 1, 0},   {2, 6000, 64, 4, 1, 0},   {2, 6000, 64, 3, 1, 0},
+      {2, 6000, 300, 9, 1, 0},  {2, 400, 512, 0, 1, 0},   {3, 8000, 512, 11, 1, 1},
+      {2, 8000, 7, 5, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
+  const dc_case dc[] = {{2, 1, 20000, 512, 1, 0, 1, 0}, {1, 2, 20000, 512, 2, 11, 1, 0},
+                        {1, 1, 20000, 1, 1, 12, 1, 0}};
+  for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
+}
+
 static void test_sample(void) {
-  static const char *const modes[] = {"fallback", "off", "on"};
+  static const char *const modes[] = {"fallback", "off"};
   for (size_t mo = 0; mo < sizeof modes / sizeof modes[0]; mo++) {
     setenv("DSACL_TOPK_SAMPLE", modes[mo], 1);
-    {
-      reopen("lrow");
-      const pf_case pf[] = {
-          {3, 8000, 512, 0, 1, 0},  {2, 8000, 512, 11, 1, 0}, {2, 8000, 100, 12, 1, 0},
-          {2, 6000, 64, 1, 1, 0},   {2, 6000, 64, 4, 1, 0},   {2, 6000, 64, 3, 1, 0},
-          {2, 6000, 300, 9, 1, 0},  {2, 400, 512, 0, 1, 0},   {3, 8000, 512, 11, 1, 1},
-          {2, 8000, 7, 5, 1, 1},
-      };
-      for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
-      const dc_case dc[] = {{2, 1, 20000, 512, 1, 0, 1, 0}, {1, 2, 20000, 512, 2, 11, 1, 0},
-                            {1, 1, 20000, 1, 1, 12, 1, 0}};
-      for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
-    }
+    reopen("lrow");
+    sample_cases();
   }
   unsetenv("DSACL_TOPK_SAMPLE");
   reopen(NULL);
@@ -696,6 +704,7 @@ static void test_sample(void) {
 
 int main(void) {
   unsetenv("DSACL_TOPK"); /* the library's own pick first */
+  unsetenv("DSACL_TOPK_SAMPLE");
   dsa_test_open(&ctx, &q, 0);
   test_bad_args();
   test_events();
