@@ -154,6 +154,7 @@ const char *dsa__program_defines(dsa_program_id id);
  * Not a capability: DSACL_FORCE_PORTABLE leaves them on. */
 const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps);
 const char *dsa__sparse_mla_device_options(const dsa_caps *caps);
+const char *dsa__topk_device_options(const dsa_caps *caps);
 
 /* ---- memory kinds (mem.c) -------------------------------------------------
  * cl_intel_unified_shared_memory's entry points, reached through

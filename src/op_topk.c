@@ -43,6 +43,19 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
 #define TOPK_MAX_CHUNKS 64
 #define TOPK_MAX_SCRATCH ((uint64_t)1 << 30)
 
+/* PoCL: lrow's sampled select compiled out (-DTOPK_SAMPLE=0, cl/topk.cl).
+ * PoCL's work-group function generation takes minutes on it: the top-k
+ * golden at 32 KiB of local memory (topk_lrows at its 32 KiB sizes) ran
+ * 24 CPU s with it compiled out against more than 300 without finishing
+ * (2026-11-26, PoCL 3, Debian's; the clean-clone CI's checkcl ran past its
+ * 400 s limit). It is a GPU occupancy trick (docs/PERFORMANCE.md, top-k
+ * round 7), and the results are the same bytes either way, so PoCL runs
+ * the radix select alone; Intel's CPU runtime, Oclgrind and GPUs build it.
+ * DSACL_TOPK_SAMPLE then changes nothing on PoCL. */
+const char *dsa__topk_device_options(const dsa_caps *caps) {
+  return caps->vendor == DSA_VENDOR_POCL ? " -DTOPK_SAMPLE=0" : "";
+}
+
 /* ---- DSACL_TOPK ------------------------------------------------------------ */
 
 dsa_status dsa__topk_env(dsa_context *c) {

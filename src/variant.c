@@ -144,5 +144,9 @@ const char *dsa__program_defines(dsa_program_id id) {
 }
 
 const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps) {
-  return id == DSA_PROG_SPARSE_MLA ? dsa__sparse_mla_device_options(caps) : "";
+  switch (id) {
+    case DSA_PROG_SPARSE_MLA: return dsa__sparse_mla_device_options(caps);
+    case DSA_PROG_TOPK: return dsa__topk_device_options(caps);
+    default: return "";
+  }
 }
