@@ -590,6 +590,22 @@ static void test_bad_args(void) {
 
 static void sample_cases(void);
 
+/* An environment setting's bad value: refused with a named error when a
+ * context is made, naming the variable; nothing is created. */
+static void check_bad_env(const char *name, const char *value) {
+  setenv(name, value, 1);
+  dsa_context_options o;
+  dsa_context_options_default(&o);
+  o.cache_dir = "off";
+  dsa_context *bad = NULL;
+  const dsa_status st = dsa_context_create(&bad, &o);
+  CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL && strstr(dsa_last_error(), name),
+        "%s=%s: %s: %s", name, value, dsa_status_name(st), dsa_last_error());
+  if (bad) dsa_context_destroy(&bad);
+  unsetenv(name);
+}
+
+
 static void reopen(const char *topk) {
   dsa_test_close(&ctx, &q);
   if (topk) setenv("DSACL_TOPK", topk, 1);
@@ -632,28 +648,11 @@ static void test_forced(void) {
   }
   reopen(NULL);
   /* An unknown value is refused when the context is made. */
-  setenv("DSACL_TOPK", "fastest", 1);
-  dsa_context_options o;
-  dsa_context_options_default(&o);
-  o.cache_dir = "off";
-  dsa_context *bad = NULL;
-  const dsa_status st = dsa_context_create(&bad, &o);
-  CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL && strstr(dsa_last_error(), "DSACL_TOPK"),
-        "DSACL_TOPK=fastest: %s: %s", dsa_status_name(st), dsa_last_error());
-  if (bad) dsa_context_destroy(&bad);
-  unsetenv("DSACL_TOPK");
+  check_bad_env("DSACL_TOPK", "fastest");
   /* So is a group limit that is no power of two in 64..1024. */
   static const char *const bad_wg[] = {"300", "32", "2048", "512x"};
-  for (size_t i = 0; i < sizeof bad_wg / sizeof bad_wg[0]; i++) {
-    setenv("DSACL_TOPK_WG", bad_wg[i], 1);
-    bad = NULL;
-    const dsa_status sw = dsa_context_create(&bad, &o);
-    CHECK(sw == DSA_ERR_INVALID_ARGUMENT && bad == NULL &&
-              strstr(dsa_last_error(), "DSACL_TOPK_WG"),
-          "DSACL_TOPK_WG=%s: %s: %s", bad_wg[i], dsa_status_name(sw), dsa_last_error());
-    if (bad) dsa_context_destroy(&bad);
-  }
-  unsetenv("DSACL_TOPK_WG");
+  for (size_t i = 0; i < sizeof bad_wg / sizeof bad_wg[0]; i++)
+    check_bad_env("DSACL_TOPK_WG", bad_wg[i]);
 }
 
 /* lrow's sampled select (cl/topk.cl; the register kernels have none):
@@ -702,17 +701,7 @@ static void test_sample(void) {
   unsetenv("DSACL_TOPK_SAMPLE");
   reopen(NULL);
   /* An unknown value is refused when the context is made. */
-  setenv("DSACL_TOPK_SAMPLE", "sometimes", 1);
-  dsa_context_options o;
-  dsa_context_options_default(&o);
-  o.cache_dir = "off";
-  dsa_context *bad = NULL;
-  const dsa_status st = dsa_context_create(&bad, &o);
-  CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL &&
-            strstr(dsa_last_error(), "DSACL_TOPK_SAMPLE"),
-        "DSACL_TOPK_SAMPLE=sometimes: %s: %s", dsa_status_name(st), dsa_last_error());
-  if (bad) dsa_context_destroy(&bad);
-  unsetenv("DSACL_TOPK_SAMPLE");
+  check_bad_env("DSACL_TOPK_SAMPLE", "sometimes");
 }
 
 int main(void) {
