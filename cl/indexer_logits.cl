@@ -1063,6 +1063,19 @@ DSA_INLINE_ALWAYS void km_ll_load(const km_ll *s, const int paged, __global cons
 }
 #endif
 
+/* Load group c2 of a lane's query row (at qrow, from dims k0 on): the
+ * DSA_TILE_KP_BGL 16-byte loads from which dsa_tile_b_kp_e4m3 makes KM_BKS
+ * k-steps; zeros where !ok (a token or head past the end). */
+DSA_INLINE void km_qload(__global const uchar *qv, const ulong qrow, const int c2, const uint k0,
+                         const int ok, const int q_al, uint4 *xq) {
+#pragma unroll
+  for (int i = 0; i < DSA_TILE_KP_BGL; i++) {
+    __global const uchar *qp =
+        qv + qrow + (ulong)(DSA_TILE_KP_BCHUNK * (c2 * DSA_TILE_KP_BGL + i) + (int)k0);
+    xq[i] = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
+  }
+}
+
 #if KM_QL
 /* The B fragments of a warp's tokens into local memory in fragment order,
  * [token][n-tile][k-step][word pair][slot] (NVIDIA: one pair, b0 and b1, a
@@ -1087,12 +1100,7 @@ DSA_INLINE_ALWAYS void km_qfill(IL_PARAMS, __local uint2 *qf, __local float2 *wf
      * load, four k-steps). */
     for (int c2 = 0; c2 < KM_BG; c2++) {
       uint4 xq[DSA_TILE_KP_BGL];
-#pragma unroll
-      for (int i = 0; i < DSA_TILE_KP_BGL; i++) {
-        __global const uchar *qp =
-            qv + qrow + (ulong)(DSA_TILE_KP_BCHUNK * (c2 * DSA_TILE_KP_BGL + i) + (int)k0);
-        xq[i] = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
-      }
+      km_qload(qv, qrow, c2, k0, ok, q_al, xq);
       /* One lane a slot writes (WMMA: lanes r and r + 16 hold the same). */
       if (DSA_TILE_B_SLOTS == DSA_TILE_LANES || lane < DSA_TILE_B_SLOTS) {
 #pragma unroll
@@ -1292,12 +1300,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
     for (int c2 = 0; c2 < KM_BG; c2++) {
       uint4 xq[DSA_TILE_KP_BGL];
-#pragma unroll
-      for (int i = 0; i < DSA_TILE_KP_BGL; i++) {
-        __global const uchar *qp =
-            qv + qrow + (ulong)(DSA_TILE_KP_BCHUNK * (c2 * DSA_TILE_KP_BGL + i) + (int)k0);
-        xq[i] = ok ? dsa_load16(qp, q_al) : (uint4)(0u);
-      }
+      km_qload(qv, qrow, c2, k0, ok, q_al, xq);
 #pragma unroll
       for (int s = 0; s < KM_BKS; s++) qb[nt][c2 * KM_BKS + s] = dsa_tile_b_kp_e4m3(xq, s);
     }

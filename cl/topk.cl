@@ -139,6 +139,25 @@ DSA_INLINE uint topk_key(float x) {
  * into llvm.usub.sat (Oclgrind cannot run that intrinsic). */
 DSA_INLINE uint topk_subz(uint a, uint b) { return (uint)max((int)(a - b), 0); }
 
+/* The bin that holds the rem-th largest key, when it is among this item's
+ * bins [lo, hi) of histogram h (their keys sum; before = the keys of all
+ * higher bins): sel = {bin, keys above it, keys in it}. One item matches;
+ * the caller's barrier publishes sel. */
+DSA_INLINE void topk_pick_bin(__local const uint *h, uint lo, uint hi, uint before, uint sum,
+                              uint rem, __local uint *sel) {
+  if (before < rem && rem <= before + sum) {
+    uint acc = before;
+    for (uint j = hi; j-- > lo;) {
+      const uint cnt = h[j];
+      if (acc + cnt >= rem) {
+        sel[0] = j, sel[1] = acc, sel[2] = cnt;
+        break;
+      }
+      acc += cnt;
+    }
+  }
+}
+
 /* Row r's clamped range [*s, *e); true if the range was bad (fault). Every
  * item reads the same words (broadcast). */
 DSA_INLINE bool topk_range(ulong r, long n_cols, int mode, __global const uchar *a_mem,
@@ -635,17 +654,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       }
       uint total;
       const uint before = TOPK_SCAN(sum, level & 1u, &total);
-      if (before < rem && rem <= before + sum) {
-        uint acc = before;
-        for (uint j = hi; j-- > lo;) {
-          const uint cnt = h[j];
-          if (acc + cnt >= rem) {
-            sel[0] = j, sel[1] = acc, sel[2] = cnt;
-            break;
-          }
-          acc += cnt;
-        }
-      }
+      topk_pick_bin(h, lo, hi, before, sum, rem, sel);
       barrier(CLK_LOCAL_MEM_FENCE);
       /* Level 0 counts no bin 0: when the others hold fewer than rem, the
        * bin is 0 and holds the rest (every item knows total). */
@@ -739,17 +748,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       for (uint j = lo; j < hi; j++) sum += ch[j];
       uint total;
       const uint before = TOPK_SCAN(sum, 0u, &total);
-      if (before < rem && rem <= before + sum) {
-        uint acc = before;
-        for (uint j = hi; j-- > lo;) {
-          const uint cnt = ch[j];
-          if (acc + cnt >= rem) {
-            sel[0] = j, sel[1] = acc, sel[2] = cnt;
-            break;
-          }
-          acc += cnt;
-        }
-      }
+      topk_pick_bin(ch, lo, hi, before, sum, rem, sel);
       barrier(CLK_LOCAL_MEM_FENCE);
       const uint bin = sel[0], above = sel[1], cnt = sel[2];
       for (uint a = calive; a != 0u; a &= a - 1u) {
