@@ -215,6 +215,9 @@ struct dsa_context {
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
+  /* DSACL_MLA_TWO_STAGE (op_sparse_mla.c): "off" or "0" refuses the fused
+   * decode's two-stage route (true here). */
+  bool mla_route_off;
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
@@ -249,6 +252,8 @@ enum {
 dsa_status dsa__topk_env(dsa_context *c);
 /* Parses DSACL_IL_KEYS into c->il_keys (op_indexer_logits.c). */
 dsa_status dsa__il_keys_env(dsa_context *c);
+/* Reads DSACL_MLA_TWO_STAGE into c (op_sparse_mla.c). */
+void dsa__mla_route_env(dsa_context *c);
 
 /* A queue of c is gone: frees c if it was destroyed and this was its last. */
 void dsa__context_queue_gone(dsa_context *c);

@@ -179,11 +179,15 @@ static uint64_t route_bytes(int64_t t, int64_t k1, int64_t k2);
  * the workspace would exceed ROUTE_MAX_BYTES (the fused kernels need none),
  * and under DSACL_MLA_TWO_STAGE=off (tests: the fused portable kernels). */
 #define ROUTE_MAX_BYTES ((uint64_t)1 << 30)
+/* DSACL_MLA_TWO_STAGE, read when the context is made (as DSACL_TOPK). */
+void dsa__mla_route_env(dsa_context *c) {
+  const char *e = getenv("DSACL_MLA_TWO_STAGE");
+  c->mla_route_off = e && (!strcmp(e, "off") || !strcmp(e, "0"));
+}
 static const char *refuse_route(const dsa_context *c, const void *shape, char *buf, size_t n) {
   const char *r = dsa__refuse_local_mem(c, attn_local_bytes(1), buf, n);
   if (r) return r;
-  const char *e = getenv("DSACL_MLA_TWO_STAGE");
-  if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) return "DSACL_MLA_TWO_STAGE=off";
+  if (c->mla_route_off) return "DSACL_MLA_TWO_STAGE=off";
   if (!shape) return NULL;
   const mla_shape *s = shape;
   if (route_bytes(s->t, s->k1, s->k2) > ROUTE_MAX_BYTES) {
