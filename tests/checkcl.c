@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -143,7 +144,11 @@ static int run_prog(const char *build, const char *golden, const struct prog *p,
   snprintf(cmd, sizeof cmd, "timeout -k 10 %s '%s/%s' %s%s%s > '%s' 2>&1", lim ? lim : "400",
            build, p->path, p->golden ? "'" : "", p->golden ? golden : "", p->golden ? "'" : "",
            log);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   const int rc = system(cmd);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   const int ok = rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
   if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 124)
     fprintf(stderr, "checkcl: %s ran past %s s under [%s]\n", p->path, lim ? lim : "400",
@@ -177,7 +182,7 @@ static int run_prog(const char *build, const char *golden, const struct prog *p,
   }
   if (f) fclose(f);
   remove(log);
-  printf("  %-28s %s (%d picks)\n", p->path, ok ? "ok" : "FAIL", seen);
+  printf("  %-28s %s (%d picks, %.1f s)\n", p->path, ok ? "ok" : "FAIL", seen, secs);
   fflush(stdout);
   return ok ? 0 : 1;
 }
