@@ -5,6 +5,13 @@
 
 #include "internal.h"
 
+/* How long a process waits for another one building the same program (the
+ * key's lock in the binary cache) before building it itself: longer than
+ * any compile seen (Intel's CPU compiler, an emulated matrix back-end: ~2
+ * min on a CI core), short enough that a hung compiler elsewhere costs a
+ * bounded delay, not a hang. */
+#define DSA_BUILD_WAIT_MS 600000L
+
 void dsa_context_options_default(dsa_context_options *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
@@ -412,9 +419,22 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
   char key[DSA_CACHE_KEY_HEX];
   cache_key(c, ep, src_hash, key);
   bool use_cache = c->dcache.enabled && !disk_src;
+  int lock = -1;
   if (use_cache && !skip_load) {
     cl_program p = try_binary(c, key, ep->name, options);
+    if (!p) {
+      /* No entry: build it, unless another process is building it now (it
+       * holds the key's lock): then wait for its entry. */
+      bool waited = false;
+      lock = dsa__diskcache_lock(&c->dcache, key, DSA_BUILD_WAIT_MS, &waited);
+      if (waited) {
+        dsa__log(2, "%s: waited for another process building it (%s)", ep->name,
+                 lock >= 0 ? "done" : "gave up");
+        p = try_binary(c, key, ep->name, options);
+      }
+    }
     if (p) {
+      dsa__diskcache_unlock(lock);
       c->from_cache[id] = true;
       *out = p;
       return DSA_OK;
@@ -426,11 +446,13 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
   cl_program p = clCreateProgramWithSource(c->ctx, 1, &src, &len, &e);
   if (!p) {
     free(disk_src);
+    dsa__diskcache_unlock(lock);
     return dsa__fail_cl(e, "clCreateProgramWithSource");
   }
   e = clBuildProgram(p, 1, &c->dev, options, NULL, NULL);
   free(disk_src);
   if (e != CL_SUCCESS) {
+    dsa__diskcache_unlock(lock);
     dsa_status s = build_log_fail(c, p, e, ep->name, options);
     clReleaseProgram(p);
     return s;
@@ -453,10 +475,12 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
     }
   }
   if (!kernels_ok(p)) {
+    dsa__diskcache_unlock(lock);
     clReleaseProgram(p);
     return dsa__fail(DSA_ERR_BUILD, 0, "%s built but its kernels cannot be created", ep->name);
   }
   if (use_cache) store_binary(c, p, key);
+  dsa__diskcache_unlock(lock);
   *out = p;
   return DSA_OK;
 }

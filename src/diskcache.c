@@ -226,6 +226,34 @@ void *dsa__diskcache_load(const dsa_diskcache *dc, const char *key, size_t *len)
   return buf;
 }
 
+int dsa__diskcache_lock(const dsa_diskcache *dc, const char *key, long wait_ms, bool *waited) {
+  if (waited) *waited = false;
+  if (!dc || !dc->enabled || callbacks(dc) || !key_ok(key) || !dc->dir[0]) return -1;
+  char path[PATH_MAX_];
+  snprintf(path, sizeof path, "%s/.%s.lock", dc->dir, key);
+  const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct flock fl;
+  memset(&fl, 0, sizeof fl);
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET; /* the whole file: start 0, length 0 */
+  /* Polled, not F_SETLKW: a bounded wait needs no signal (a library must not
+   * install handlers), and a compile takes seconds to minutes. */
+  const struct timespec nap = {0, 20 * 1000 * 1000};
+  for (long slept = 0;; slept += 20) {
+    if (fcntl(fd, F_SETLK, &fl) == 0) return fd;
+    if ((errno != EACCES && errno != EAGAIN) || slept >= wait_ms) break;
+    if (waited) *waited = true;
+    nanosleep(&nap, NULL);
+  }
+  close(fd);
+  return -1;
+}
+
+void dsa__diskcache_unlock(int fd) {
+  if (fd >= 0) close(fd); /* closing drops the process's record locks on the file */
+}
+
 static int store_fail(int fd, const char *tmp, const char *path, const char *what) {
   dsa__log(2, "binary cache store failed: %s: %s: %s", path, what, strerror(errno));
   if (fd >= 0) close(fd);

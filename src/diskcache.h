@@ -41,6 +41,19 @@ void *dsa__diskcache_load(const dsa_diskcache *dc, const char *key, size_t *len)
 /* 0 on success; failures are logged and otherwise ignored by callers. */
 int dsa__diskcache_store(const dsa_diskcache *dc, const char *key, const void *data,
                          size_t len);
+/* One builder at a time per key, across processes: an advisory POSIX record
+ * lock on <dir>/.<key>.lock. A process that found no entry takes it before
+ * compiling and drops it after storing, so the others (a serving fleet's
+ * workers starting together, a test suite's parallel processes) wait and
+ * then load its binary instead of compiling the same program beside it.
+ * Waits at most wait_ms (then -1: build without it; a holder that died
+ * released it with its process). Returns the lock's descriptor, or -1 (no
+ * lock: callbacks, the cache off, any failure; never an error). */
+int dsa__diskcache_lock(const dsa_diskcache *dc, const char *key, long wait_ms, bool *waited);
+/* Releases a lock from dsa__diskcache_lock (fd -1: nothing). The lock file
+ * stays: unlinking it could let a third process lock a new file while a
+ * waiter holds the old one. */
+void dsa__diskcache_unlock(int fd);
 /* Path of the entry for key (for tools and tests). */
 void dsa__diskcache_path(const dsa_diskcache *dc, const char *key, char *buf, size_t n);
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -643,6 +644,130 @@ static void test_concurrent(void) {
         "stray files in the cache directory");
 }
 
+/* ---- one builder per key (dsa__diskcache_lock) ------------------------------ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A child takes the key's lock, says so through the pipe, holds it for
+ * hold_ms, stores an entry (store = 1) and exits without unlocking (the
+ * kernel drops a dead process's locks). */
+static pid_t lock_holder(const char *dir, const char *key, int hold_ms, int store, int *rd) {
+  int pfd[2];
+  if (pipe(pfd) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pfd[0]);
+    dsa_diskcache dc;
+    dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+    const int fd = dsa__diskcache_lock(&dc, key, 0, NULL);
+    const char ok = fd >= 0 ? 'L' : 'x';
+    if (write(pfd[1], &ok, 1) != 1) _exit(2);
+    const struct timespec t = {hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+    if (store && dsa__diskcache_store(&dc, key, "built by the holder", 19) != 0) _exit(3);
+    _exit(fd >= 0 ? 0 : 1);
+  }
+  close(pfd[1]);
+  *rd = pfd[0];
+  return pid;
+}
+
+static int child_ok(pid_t pid) {
+  int st = -1;
+  return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_build_lock(void) {
+  char dir[PATHN];
+  subdir(dir, "lock");
+  dsa_diskcache dc;
+  dsa__diskcache_init(&dc, dir, false, NULL, NULL, NULL);
+  bool waited = true;
+  int fd = dsa__diskcache_lock(&dc, "free", 0, &waited);
+  CHECK(fd >= 0 && !waited, "an unheld lock: fd %d, waited %d", fd, waited);
+  dsa__diskcache_unlock(fd);
+  dsa__diskcache_unlock(-1); /* nothing */
+
+  /* Held elsewhere: a waiter returns once the holder is gone, and finds the
+   * holder's entry (stored before its lock dropped). */
+  int rd = -1;
+  char got = 0;
+  pid_t pid = lock_holder(dir, "k1", 300, 1, &rd);
+  CHECK(pid > 0 && read(rd, &got, 1) == 1 && got == 'L', "holder did not lock (%c)", got);
+  const double t0 = now_s();
+  fd = dsa__diskcache_lock(&dc, "k1", 60000, &waited);
+  const double dt = now_s() - t0;
+  size_t len = 0;
+  void *e = dsa__diskcache_load(&dc, "k1", &len);
+  CHECK(fd >= 0 && waited && dt > 0.1, "waiter: fd %d, waited %d after %.3f s", fd, waited, dt);
+  CHECK(e && len == 19 && !memcmp(e, "built by the holder", 19),
+        "the waiter does not see the holder's entry");
+  free(e);
+  dsa__diskcache_unlock(fd);
+  CHECK(child_ok(pid), "holder failed");
+  close(rd);
+
+  /* The wait is bounded: a holder that keeps it past wait_ms is given up on. */
+  pid = lock_holder(dir, "k2", 1500, 0, &rd);
+  CHECK(pid > 0 && read(rd, &got, 1) == 1 && got == 'L', "holder did not lock (%c)", got);
+  fd = dsa__diskcache_lock(&dc, "k2", 100, &waited);
+  CHECK(fd < 0 && waited, "a lock held past the wait: fd %d, waited %d", fd, waited);
+  dsa__diskcache_unlock(fd);
+  CHECK(child_ok(pid), "holder failed");
+  close(rd);
+
+  /* No lock (and no file) without a directory: off, or callbacks. */
+  dsa_diskcache off;
+  dsa__diskcache_init(&off, "off", false, NULL, NULL, NULL);
+  CHECK(dsa__diskcache_lock(&off, "k3", 0, NULL) < 0, "a lock with the cache off");
+  CHECK(dsa__diskcache_lock(&dc, "../k3", 0, NULL) < 0, "a lock for a bad key");
+
+  /* End to end: two processes make the same program into an empty cache at
+   * once; one builds it, the other waits and loads it (without the lock both
+   * would build). Forked before this process touches OpenCL. */
+  char edir[PATHN];
+  subdir(edir, "lock-e2e");
+  pid_t kids[2];
+  fflush(NULL);
+  for (int i = 0; i < 2; i++) {
+    kids[i] = fork();
+    if (kids[i] == 0) {
+      dsa_context_options o;
+      dsa_context_options_default(&o);
+      o.cache_dir = edir;
+      dsa_context *c = NULL;
+      const dsa_status st = dsa_context_create(&c, &o);
+      if (st == DSA_ERR_NO_DEVICE) _exit(77);
+      cl_program p;
+      if (st != DSA_OK || dsa__get_program(c, DSA_PROG_INDEX_HELPERS, &p) != DSA_OK) _exit(2);
+      const int loaded = c->from_cache[DSA_PROG_INDEX_HELPERS];
+      dsa_context_destroy(&c);
+      _exit(loaded ? 1 : 0);
+    }
+  }
+  int built = 0, loaded = 0, other = 0, nodev = 0;
+  for (int i = 0; i < 2; i++) {
+    int st = -1;
+    if (kids[i] <= 0 || waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st)) {
+      other++;
+      continue;
+    }
+    const int x = WEXITSTATUS(st);
+    built += x == 0, loaded += x == 1, nodev += x == 77, other += x != 0 && x != 1 && x != 77;
+  }
+  if (nodev) {
+    fprintf(stderr, "no OpenCL device: the two-process build skipped\n");
+    return;
+  }
+  CHECK(built == 1 && loaded == 1 && other == 0,
+        "two processes, one program: %d built, %d loaded, %d failed", built, loaded, other);
+}
+
 /* ---- integration: the runtime's use of the cache ----------------------------- */
 
 #define MAXE 32
@@ -952,6 +1077,7 @@ int main(void) {
   test_env();
   test_callbacks();
   test_concurrent();
+  test_build_lock();
   test_integration();
   test_forged();
   rm_rf(g_root);
