@@ -300,9 +300,18 @@ static void test_kernel_dir(void) {
   o.cache_dir = "off";
   dsa_context *c = NULL;
 
+  /* From the source tree: compressor.cl includes every header but the tile
+   * layer's (dsa_mla, dsa_mxfp4, dsa_norm, dsa_common and what it
+   * includes), so the driver resolves them with -I as the embedding did.
+   * One program, not a warm-up of all: with the binary cache bypassed in
+   * this mode, Intel's CPU runtime took 80 s to build every program
+   * (compressor: 2 s); the embedded sources of the same files are what the
+   * other tests build. */
   setenv("DSACL_KERNEL_DIR", DSA_SOURCE_CL_DIR, 1);
   CHECK_OK(dsa_context_create(&c, &o));
-  CHECK_OK(dsa_context_warmup(c));
+  cl_program prog = NULL;
+  CHECK_OK(dsa__get_program(c, DSA_PROG_COMPRESSOR, &prog));
+  CHECK(prog != NULL, "no program from DSACL_KERNEL_DIR");
   dsa_context_destroy(&c);
 
   char dir[] = "/tmp/dsacl-kdir-XXXXXX";
