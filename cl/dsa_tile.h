@@ -203,6 +203,10 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
   return b;
 }
 #if DSA_TILE_EMU
+/* Half hi (0: bits 0-15, 1: bits 16-31) of a word of two bf16 (or f16). */
+DSA_INLINE float dsa_tile_emu_h(uint w, int hi, const int f16) {
+  return f16 ? dsa_f16_to_f32(hi ? w >> 16 : w & 0xFFFFu) : (hi ? dsa_tile_hi(w) : dsa_tile_lo(w));
+}
 /* The instruction's definition over the fragment map above: element (r, n)
  * sums A[r][k] B[k][n] over k, A[r][k] from lane 4 (r % 8) + (k % 8) / 2,
  * register (r >= 8) + 2 (k >= 8), half k % 2; B[k][n] from lane
@@ -214,15 +218,15 @@ DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const d
   for (int e = 0; e < 4; e++) {
     const uint n = 2u * t + (uint)(e & 1);
     float acc = c.v[e];
+    /* k = 2p and 2p + 1 share a word: one shuffle of each operand a pair
+     * (Intel's CPU compiler took minutes on the keys kernels' emulated
+     * MMAs with a shuffle per k; the sum's order is unchanged). */
 #pragma unroll
-    for (int k = 0; k < 16; k++) {
-      const uint wa = intel_sub_group_shuffle(a.v[(e >> 1) + 2 * (k >> 3)], 4u * g + (uint)((k & 7) >> 1));
-      const uint wb = intel_sub_group_shuffle(b.v[k >> 3], 4u * n + (uint)((k & 7) >> 1));
-      const float x = f16 ? dsa_f16_to_f32((k & 1) ? wa >> 16 : wa & 0xFFFFu)
-                          : ((k & 1) ? dsa_tile_hi(wa) : dsa_tile_lo(wa));
-      const float y = f16 ? dsa_f16_to_f32((k & 1) ? wb >> 16 : wb & 0xFFFFu)
-                          : ((k & 1) ? dsa_tile_hi(wb) : dsa_tile_lo(wb));
-      acc = fma(x, y, acc);
+    for (int p = 0; p < 8; p++) {
+      const uint wa = intel_sub_group_shuffle(a.v[(e >> 1) + 2 * (p >> 2)], 4u * g + (uint)(p & 3));
+      const uint wb = intel_sub_group_shuffle(b.v[p >> 2], 4u * n + (uint)(p & 3));
+      acc = fma(dsa_tile_emu_h(wa, 0, f16), dsa_tile_emu_h(wb, 0, f16), acc);
+      acc = fma(dsa_tile_emu_h(wa, 1, f16), dsa_tile_emu_h(wb, 1, f16), acc);
     }
     c.v[e] = acc;
   }
@@ -614,18 +618,20 @@ DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const d
     const uint row = 2u * (uint)e + (lane >> 4);
 #endif
     float acc = c.v[e];
+    /* k = 2p and 2p + 1 share a word: one shuffle of each operand a pair
+     * (the sum's order is unchanged). */
 #pragma unroll
-    for (int k = 0; k < 16; k++) {
+    for (int p = 0; p < 8; p++) {
 #if DSA_TILE == DSA_TILE_MFMA
-      const uint src = (uint)(k >> 2) * 16u;
-      const uint wa = intel_sub_group_shuffle(a.v[(k & 3) >> 1], row + src);
-      const uint wb = intel_sub_group_shuffle(b.v[(k & 3) >> 1], r + src);
+      const uint src = (uint)(p >> 1) * 16u;
+      const uint wa = intel_sub_group_shuffle(a.v[p & 1], row + src);
+      const uint wb = intel_sub_group_shuffle(b.v[p & 1], r + src);
 #else
-      const uint wa = intel_sub_group_shuffle(a.v[k >> 1], row);
-      const uint wb = b.v[k >> 1];
+      const uint wa = intel_sub_group_shuffle(a.v[p], row);
+      const uint wb = b.v[p];
 #endif
-      const int sh = 16 * (k & 1);
-      acc = fma(dsa_tile_h16(wa >> sh, f16), dsa_tile_h16(wb >> sh, f16), acc);
+      acc = fma(dsa_tile_h16(wa, f16), dsa_tile_h16(wb, f16), acc);
+      acc = fma(dsa_tile_h16(wa >> 16, f16), dsa_tile_h16(wb >> 16, f16), acc);
     }
     c.v[e] = acc;
   }

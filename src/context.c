@@ -351,7 +351,7 @@ static void cache_key(const dsa_context *c, const dsa_embedded_program *ep, cons
   const dsa_program_id id = (dsa_program_id)(ep - dsa__programs);
   const char *parts[] = {ep->name,           src_hash,
                          c->build_options,   dsa__program_defines(id),
-                         dsa__program_device_options(id, &c->caps),
+                         dsa__program_device_options(id, &c->caps, c->caps_enabled),
                          dsa_version_string(),
                          c->caps.platform_version, c->caps.device_name,
                          c->caps.device_version,   c->caps.driver_version};
@@ -398,7 +398,8 @@ static dsa_status build_program(dsa_context *c, dsa_program_id id, bool skip_loa
   size_t len = ep->length;
   char *disk_src = NULL;
   char options[4096]; /* build_options (2048) + the program's defines + -I */
-  const char *defines = dsa__program_defines(id), *dopts = dsa__program_device_options(id, &c->caps);
+  const char *defines = dsa__program_defines(id), *dopts =
+      dsa__program_device_options(id, &c->caps, c->caps_enabled);
   snprintf(options, sizeof options, "%s%s%s", c->build_options, defines, dopts);
 
   const char *kdir = getenv("DSACL_KERNEL_DIR");

@@ -151,10 +151,13 @@ bool dsa__parse_caps(const char *text, unsigned *bits);
 const char *dsa__program_defines(dsa_program_id id);
 /* Options a program takes on this device only (a compiler's own flags; ""
  * for most): appended after the defines, part of the binary cache's key.
- * Not a capability: DSACL_FORCE_PORTABLE leaves them on. */
-const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps);
+ * Not a capability: DSACL_FORCE_PORTABLE leaves them on. enabled: the
+ * context's capability mask (what its build options were made for). */
+const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps,
+                                        unsigned enabled);
 const char *dsa__sparse_mla_device_options(const dsa_caps *caps);
 const char *dsa__topk_device_options(const dsa_caps *caps);
+const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled);
 
 /* ---- memory kinds (mem.c) -------------------------------------------------
  * cl_intel_unified_shared_memory's entry points, reached through

@@ -271,6 +271,20 @@ static int km_tq(int H, int next_n, int lanes) {
   return tq;
 }
 
+/* An emulated matrix back-end (DSACL_MMA / DSACL_EMULATE=amd on Intel's
+ * sub-groups: a test device, never a fast one) builds this program
+ * unoptimised. Its keys and tile kernels unroll dozens of MMAs, each
+ * emulated as 64-128 shuffles and FMAs: Intel's CPU compiler took 1-2
+ * minutes a back-end at its default -O (amd-wmma: 130 s; 4 s with
+ * -cl-opt-disable; test_indexer_logits 123 -> 25 CPU s, the same 923
+ * checks passing). The sparse MLA program is left optimised: its emulated
+ * kernels build in 17-73 s and run its tests faster than unoptimised. */
+const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled) {
+  bool emu = false;
+  (void)dsa__tile_backend(caps, enabled, &emu);
+  return emu ? " -cl-opt-disable" : "";
+}
+
 /* DSACL_IL_KEYS, read when the context is made (as DSACL_TOPK): "off"
  * refuses the keys variant (the tile kernel runs: old-vs-new timing in
  * one build), "128" / "256" force its group size (tests), "auto" or unset
