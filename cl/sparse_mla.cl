@@ -17,7 +17,9 @@
  * of set B (bf16 kernel: set A only). Per tile (attn_body's phases):
  *   stage  item (row r = tid/32, lane = tid%32) writes dims [16 lane, +16)
  *          of row r, fetched from global memory one tile ahead (registers),
- *          dequantized in the fused kernel (dsa_dequant4_e4m3_bf16);
+ *          dequantized in the fused kernel (dsa_dequant4_e4m3_bf16), NaN
+ *          halves zeroed (not on the gather's rows, kv_clean: it zeroed
+ *          them once an entry);
  *   QK     item (heads 2 qh, 2 qh + 1 with qh = tid/32, ds = tid%32) holds
  *          both heads' dims {256k + 8ds + i} (k < 2, i < 8) in registers,
  *          writes 2 x 8 partial dots;
@@ -42,7 +44,8 @@
  *
  * sparse_mla_gather_pack (two-stage decode, first stage): grid (32, Ktot, T)
  * in (32, 8) groups: row (t, j) of the virtual list is dequantized into the
- * bf16 workspace row t*Ktot + j, and the combined index list (t*Ktot + j, or
+ * bf16 workspace row t*Ktot + j (NaN halves zeroed when the attention is a
+ * portable kernel, `clean`), and the combined index list (t*Ktot + j, or
  * -1 for an unused entry) and the lengths are written for sparse_attn_bf16.
  */
 #include "dsa_mla.h"
@@ -79,7 +82,7 @@
       int has_lse, DSA_FAULTS
 #define SA_BF16_PARAMS                                                                        \
   SA_QUERY, DSA_CTENSOR2(kv), long n_rows, DSA_CTENSOR2(idx), int width, DSA_CTENSOR1(lens),    \
-      int has_lens, SA_OUTPUT
+      int has_lens, int kv_clean, SA_OUTPUT
 #define SA_FUSED_PARAMS SA_QUERY, SA_SET(a), SA_SET(b), SA_OUTPUT
 /* A set's lengths are read when it has entries and was given lengths (hl):
  * an omitted lens tensor means every row uses the set's full width, as in
@@ -207,6 +210,16 @@ DSA_INLINE uint sm_nonan(uint x) {
   return x & ~m;
 }
 
+/* sm_nonan's result with a few integer operations for both halves (the
+ * portable kernels' stage and the gather; checked equal over all 2^32
+ * words): a half's magnitude t (<= 0x7FFF) is a NaN iff t + 0x7F carries
+ * into its bit 15 (no carry leaves the half); m holds bits 15 / 31 of the
+ * NaN halves, (m << 1) - (m >> 15) their masks (0xFFFF, 0xFFFF0000 or both). */
+DSA_INLINE uint sa_nonan(uint x) {
+  const uint m = ((x & 0x7FFF7FFFu) + 0x007F007Fu) & 0x80008000u;
+  return x & ~((m << 1) - (m >> 15));
+}
+
 /* Entry j of the token's virtual list (set A for j < len_a, then set B)
  * resolved: slot -1 for an unused entry. Resolving ahead of the load keeps
  * the index read off the path of the data read (the tile kernels). */
@@ -307,12 +320,15 @@ DSA_INLINE float sa_finish(float m, float l, int valid, int has_sink,
  *
  * Stage: the entry row lr, lane `lane`, of raw as bf16 pairs into kt (NaN
  * halves zeroed), its valid flag into vmb[lr]. */
-DSA_INLINE_ALWAYS void sa_stage(const dsa_raw *raw, uint lr, uint lane, int fused,
+DSA_INLINE_ALWAYS void sa_stage(const dsa_raw *raw, uint lr, uint lane, int fused, int clean,
                                 __local uint *kt, __local int *vmb) {
   uint w[8];
   lane_bf16(raw, lane, fused, w);
+  /* clean: rows the gather already masked (sparse_mla_gather_pack). */
+  if (!clean) {
 #pragma unroll
-  for (int i = 0; i < 8; i++) w[i] = sm_nonan(w[i]);
+    for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+  }
   /* The two 16-byte stores in the order (lane / 4) % 2, so a quarter-warp's
    * 8 stores hit 32 distinct banks (as fd_lane). */
   const int sw = (int)((lane >> 2) & 1u);
@@ -457,8 +473,8 @@ DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
 DSA_INLINE void attn_body(
     const dsa_iset *sa, const dsa_iset *sb, __global const uchar *lens_a, ulong la_off,
     ulong la_st, int has_len_a, __global const uchar *lens_b, ulong lb_off, ulong lb_st,
-    int has_len_b, int fused, __global const uchar *qp, ulong q_off, ulong q_ts, ulong q_hs,
-    int q_al, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
+    int has_len_b, int fused, int clean, __global const uchar *qp, ulong q_off, ulong q_ts,
+    ulong q_hs, int q_al, int n_heads, __global const uchar *sink, ulong sink_off, ulong sink_st,
     int has_sink, float scale, __global uchar *out, ulong o_off, ulong o_ts, ulong o_hs,
     int o_al, __global uchar *lse, ulong lse_off, ulong lse_ts, ulong lse_hs, int has_lse,
     __global volatile uint *faults, __local uint *ks, __local float *part, __local float *sl,
@@ -514,14 +530,14 @@ DSA_INLINE void attn_body(
   const int tw = NT * MLA_DIM / 2; /* words a tile buffer */
   dsa_raw raw = fetch_entry(sa, sb, len_a, len, t, (int)lr, lane, fused, faults);
   if (nbuf == 3) {
-    if (ntiles > 0) sa_stage(&raw, lr, lane, fused, ks, vm);
+    if (ntiles > 0) sa_stage(&raw, lr, lane, fused, clean, ks, vm);
     if (ntiles > 1) raw = fetch_entry(sa, sb, len_a, len, t, NT + (int)lr, lane, fused, faults);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int it = 0; it <= ntiles; it++) {
       const int b0 = it % 3, b1 = (it + 1) % 3, bp = (it + 2) % 3; /* bp: tile it-1 */
       /* A */
       if (it + 1 < ntiles) {
-        sa_stage(&raw, lr, lane, fused, ks + b1 * tw, vm + b1 * NT);
+        sa_stage(&raw, lr, lane, fused, clean, ks + b1 * tw, vm + b1 * NT);
         if (it + 2 < ntiles)
           raw = fetch_entry(sa, sb, len_a, len, t, (it + 2) * NT + (int)lr, lane, fused, faults);
       }
@@ -536,7 +552,7 @@ DSA_INLINE void attn_body(
     }
   } else {
     for (int it = 0; it < ntiles; it++) {
-      sa_stage(&raw, lr, lane, fused, ks, vm);
+      sa_stage(&raw, lr, lane, fused, clean, ks, vm);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (it + 1 < ntiles)
         raw = fetch_entry(sa, sb, len_a, len, t, (it + 1) * NT + (int)lr, lane, fused, faults);
@@ -596,13 +612,23 @@ DSA_INLINE void attn_body(
 
 /* NBUF 3: the ring of three tile buffers (42,208 B of local memory); 1: for
  * devices with OpenCL's guaranteed 32 KiB (25,760 B). */
+#define SA_BF16_BODY(NBUF, CLEAN)                                                              \
+  attn_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0, \
+            CLEAN, SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks,  \
+            part, sl, pl, al, vm, fin, NBUF)
+/* kv_clean (the gather's rows, NaN already zeroed) takes a copy of the body
+ * built without the stage's NaN masking: a run-time test in the stage kept
+ * most of its cost (H100: 271.7 us against 269.1, docs/PERFORMANCE.md). */
+#define SA_BF16_BODIES(NBUF)                                                                   \
+  if (kv_clean)                                                                                \
+    SA_BF16_BODY(NBUF, 1);                                                                     \
+  else                                                                                         \
+    SA_BF16_BODY(NBUF, 0)
 #define SA_BF16_KERNEL(NAME, NBUF)                                                             \
   __kernel SA_WG_ATTR void NAME(SA_BF16_PARAMS) {                                              \
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET_BF16;                                                                \
-    attn_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, \
-              0, SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks,    \
-              part, sl, pl, al, vm, fin, NBUF);                                                \
+    SA_BF16_BODIES(NBUF);                                                                      \
   }
 
 /* An absent set has width 0: its lengths are never read. */
@@ -612,7 +638,7 @@ DSA_INLINE void attn_body(
     dsa_iset sa = SA_ISET(a);                                                                  \
     dsa_iset sb = SA_ISET(b);                                                                  \
     attn_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,   \
-              SA_HAS_LEN(kb, hlb), 1,                                                          \
+              SA_HAS_LEN(kb, hlb), 1, 0,                                                       \
               SA_Q_ARGS, q_al >= 8u, n_heads, SA_OUT_ARGS, out_al >= 4u, SA_LSE_ARGS, ks, part, \
               sl, pl, al, vm, fin, NBUF);                                                      \
   }
@@ -626,7 +652,8 @@ SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
  * into the workspace: rows [T*Ktot, 512] bf16 (1024-byte rows), indices
  * [T, Ktot] i32, lengths [T] i32. */
 __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gather_pack(
-    SA_SET(a), SA_SET(b), DSA_TENSOR2(wsr), DSA_TENSOR2(wsi), DSA_TENSOR1(wsl), DSA_FAULTS) {
+    SA_SET(a), SA_SET(b), DSA_TENSOR2(wsr), DSA_TENSOR2(wsi), DSA_TENSOR1(wsl), int clean,
+    DSA_FAULTS) {
   const uint lane = get_local_id(0);
   const int j = get_global_id(1);
   const ulong t = get_global_id(2);
@@ -649,6 +676,13 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   if (!raw.valid) return;
   uint w[8];
   lane_bf16(&raw, lane, 1, w);
+  /* clean (the attention is a portable kernel): NaN halves zeroed here,
+   * once an entry, and that kernel's stage skips it (kv_clean). The tile
+   * kernels mask their own tiles: left as it was for them. */
+  if (clean) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+  }
   __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
   dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
   dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);

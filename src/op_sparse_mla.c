@@ -337,26 +337,30 @@ static dsa_status attn_kernel_v(dsa_queue *q, const dsa_variant_table *t, int fu
   return dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, *name, k);
 }
 
-/* The bf16 attention kernel its table picks. */
+/* The bf16 attention kernel its table picks; *portable (if given): whether
+ * it is one of the portable kernels (their stage skips the NaN masking on
+ * rows the gather cleaned). */
 static dsa_status attn_kernel(dsa_queue *q, cl_kernel *k, const char **name, size_t *wg,
-                              int *hg) {
+                              int *hg, int *portable) {
   const int v = dsa__pick(q, &dsa__variants_sparse_attn_bf16, NULL);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
+  if (portable) *portable = v == V_PORTABLE || v == V_LM32;
   return attn_kernel_v(q, &dsa__variants_sparse_attn_bf16, 0, v, k, name, wg, hg);
 }
 
 /* The bf16 attention over kv [rows, 512] with indices [T, K] and optional
  * lens [T] (shared with the two-stage decode, whose workspace views these
- * are). */
+ * are). kv_clean: the rows hold no NaN (the gather zeroed them), so the
+ * portable kernels' stage skips its NaN masking (same values). */
 static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_tensor *kv,
                               const dsa_tensor *idx, const dsa_tensor *lens, int has_lens,
-                              const dsa_tensor *sink, const dsa_sparse_params *p,
+                              int kv_clean, const dsa_tensor *sink, const dsa_sparse_params *p,
                               const dsa_tensor *out, const dsa_tensor *lse, const dsa_events *ev) {
   cl_kernel kern;
   const char *kname;
   size_t wg;
   int hg;
-  DSA_CHECK(attn_kernel(q, &kern, &kname, &wg, &hg));
+  DSA_CHECK(attn_kernel(q, &kern, &kname, &wg, &hg, NULL));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
   karg_query(&a, query);
@@ -366,6 +370,7 @@ static dsa_status launch_bf16(dsa_queue *q, const dsa_tensor *query, const dsa_t
   dsa__karg_i32(&a, (cl_int)idx->shape[1]);
   dsa__karg_tensor(&a, has_lens ? lens : NULL, 1);
   dsa__karg_i32(&a, has_lens);
+  dsa__karg_i32(&a, kv_clean);
   karg_output(&a, sink, p, out, lse);
   size_t global[3], local[3];
   attn_grid(query->shape[0], query->shape[1], wg, hg, global, local);
@@ -395,7 +400,7 @@ dsa_status dsa_sparse_attn_bf16(dsa_queue *q, const dsa_tensor *query, const dsa
   if (t == 0) return dsa__launch_nothing(q, ev);
 
   const int has_k = indices->shape[1] > 0;
-  return launch_bf16(q, query, kv, indices, lens, lens != NULL && has_k, attn_sink, p, out, lse,
+  return launch_bf16(q, query, kv, indices, lens, lens != NULL && has_k, 0, attn_sink, p, out, lse,
                      ev);
 }
 
@@ -639,7 +644,7 @@ static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
   dsa_tensor ws_len = ws_view(workspace, len_off, DSA_I32, 1, (int64_t[]){t});
   /* Nothing to gather: the attention alone writes zeros and -inf. */
   if (ktot == 0)
-    return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 0, attn_sink, p, out, lse, ev);
+    return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 0, 0, attn_sink, p, out, lse, ev);
 
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_SPARSE_MLA, "sparse_mla_gather_pack", &kern));
@@ -648,8 +653,8 @@ static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
   cl_kernel attn;
   const char *aname;
   size_t awg;
-  int ahg;
-  DSA_CHECK(attn_kernel(q, &attn, &aname, &awg, &ahg));
+  int ahg, clean;
+  DSA_CHECK(attn_kernel(q, &attn, &aname, &awg, &ahg, &clean));
   (void)attn, (void)aname, (void)awg, (void)ahg;
   dsa_kargs a;
   dsa__kargs_init(&a, q);
@@ -658,6 +663,10 @@ static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
   dsa__karg_tensor(&a, &ws_rows, 2);
   dsa__karg_tensor(&a, &ws_idx, 2);
   dsa__karg_tensor(&a, &ws_len, 1);
+  /* Under a portable attention kernel the gather zeroes NaN halves and that
+   * kernel skips its own masking (H100, forced portable: -2.5 %); the tile
+   * kernels mask their tiles, so their gather is left as it was. */
+  dsa__karg_i32(&a, clean);
   dsa__karg_faults(&a);
   const size_t global[3] = {32, (size_t)round_up((uint64_t)ktot, GROWS), (size_t)t},
                local[3] = {32, GROWS, 1};
@@ -665,5 +674,6 @@ static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
   DSA_CHECK(dsa__launch_args(q, kern, "sparse_mla_gather_pack", &a, 3, global, local, &first));
   /* In-order queue: the attention follows the gather. */
   const dsa_events second = {0, NULL, ev ? ev->done : NULL};
-  return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 1, attn_sink, p, out, lse, &second);
+  return launch_bf16(q, query, &ws_rows, &ws_idx, &ws_len, 1, clean, attn_sink, p, out, lse,
+                     &second);
 }
