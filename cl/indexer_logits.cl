@@ -932,6 +932,22 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #ifndef KM_BTP
 #define KM_BTP 1
 #endif
+/* KM_RR (paged, not ll; needs KM_BTP): the set-up without the row ranges'
+ * barrier. Every work-item reads its group's row ranges itself (nq <= 2
+ * words a group, broadcast reads), so its block-table entries (read before
+ * the ranges are known: every key of the tile below ncols and W blocks, a
+ * superset of those in range) and then the scales of the valid blocks are
+ * in flight with the ranges and the queries; the ranges mask afterwards.
+ * The set-up had four dependent steps before the loop's first key load
+ * (ranges, barrier, entries, scales); now two (entries, scales). H100,
+ * plog8 (docs/PERFORMANCE.md): B = 8 next_n = 1 26.0 -> 25.6 us, next_n =
+ * 2 40.6 -> 39.9, B = 64 unchanged. */
+#ifndef KM_RR
+#define KM_RR 1
+#endif
+#if KM_RR && !KM_BTP
+#error "indexer_logits.cl: KM_RR needs KM_BTP"
+#endif
 /* KM_LL: the kernel kinds whose km_body has ll (each lane locates its own
  * keys, below; needs KM_QL, KM_MT 1, KM_PF 1): 1 paged one token a warp
  * (_keys, _keys2), 2 paged two (_t2), 4 ragged (mqa_logits_keys*). H100,
@@ -1158,11 +1174,66 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   const int cs = (int)warp % (NS / TPW) * TPW, kslc = (int)warp / (NS / TPW);
   const int tok = cs * KM_COLS / HP, h0 = cs * KM_COLS - tok * HP;
 
+#define KM_TU (KM_KPG / KM_NT)
+#if KM_RR
+  /* KM_RR: the entries and the row ranges first (reads in flight together),
+   * then the queries, then the scales of the entries' blocks. */
+  int blk_e[KM_TU], row_e[KM_TU];
+#pragma unroll
+  for (int u = 0; u < KM_TU; u++) {
+    const int t = (int)lid + u * knt, j = n0 + t, tb = paged && !ll ? j / bs : 0;
+    row_e[u] = j - tb * bs;
+    blk_e[u] = paged && !ll && t < KM_KPG && j < ncols && (long)tb < W
+                   ? *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs)
+                   : 0;
+  }
+  int rl0 = 0, rh0 = 0, rbad0 = 0, rl1 = 0, rh1 = 0, rbad1 = 0; /* tokens 0, 1 (nq <= 2) */
+  if (paged && !ll) {
+    const uint rb = r_base / (uint)next_n, i = r_base - rb * (uint)next_n;
+    rbad0 = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0, ctx_rank, paged,
+                         rb, i, next_n, ncols, W, bs, &rl0, &rh0);
+    if (nq > 1) {
+      const uint r = r_base + 1u, rb1 = r / (uint)next_n, i1 = r - rb1 * (uint)next_n;
+      rbad1 = il_row_range(lim, lim_off, lim_s0, lim_s1, lim2, lim2_off, lim2_s0, ctx_rank,
+                           paged, rb1, i1, next_n, ncols, W, bs, &rl1, &rh1);
+    }
+  }
+#endif
 #if KM_QL
   /* ll: the queries' fragments first: their loads overlap the row ranges'
-   * and one barrier publishes both. */
+   * and one barrier publishes both. KM_RR: the same for every kernel. */
+#if KM_RR
+  km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
+#else
   if (ll) km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
 #endif
+#endif
+#if KM_RR
+  float sc_e[KM_TU];
+#pragma unroll
+  for (int u = 0; u < KM_TU; u++) {
+    const int okb = blk_e[u] >= 0 && (long)blk_e[u] < num_blocks;
+    sc_e[u] = paged && !ll && okb
+                  ? *(__global const float *)(cache + c_off + (ulong)(okb ? blk_e[u] : 0) * c_bstride +
+                                              (ulong)bs * 128u + (ulong)row_e[u] * 4u)
+                  : 0.0f;
+  }
+#endif
+  int lo = INT_MAX, hi = INT_MIN;
+#if KM_RR
+  if (paged && !ll) {
+    /* The ranges for later readers (published by the set-up's barrier). */
+    if ((int)lid < 4) {
+      tlo[lid] = lid == 0 ? rl0 : lid == 1 ? rl1 : 0;
+      thi[lid] = lid == 0 ? rh0 : lid == 1 ? rh1 : 0;
+    }
+    if (((lid == 0 && rbad0) || (lid == 1 && rbad1)) && n0 == 0)
+      dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+    if (rl0 < rh0) lo = rl0, hi = rh0; /* nq >= 1 */
+    if (nq > 1 && rl1 < rh1) lo = min(lo, rl1), hi = max(hi, rh1);
+  } else
+#endif
+  {
   if ((int)lid < 4) {
     int lo = 0, hi = 0;
     if ((int)lid < nq) {
@@ -1175,9 +1246,9 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     thi[lid] = hi;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  int lo = INT_MAX, hi = INT_MIN;
   for (int t = 0; t < nq; t++)
     if (tlo[t] < thi[t]) lo = min(lo, tlo[t]), hi = max(hi, thi[t]);
+  }
 
   /* Where each key of the group lives (block-table reads once per key).
    * KM_BTP: il_locate_key's work (paged FP8) in three unrolled passes, all
@@ -1187,7 +1258,6 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
    * fault's atomic and the local stores between them kept the compiler
    * from overlapping the iterations). */
   if (!ll) {
-#define KM_TU (KM_KPG / KM_NT)
   if (!paged) {
     /* Ragged: key j at kv + j kv_rs, its scale at ksc + j ksc_rs; the scale
      * reads of an item first, then the stores (reads in flight together). */
@@ -1216,10 +1286,15 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     for (int u = 0; u < KM_TU; u++) {
       const int t = (int)lid + u * knt, j = n0 + t;
       kin[u] = t < KM_KPG && j >= lo && j < hi;
+#if KM_RR
+      row[u] = row_e[u];
+      blk[u] = kin[u] ? blk_e[u] : 0;
+#else
       const int tb = j / bs;
       row[u] = j - tb * bs;
       blk[u] = kin[u] ? *(__global const int *)(bt + bt_off + (ulong)b * bt_rs + (ulong)tb * bt_cs)
                       : 0;
+#endif
     }
     float sc[KM_TU];
     ulong ko[KM_TU];
@@ -1228,8 +1303,12 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
       const int ok = kin[u] && blk[u] >= 0 && (long)blk[u] < num_blocks;
       const ulong base = c_off + (ulong)(ok ? blk[u] : 0) * c_bstride;
       ko[u] = ok ? base + (ulong)row[u] * 128u : 0;
+#if KM_RR
+      sc[u] = ok ? sc_e[u] : 0.0f;
+#else
       sc[u] = ok ? *(__global const float *)(cache + base + (ulong)bs * 128u + (ulong)row[u] * 4u)
                  : 0.0f;
+#endif
     }
 #pragma unroll
     for (int u = 0; u < KM_TU; u++) {
@@ -1282,10 +1361,23 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
    * them before the first barrier. */
   (void)red, (void)bq_, (void)ii, (void)r;
   /* The row ranges of the warp's tokens (read once). */
-  const int lo0 = tok_ok ? tlo[tok] : 0, hi0 = tok_ok ? thi[tok] : 0;
-  const int lo1 = TPW > 1 && tok + 1 < nq ? tlo[tok + 1] : 0;
-  const int hi1 = TPW > 1 && tok + 1 < nq ? thi[tok + 1] : 0;
+#if KM_RR
+  /* (KM_RR: tlo / thi are published by the barrier below; the work-item's
+   * own copy.) */
+#define KM_TLO(t) (paged && !ll ? ((t) ? rl1 : rl0) : tlo[t])
+#define KM_THI(t) (paged && !ll ? ((t) ? rh1 : rh0) : thi[t])
+#else
+#define KM_TLO(t) tlo[t]
+#define KM_THI(t) thi[t]
+#endif
+  const int lo0 = tok_ok ? KM_TLO(tok) : 0, hi0 = tok_ok ? KM_THI(tok) : 0;
+  const int lo1 = TPW > 1 && tok + 1 < nq ? KM_TLO(tok + 1) : 0;
+  const int hi1 = TPW > 1 && tok + 1 < nq ? KM_THI(tok + 1) : 0;
+#undef KM_TLO
+#undef KM_THI
+#if !KM_RR
   if (!ll) km_qfill(IL_NAMES, qf, wf, tok, nq, r_base, h0, kslc, NKS, TPW);
+#endif
 #else
   /* This warp's B fragments (its KM_COLS columns, all k-steps) and weights. */
   (void)qf, (void)wf;
