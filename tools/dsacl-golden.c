@@ -147,9 +147,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dsacl-golden: %s: %s\n", dsa_status_name(s), dsa_last_error());
     free_list(opdirs, nops);
     dsa_context_destroy(&ctx);
-    /* No device, or a DSACL_MMA back-end this device can neither run nor
-     * emulate: nothing to check here. */
-    return s == DSA_ERR_NO_DEVICE || (s == DSA_ERR_UNSUPPORTED && getenv("DSACL_MMA")) ? 77 : 1;
+    /* No device, or a DSACL_MMA back-end / DSACL_EMULATE device this one can
+     * neither run nor emulate: nothing to check here. */
+    return s == DSA_ERR_NO_DEVICE ||
+                   (s == DSA_ERR_UNSUPPORTED && (getenv("DSACL_MMA") || getenv("DSACL_EMULATE")))
+               ? 77
+               : 1;
   }
   fprintf(stderr, "device: %s\n", dsa_context_device_name(ctx));
 
