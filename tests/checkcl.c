@@ -21,7 +21,9 @@
  * (CHECKCL_PROG_TIMEOUT seconds, default 400). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,15 +224,14 @@ static int golden_only(const char *root, const int *fresh, char *out, size_t n) 
   out[0] = '\0';
   size_t used = 0;
   int count = 0;
-  char cmd[4200];
-  snprintf(cmd, sizeof cmd, "ls -1 '%s' 2>/dev/null", root);
-  FILE *f = popen(cmd, "r");
-  char name[256];
-  while (f && fgets(name, sizeof name, f)) {
-    name[strcspn(name, "\n")] = '\0';
+  DIR *d = opendir(root);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    const char *name = e->d_name;
     char path[4600];
+    struct stat st;
     snprintf(path, sizeof path, "%s/%s", root, name);
-    if (!name[0] || access(path, X_OK) != 0 || strchr(name, '.')) continue; /* folders only */
+    if (name[0] == '.' || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     int known = 0, run = 0;
     for (size_t g = 0; g < sizeof golden_ops / sizeof golden_ops[0]; g++) {
       if (strcmp(golden_ops[g].folder, name)) continue;
@@ -241,12 +242,12 @@ static int golden_only(const char *root, const int *fresh, char *out, size_t n) 
       }
     }
     if (known && !run) continue;
-    const int w = snprintf(out + used, n - used, " --only %s", name);
+    const int w = snprintf(out + used, n - used, " --only '%s'", name);
     if (w < 0 || used + (size_t)w >= n) break;
     used += (size_t)w;
     count++;
   }
-  if (f) pclose(f);
+  if (d) closedir(d);
   return count;
 }
 

@@ -613,7 +613,7 @@ static void check_bad_env(const char *name, const char *value) {
  * stay (PoCL, its kernel cache off in the tests, compiles every kernel
  * again in each new context: test_topk took 319 s there with a context an
  * algorithm, in CI). check_bad_env covers the refusal at creation. */
-static void reopen(const char *topk) {
+static void use_topk_env(const char *topk) {
   if (topk) setenv("DSACL_TOPK", topk, 1);
   else unsetenv("DSACL_TOPK");
   CHECK(dsa__topk_env(ctx) == DSA_OK, "DSACL_TOPK=%s: %s", topk ? topk : "(unset)",
@@ -627,7 +627,7 @@ static void reopen(const char *topk) {
 static void test_forced(void) {
   static const char *const algos[] = {"wide", "split:300", "lrow", "row", "stream"};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
-    reopen(algos[a]);
+    use_topk_env(algos[a]);
     const pf_case pf[] = {
         {4, 3000, 512, -1, 0, 0}, {3, 2500, 2048, -1, 2, 0}, {5, 700, 64, 3, 3, 0},
         {2, 1500, 1, 8, 1, 0},    {3, 9000, 2048, 1, 1, 0},  {2, 5000, 7, 2, 1, 0},
@@ -653,7 +653,7 @@ static void test_forced(void) {
     test_events();
     if (!strcmp(algos[a], "lrow")) sample_cases(); /* DSACL_TOPK_SAMPLE unset: on */
   }
-  reopen(NULL);
+  use_topk_env(NULL);
   /* An unknown value is refused when the context is made. */
   check_bad_env("DSACL_TOPK", "fastest");
   /* So is a group limit that is no power of two in 64..1024. */
@@ -690,11 +690,11 @@ static void test_sample(void) {
    * the three modes run the same kernel.) */
   for (size_t mo = 0; mo < sizeof modes / sizeof modes[0]; mo++) {
     setenv("DSACL_TOPK_SAMPLE", modes[mo], 1);
-    reopen("lrow");
+    use_topk_env("lrow");
     sample_cases();
   }
   unsetenv("DSACL_TOPK_SAMPLE");
-  reopen(NULL);
+  use_topk_env(NULL);
   /* An unknown value is refused when the context is made. */
   check_bad_env("DSACL_TOPK_SAMPLE", "sometimes");
 }
