@@ -592,8 +592,11 @@ static void test_bad_args(void) {
 static void sample_cases(void);
 
 /* An environment setting's bad value: refused with a named error when a
- * context is made, naming the variable; nothing is created. */
+ * context is made, naming the variable; nothing is created. The variable's
+ * value from outside (e.g. CI's DSACL_TOPK_WG) is put back after. */
 static void check_bad_env(const char *name, const char *value) {
+  const char *was = getenv(name);
+  char *saved = was ? strdup(was) : NULL;
   setenv(name, value, 1);
   dsa_context_options o;
   dsa_context_options_default(&o);
@@ -603,9 +606,10 @@ static void check_bad_env(const char *name, const char *value) {
   CHECK(st == DSA_ERR_INVALID_ARGUMENT && bad == NULL && strstr(dsa_last_error(), name),
         "%s=%s: %s: %s", name, value, dsa_status_name(st), dsa_last_error());
   if (bad) dsa_context_destroy(&bad);
-  unsetenv(name);
+  if (saved) setenv(name, saved, 1);
+  else unsetenv(name);
+  free(saved);
 }
-
 
 /* DSACL_TOPK (and DSACL_TOPK_SAMPLE) as a new context reads them, taken
  * into this one: the library's own parse (dsa__topk_env, what
