@@ -139,19 +139,6 @@ DSA_INLINE uint topk_key(float x) {
  * into llvm.usub.sat (Oclgrind cannot run that intrinsic). */
 DSA_INLINE uint topk_subz(uint a, uint b) { return (uint)max((int)(a - b), 0); }
 
-/* Item tid's share of the bins [0, nbins) of h, counted from the top: [lo,
- * hi) (empty past the bottom when there are fewer bins than items), and the
- * keys in it (returned). */
-DSA_INLINE uint topk_share(__local const uint *h, uint nbins, uint tid, uint wg, uint *lo,
-                           uint *hi) {
-  const uint per = max(nbins / wg, 1u);
-  *hi = topk_subz(nbins, tid * per);
-  *lo = topk_subz(*hi, per);
-  uint sum = 0u;
-  for (uint j = *lo; j < *hi; j++) sum += h[j];
-  return sum;
-}
-
 /* The bin that holds the rem-th largest key, when it is among this item's
  * bins [lo, hi) of histogram h (their keys sum; before = the keys of all
  * higher bins): sel = {bin, keys above it, keys in it}. One item matches;
@@ -583,11 +570,23 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * estimate, not measured per row) and c stays within the arena. */
       const float mf = (float)m / (float)(1u << TOPK_SAMPLE_LOG);
       const uint q = (uint)(mf + TOPK_SAMPLE_Z * sqrt(mf)) + 2u;
-      uint lo, hi;
-      const uint sum = topk_share(hist, TOPK_BINS, tid, wg, &lo, &hi);
+      const uint per = max(TOPK_BINS / wg, 1u);
+      const uint hi = topk_subz(TOPK_BINS, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += hist[j];
       uint total;
       const uint before = TOPK_SCAN(sum, 0u, &total);
-      topk_pick_bin(hist, lo, hi, before, sum, q, sel); /* sel[0]: the bin */
+      if (before < q && q <= before + sum) {
+        uint acc = before;
+        for (uint j = hi; j-- > lo;) {
+          const uint cnt = hist[j];
+          if (acc + cnt >= q) {
+            sel[0] = j;
+            break;
+          }
+          acc += cnt;
+        }
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
       tb = total >= q ? sel[0] : 0u; /* 0: the sample says nothing */
       uint cm = 0u;
@@ -646,8 +645,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * (none past the bottom when there are fewer bins than items); it
        * also clears its share of the next level's histogram (last read
        * before the previous level's final barrier). */
-      uint lo, hi;
-      const uint sum = topk_share(h, msk + 1u, tid, wg, &lo, &hi);
+      const uint nbins = msk + 1u, per = max(nbins / wg, 1u);
+      const uint hi = topk_subz(nbins, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += h[j];
       if (!lk) {
         for (uint j = tid; j < TOPK_BINS; j += wg) hn[j] = 0u;
       }
@@ -741,8 +742,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         atomic_inc(&ch[(uint)((buf[tid + i * wg] - wlo) >> sh)]);
       }
       barrier(CLK_LOCAL_MEM_FENCE);
-      uint lo, hi;
-      const uint sum = topk_share(ch, TOPK_BINS, tid, wg, &lo, &hi);
+      const uint per = max(TOPK_BINS / wg, 1u);
+      const uint hi = topk_subz(TOPK_BINS, tid * per), lo = topk_subz(hi, per);
+      uint sum = 0u;
+      for (uint j = lo; j < hi; j++) sum += ch[j];
       uint total;
       const uint before = TOPK_SCAN(sum, 0u, &total);
       topk_pick_bin(ch, lo, hi, before, sum, rem, sel);
@@ -1035,7 +1038,17 @@ __kernel void topk_per_row(DSA_CTENSOR2(logits), int lbf16, long n_cols, int mod
     for (uint j = hi - per; j < hi; j++) sum += hist[j];
     uint total;
     const uint before = topk_scan_excl(sum, tmp, tid, wg, &total);
-    topk_pick_bin(hist, hi - per, hi, before, sum, rem, sel);
+    if (before < rem && rem <= before + sum) {
+      uint acc = before;
+      for (uint j = hi; j-- > hi - per;) {
+        const uint h = hist[j];
+        if (acc + h >= rem) {
+          sel[0] = j, sel[1] = acc, sel[2] = h;
+          break;
+        }
+        acc += h;
+      }
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint bin = sel[0];
     rem -= sel[1];
