@@ -13,7 +13,7 @@
  * 3. throughput of e4m3 m16n8k32 against bf16 and f16 m16n8k16 (eight
  *    independent accumulators a warp, 1-8 groups of 256 an SM).
  * Results (NVIDIA H100 80GB HBM3, driver 580.159.04): docs/PERFORMANCE.md,
- * "FP8 tensor cores from NVIDIA's OpenCL". */
+ * "FP8 `mma.sync` from NVIDIA's OpenCL". */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
