@@ -16,7 +16,8 @@
  *  - the compute ceilings: fp32 FMA (eight float4 chains per work-item) and,
  *    on NVIDIA, bf16 mma.sync m16n8k16 (four chains per warp), the
  *    instruction of the tile back-end, and from sm_89 on e4m3 mma.sync
- *    m16n8k32 (twice the FLOP an instruction, ~2.4x the rate on an H100);
+ *    m16n8k32 (twice the FLOP an instruction; an FP8 tensor-core rate on
+ *    sm_89 only: sm_90 lowers it to f16 MMAs);
  *    for the roofline (tools/roofline.py);
  *  - the launch floor: an empty kernel on one work-group;
  *  - per operator, a size-matched copy: the faster of copy_one (one uint4 per
@@ -212,13 +213,19 @@ static const char *mma_src =
     "}\n";
 
 /* The FP8 matrix ceiling (sm_89+: e4m3 x e4m3 -> f32 mma.sync m16n8k32,
- * 2 * 16 * 8 * 32 FLOP): the same loop. A program of its own, since ptxas
+ * 2 * 16 * 8 * 32 FLOP): the same loop, each chain's operands its own and
+ * A changing every iteration. With the same operands in every chain (the
+ * first form) sm_90's ptxas, which lowers this instruction to e4m3 -> f16
+ * unpacks, HMMAs from zero and f32 adds, computed one product for all four
+ * chains and hoisted the unpacks: 1194 "TFLOP/s" on an H100 where a kernel
+ * gets the f16 rate at best (docs/PERFORMANCE.md, "The FP8 atom"). A program of its own, since ptxas
  * refuses the instruction below sm_89 and the bf16 ceiling must not go
  * with it. */
 static const char *mma8_src =
     "__kernel void mma8_peak(__global float *out, int iters) {\n"
     "  const uint id = (uint)get_global_id(0);\n"
-    "  const uint a0 = 0x38383838u ^ (id & 7u), a1 = a0 + 1u, a2 = a0 + 2u, a3 = a0 + 3u;\n"
+    "  uint a0 = 0x38383838u ^ (id & 7u);\n"
+    "  const uint a1 = a0 + 1u, a2 = a0 + 2u, a3 = a0 + 3u;\n"
     "  const uint b0 = 0x30303030u ^ (id & 3u), b1 = b0 + 1u;\n"
     "  float c[4][4] = {{0}};\n"
     "  for (int i = 0; i < iters; i++) {\n"
@@ -227,10 +234,11 @@ static const char *mma8_src =
     "      __asm__ __volatile__(\"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 \"\n"
     "          \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\"\n"
     "          : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
-    "          : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1),\n"
-    "            \"f\"(c[j][0]), \"f\"(c[j][1]), \"f\"(c[j][2]), \"f\"(c[j][3]));\n"
+    "          : \"r\"(a0 ^ (uint)j), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0 ^ ((uint)j << 8)),\n"
+    "            \"r\"(b1), \"f\"(c[j][0]), \"f\"(c[j][1]), \"f\"(c[j][2]), \"f\"(c[j][3]));\n"
     "      c[j][0] = d0; c[j][1] = d1; c[j][2] = d2; c[j][3] = d3;\n"
     "    }\n"
+    "    a0 ^= (uint)i & 0x01010101u;\n"
     "  }\n"
     "  float s = 0;\n"
     "  for (int j = 0; j < 4; j++) s += (c[j][0] + c[j][1]) + (c[j][2] + c[j][3]);\n"
