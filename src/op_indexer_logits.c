@@ -39,6 +39,9 @@ typedef cl_ulong u64;
 #ifndef IL_NT
 #define IL_NT NT
 #endif
+#ifndef IL_W_NT
+#define IL_W_NT NT
+#endif
 #ifndef IL_W_HG
 #define IL_W_HG 8
 #endif
@@ -68,6 +71,12 @@ typedef cl_ulong u64;
 #endif
 #ifndef IL_N_DC
 #define IL_N_DC 16
+#endif
+/* NVIDIA (cl_nv_compiler_options): the wide kernels built without
+ * reqd_work_group_size and with -cl-nv-maxrregcount=IL_NV_MAXRREG (0: with
+ * the attribute, no cap; dsa__indexer_logits_device_options). */
+#ifndef IL_NV_MAXRREG
+#define IL_NV_MAXRREG 0
 #endif
 /* Two geometries of the tile kernels (cl/indexer_logits.cl): groups of
  * TL_NT items over TL_RMAX1_REGS rows (one token: paged next_n = 1), and of
@@ -139,7 +148,7 @@ typedef cl_ulong u64;
 #define KM_WARPS_CU 16
 #endif
 const char dsa__defines_indexer_logits[] =
-    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
+    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
         DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG) DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_RH) DSA_KDEF(IL_N_RK)
             DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
@@ -148,10 +157,11 @@ const char dsa__defines_indexer_logits[] =
 
 /* Local memory of a portable tile (IL_KERNEL): nb q and k chunks, the
  * head-group partials in the k chunks' place (as large as the larger of the
- * two), and per key its two offsets, scale and state. */
+ * two), the head chunk's weights, and per key its two offsets, scale and
+ * state. */
 static size_t tile_local_bytes(int hg, int kg, int rh, int rk, int dc, int nb) {
-  const size_t tk = (size_t)rk * kg;
-  return (size_t)nb * ((size_t)rh * hg * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4) + tk * 24;
+  const size_t tk = (size_t)rk * kg, th = (size_t)rh * hg;
+  return (size_t)nb * (th * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4) + th * 4 + tk * 24;
 }
 
 /* The tile kernels' geometry on this context's back-end, flavour 1 (one
@@ -282,7 +292,13 @@ static int km_tq(int H, int next_n, int lanes) {
 const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled) {
   bool emu = false;
   (void)dsa__tile_backend(caps, enabled, &emu);
-  return emu ? " -cl-opt-disable" : "";
+  if (emu) return " -cl-opt-disable";
+  /* The wide portable kernels' register cap (IL_NV_MAXRREG above); the
+   * other kernels keep reqd_work_group_size, so the cap leaves them be. */
+  if (caps->nv_compiler_options && IL_NV_MAXRREG)
+    return " -DIL_NV_MAXRREG=" DSA_KSTR_(IL_NV_MAXRREG) " -cl-nv-maxrregcount=" DSA_KSTR_(
+        IL_NV_MAXRREG);
+  return "";
 }
 
 /* DSACL_IL_KEYS, read when the context is made (as DSACL_TOPK): "off"
@@ -367,7 +383,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
   cl_int tk = v == V_WIDE || v == V_WIDE2 ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
-  size_t nt = IL_NT;
+  size_t nt = v == V_WIDE || v == V_WIDE2 ? IL_W_NT : IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */
   int64_t rows = j->rows;
