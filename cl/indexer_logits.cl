@@ -73,15 +73,31 @@ DSA_INLINE uint4 il_raw16(__global const uchar *p, __global const uchar *sp, con
  * them). Keys are staged so (qmul 1), the query times 2^16 (qmul): every
  * product q k, and so every sum, is exactly the unscaled one (H100, paged
  * B=64: 984 -> 876 us; docs/PERFORMANCE.md). */
+#ifndef IL_DEC2
+#define IL_DEC2 1
+#endif
 DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmul) {
   if (!fp4) {
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
+#if IL_DEC2
+      /* IL_DEC2: bytes 0 and 2, then 1 and 3, as the f16 pairs: each byte's
+       * 7 low bits to 14..7 of its half by one shift and mask a pair, the
+       * sign then carried from bit 14 to 15 (p + (p & bit 14)): 8 integer
+       * operations a word where bytes 0-1 and 2-3 took 13 (the byte moves
+       * apart first). The same f16 values as dsa_e4m3x2_to_f16x2_scaled. */
+      const uint p = (w[j] << 7) & 0x7F807F80u, q = (w[j] >> 1) & 0x7F807F80u;
+      const uint h[2] = {p + (p & 0x40004000u), q + (q & 0x40004000u)};
+      const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
+      const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
+      v[4 * j] = a.x, v[4 * j + 2] = a.y, v[4 * j + 1] = b.x, v[4 * j + 3] = b.y;
+#else
       const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled(w[j]), dsa_e4m3x2_to_f16x2_scaled_hi(w[j])};
       const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
       const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
       v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = b.x, v[4 * j + 3] = b.y;
+#endif
     }
   } else {
     const float sc = dsa_ue8m0_to_f32(x.z);
@@ -230,6 +246,17 @@ DSA_INLINE float il_f4(const float4 v, const int k) {
 #ifndef IL_ABL
 #define IL_ABL 0
 #endif
+/* IL_QEPI 1: FP8 queries are staged as decoded (x 2^-8, not x 2^8), so the
+ * sums are 2^-16 times the true ones, exactly (multiples of 2^-34, never
+ * subnormal), and the epilogue multiplies 2^16 back in before the key
+ * scale: the same bits, one multiply per accumulator and tile instead of
+ * one per staged query value and chunk (on the items that stage both). */
+#ifndef IL_QEPI
+#define IL_QEPI 1
+#endif
+#ifndef IL_KPTR
+#define IL_KPTR 0
+#endif
 /* IL_DUNR: the dims of a chunk unrolled by this much (0: wholly). */
 #ifndef IL_DUNR
 #define IL_DUNR 0
@@ -302,6 +329,21 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * registers at 8 x 8: NVIDIA's compiler then went past 128, one group an
    * SM). */
   float tot0 = 0.0f, tot1 = 0.0f;
+#if IL_KPTR
+  /* IL_KPTR: the segments' key offsets read once a tile, not after every
+   * chunk's barrier (two or four registers more). */
+  const ulong ko0 = koff[kk0], so0 = ksoff[kk0];
+  const ulong ko1 = KSEG > 1 ? koff[kk1] : 0ul, so1 = KSEG > 1 ? ksoff[kk1] : 0ul;
+#define IL_KO0 ko0
+#define IL_SO0 so0
+#define IL_KO1 ko1
+#define IL_SO1 so1
+#else
+#define IL_KO0 koff[kk0]
+#define IL_SO0 ksoff[kk0]
+#define IL_KO1 koff[kk1]
+#define IL_SO1 ksoff[kk1]
+#endif
 
   const int hend = skip ? 0 : H;
   for (int hc = 0; hc < hend; hc += TH) {
@@ -320,8 +362,8 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     if (qok && qd < D)
       xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
                     qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
-    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
-    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
+    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, IL_KO0, IL_SO0, sds, kd0, fp4, k_al);
+    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, IL_KO1, IL_SO1, sds, kd1, fp4, k_al);
     /* The chunk's weights, read by the epilogue: staged while chunk 0's
      * bytes are in flight, ordered by the dims' first barrier (the last
      * epilogue's reads are behind its barriers). */
@@ -342,7 +384,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       } else {
         float v[16];
         if (sq < TH * SEGK) { /* <= NT */
-          il_dec16(xq, fp4, v, 65536.0f);
+          il_dec16(xq, fp4, v, IL_QEPI ? 1.0f : 65536.0f);
 #pragma unroll
           for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
@@ -374,9 +416,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
           xk0 = (uint4)(0u);
           xk1 = (uint4)(0u);
           if (kok0 && nd + kd0 < D)
-            xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
+            xk0 = il_kraw(kbase, sbase, IL_KO0, IL_SO0, sds, nd + kd0, fp4, k_al);
           if (kok1 && nd + kd1 < D)
-            xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
+            xk1 = il_kraw(kbase, sbase, IL_KO1, IL_SO1, sds, nd + kd1, fp4, k_al);
         }
       }
       __local const float4 *qa = (__local const float4 *)qb + hg;
@@ -429,7 +471,10 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       const float s = kscale[t];
       float part = 0.0f;
 #pragma unroll
-      for (int a = 0; a < RH; a++) part = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part);
+      for (int a = 0; a < RH; a++) {
+        const float x = IL_QEPI && !fp4 ? acc[a][c] * 65536.0f : acc[a][c];
+        part = fma(fmax(x * s, 0.0f), wv[a], part);
+      }
       red[hg * TK + t] = part;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
