@@ -107,6 +107,13 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
   }
 }
 
+/* nv FP8 values (4, 8 or 16 bytes) at p, in the first nv / 4 words. */
+DSA_INLINE uint4 il_raw_fp8(__global const uchar *p, const int nv, int aligned) {
+  if (nv == 16) return dsa_load16(p, aligned);
+  if (nv == 8) return (uint4)(dsa_load8(p, aligned), 0u, 0u);
+  return (uint4)(aligned ? *(__global const uint *)p : as_uint(vload4(0, p)), 0u, 0u, 0u);
+}
+
 #define IL_PARAMS                                                                              \
   __global const uchar *qv, ulong qv_off, ulong qv_bs, ulong qv_rs, ulong qv_hs,               \
       __global const uchar *qsc, ulong qsc_off, ulong qsc_bs, ulong qsc_rs, ulong qsc_hs,      \
@@ -252,10 +259,13 @@ DSA_INLINE float il_f4(const float4 v, const int k) {
  * scale: the same bits, one multiply per accumulator and tile instead of
  * one per staged query value and chunk (on the items that stage both). */
 #ifndef IL_QEPI
-#define IL_QEPI 1
+#define IL_QEPI 0
 #endif
 #ifndef IL_KPTR
 #define IL_KPTR 0
+#endif
+#ifndef IL_QSPREAD
+#define IL_QSPREAD 1
 #endif
 /* IL_DUNR: the dims of a chunk unrolled by this much (0: wholly). */
 #ifndef IL_DUNR
@@ -314,11 +324,20 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
   const uint hg = (blk / nkb) * 4u + ln / 8u, kg = (blk % nkb) * 8u + ln % 8u;
   const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
   const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs;
-  /* This item's staging work per chunk: query segment sq (head qh, 16 dims
-   * at qd; items past TH * SEGK stage none), key segments lid (key kk0, 16
+  /* This item's staging work per chunk: QV query values (head qh, dims qd
+   * on; items past TH x DC / QV stage none), key segments lid (key kk0, 16
    * dims at kd0) and, when KSEG is 2, lid + NT (kk1, kd1). Scalars, not
-   * arrays indexed by a loop: small arrays stayed in memory with clang 15. */
-  const int sq = (int)lid, qh = sq / SEGK, qd = (sq - qh * SEGK) * 16;
+   * arrays indexed by a loop: small arrays stayed in memory with clang 15.
+   * FP8 queries are spread over all items (IL_QSPREAD: QV = TH x DC / NT,
+   * 4 or 8, consecutive items on consecutive heads) so that every warp
+   * stages as much; else (MXFP4, the narrow tile) 16 values an item. */
+  const int QV = !fp4 && IL_QSPREAD && TH * DC / NT >= 4 && TH * DC / NT < 16 ? TH * DC / NT : 16;
+  const int qst = (int)lid < TH * DC / QV;
+  /* (x - (x / n) * n, not x % n beside x / n: LLVM then pairs the two
+   * with a freeze, which Oclgrind's --uninitialized cannot run.) */
+  const int qdiv = QV < 16 ? (int)lid / TH : (int)lid / SEGK;
+  const int qh = QV < 16 ? (int)lid - qdiv * TH : qdiv;
+  const int qd = QV < 16 ? qdiv * QV : ((int)lid - qdiv * SEGK) * 16;
   const int kk0 = (int)lid / SEGK, kd0 = ((int)lid - kk0 * SEGK) * 16;
   const int kk1 = KSEG > 1 ? ((int)lid + NT) / SEGK : 0;
   const int kd1 = KSEG > 1 ? ((int)lid + NT - kk1 * SEGK) * 16 : 0;
@@ -355,13 +374,16 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
 #pragma unroll
       for (int c = 0; c < 16; c++) acc[a][c] = 0.0f;
 
-    const int h = hc + qh, qok = sq < TH * SEGK && h < H;
+    const int h = hc + qh, qok = qst && h < H;
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
     uint4 xq = (uint4)(0u), xk0 = (uint4)(0u), xk1 = (uint4)(0u);
-    if (qok && qd < D)
-      xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
-                    qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
+    /* The raw query bytes of dims DD.. of head h. */
+#define IL_QRAW(DD)                                                                           \
+  (QV < 16 ? il_raw_fp8(qv + qrow + (ulong)h * qv_hs + (ulong)(DD), QV, q_al)               \
+           : il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (DD) / 2 : (DD)),         \
+                      qsc + qsrow + (ulong)h * qsc_hs + (ulong)((DD) / 32) * qsc_ds, fp4, q_al))
+    if (qok && qd < D) xq = IL_QRAW(qd);
     if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, IL_KO0, IL_SO0, sds, kd0, fp4, k_al);
     if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, IL_KO1, IL_SO1, sds, kd1, fp4, k_al);
     /* The chunk's weights, read by the epilogue: staged while chunk 0's
@@ -378,15 +400,15 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       const int bsel = NB == 2 ? (dc / DC) & 1 : 0;
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       if (IL_ABL & 1) {
-        if (sq < TH * SEGK) qb[qd * TH + qh] = as_float(xq.x ^ xq.y ^ xq.z ^ xq.w);
+        if (qst) qb[qd * TH + qh] = as_float(xq.x ^ xq.y ^ xq.z ^ xq.w);
         kb[kd0 * TK + kk0] = as_float(xk0.x ^ xk0.y ^ xk0.z ^ xk0.w);
         if (KSEG > 1) kb[kd1 * TK + kk1] = as_float(xk1.x ^ xk1.y ^ xk1.z ^ xk1.w);
       } else {
         float v[16];
-        if (sq < TH * SEGK) { /* <= NT */
-          il_dec16(xq, fp4, v, IL_QEPI ? 1.0f : 65536.0f);
+        if (qst) {
+          il_dec16(xq, fp4, v, IL_QEPI ? 1.0f : 65536.0f); /* the first QV used */
 #pragma unroll
-          for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
+          for (int e = 0; e < QV; e++) qb[(qd + e) * TH + qh] = v[e];
         }
         il_dec16(xk0, fp4, v, 1.0f);
 #pragma unroll
@@ -409,10 +431,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
           xk1 = (uint4)((uint)nd ^ lid);
         } else {
           xq = (uint4)(0u);
-          if (qok && nd + qd < D)
-            xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (nd + qd) / 2 : nd + qd),
-                          qsc + qsrow + (ulong)h * qsc_hs + (ulong)((nd + qd) / 32) * qsc_ds,
-                          fp4, q_al);
+          if (qok && nd + qd < D) xq = IL_QRAW(nd + qd);
           xk0 = (uint4)(0u);
           xk1 = (uint4)(0u);
           if (kok0 && nd + kd0 < D)

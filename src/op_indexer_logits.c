@@ -40,13 +40,13 @@ typedef cl_ulong u64;
 #define IL_NT NT
 #endif
 #ifndef IL_W_NT
-#define IL_W_NT NT
+#define IL_W_NT 128
 #endif
 #ifndef IL_W_HG
 #define IL_W_HG 8
 #endif
 #ifndef IL_W_KG
-#define IL_W_KG 32
+#define IL_W_KG 16
 #endif
 #ifndef IL_W_RH
 #define IL_W_RH 8
