@@ -107,11 +107,16 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
   }
 }
 
-/* nv FP8 values (4, 8 or 16 bytes) at p, in the first nv / 4 words. */
+/* nv FP8 values (4, 8 or 16 bytes) at p, in the first nv / 4 words. Eight
+ * bytes as two words: read as one uint2 (dsa_load8) the kernel crashed
+ * Oclgrind 21.10's --uninitialized plugin (a segfault in
+ * Uninitialized::instructionExecuted, the paged golden, 128-item groups). */
 DSA_INLINE uint4 il_raw_fp8(__global const uchar *p, const int nv, int aligned) {
   if (nv == 16) return dsa_load16(p, aligned);
-  if (nv == 8) return (uint4)(dsa_load8(p, aligned), 0u, 0u);
-  return (uint4)(aligned ? *(__global const uint *)p : as_uint(vload4(0, p)), 0u, 0u, 0u);
+  const uint y = aligned ? *(__global const uint *)p : as_uint(vload4(0, p));
+  if (nv == 4) return (uint4)(y, 0u, 0u, 0u);
+  const uint z = aligned ? *(__global const uint *)(p + 4) : as_uint(vload4(1, p));
+  return (uint4)(y, z, 0u, 0u);
 }
 
 #define IL_PARAMS                                                                              \
