@@ -14,8 +14,8 @@
  * Grid: 1-D, work-group g = (row - row0) * ntiles + (key tile - tile0): the
  * launcher splits huge grids into several launches over rows and tiles.
  * A portable work-group computes one query row against a tile of TK keys:
- * a (TH heads x TK keys) block of dot products per head chunk, IL_NT
- * work-items as HG x KG, each holding RH heads x RK keys in registers
+ * a (TH heads x TK keys) block of dot products per head chunk, HG x KG
+ * work-items (IL_W_NT or IL_NT), each holding RH heads x RK keys in registers
  * (il_tile). Per chunk of DC dims the query's TH x DC values and the tile's
  * TK x DC key values are decoded once into local memory (16 values per
  * segment: one 16-byte load of e4m3, or 8 bytes of e2m1 plus a scale byte;
@@ -23,11 +23,12 @@
  * every work-item does RH x RK FMAs per dim from RH / 4 + RK / 4 float4
  * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
  * per-key partials; partials of the HG head groups meet in local memory
- * after each head chunk. Tiles wholly outside a row's valid keys only write
- * -inf (when clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 32: 64 heads x
- * 256 keys, DC 16; two chunk buffers, one barrier a chunk) for H > 16 where
- * it fits, "h64" (the same with one buffer, 32 KiB), "h16" (4 x 4, HG 4,
- * KG 64: 16 x 256, DC 16).
+ * after each head chunk (the weights staged in local memory with the first
+ * chunk). Tiles wholly outside a row's valid keys only write -inf (when
+ * clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 16: 64
+ * heads x 128 keys, 128 items, DC 16; two chunk buffers, one barrier a
+ * chunk) for H > 16 where it fits, "h64" (the same with one buffer, 32
+ * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16).
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -73,16 +74,12 @@ DSA_INLINE uint4 il_raw16(__global const uchar *p, __global const uchar *sp, con
  * them). Keys are staged so (qmul 1), the query times 2^16 (qmul): every
  * product q k, and so every sum, is exactly the unscaled one (H100, paged
  * B=64: 984 -> 876 us; docs/PERFORMANCE.md). */
-#ifndef IL_DEC2
-#define IL_DEC2 1
-#endif
 DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmul) {
   if (!fp4) {
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-#if IL_DEC2
-      /* IL_DEC2: bytes 0 and 2, then 1 and 3, as the f16 pairs: each byte's
+      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs: each byte's
        * 7 low bits to 14..7 of its half by one shift and mask a pair, the
        * sign then carried from bit 14 to 15 (p + (p & bit 14)): 8 integer
        * operations a word where bytes 0-1 and 2-3 took 13 (the byte moves
@@ -92,12 +89,6 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
       const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
       const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
       v[4 * j] = a.x, v[4 * j + 2] = a.y, v[4 * j + 1] = b.x, v[4 * j + 3] = b.y;
-#else
-      const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled(w[j]), dsa_e4m3x2_to_f16x2_scaled_hi(w[j])};
-      const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
-      const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
-      v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = b.x, v[4 * j + 3] = b.y;
-#endif
     }
   } else {
     const float sc = dsa_ue8m0_to_f32(x.z);
@@ -105,18 +96,6 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
 #pragma unroll
     for (int j = 0; j < 16; j++) v[j] = dsa_e2m1_to_f32((w[j >> 3] >> (4 * (j & 7))) & 0xFu) * sc;
   }
-}
-
-/* nv FP8 values (4, 8 or 16 bytes) at p, in the first nv / 4 words. Eight
- * bytes as two words: read as one uint2 (dsa_load8) the kernel crashed
- * Oclgrind 21.10's --uninitialized plugin (a segfault in
- * Uninitialized::instructionExecuted, the paged golden, 128-item groups). */
-DSA_INLINE uint4 il_raw_fp8(__global const uchar *p, const int nv, int aligned) {
-  if (nv == 16) return dsa_load16(p, aligned);
-  const uint y = aligned ? *(__global const uint *)p : as_uint(vload4(0, p));
-  if (nv == 4) return (uint4)(y, 0u, 0u, 0u);
-  const uint z = aligned ? *(__global const uint *)(p + 4) : as_uint(vload4(1, p));
-  return (uint4)(y, z, 0u, 0u);
 }
 
 #define IL_PARAMS                                                                              \
@@ -245,9 +224,11 @@ DSA_INLINE void il_store_key(__global uchar *out, ulong o_off, ulong o_rs, uint 
     il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? v : -INFINITY, out_bf16);
 }
 
-/* Component k of v (k a constant once unrolled). */
-DSA_INLINE float il_f4(const float4 v, const int k) {
-  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+/* The raw bytes of the query segment of head h at dims d of this row. */
+DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong qsrow,
+                         const int h, const int d) {
+  return il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? d / 2 : d),
+                  qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d / 32) * qsc_ds, fp4, q_al);
 }
 
 /* Tuning knobs, kernel-only (DSACL_BUILD_OPTIONS=-D...; 0 by default):
@@ -257,24 +238,6 @@ DSA_INLINE float il_f4(const float4 v, const int k) {
  * loop); never set outside such runs. */
 #ifndef IL_ABL
 #define IL_ABL 0
-#endif
-/* IL_QEPI 1: FP8 queries are staged as decoded (x 2^-8, not x 2^8), so the
- * sums are 2^-16 times the true ones, exactly (multiples of 2^-34, never
- * subnormal), and the epilogue multiplies 2^16 back in before the key
- * scale: the same bits, one multiply per accumulator and tile instead of
- * one per staged query value and chunk (on the items that stage both). */
-#ifndef IL_QEPI
-#define IL_QEPI 0
-#endif
-#ifndef IL_KPTR
-#define IL_KPTR 0
-#endif
-#ifndef IL_QSPREAD
-#define IL_QSPREAD 1
-#endif
-/* IL_DUNR: the dims of a chunk unrolled by this much (0: wholly). */
-#ifndef IL_DUNR
-#define IL_DUNR 0
 #endif
 
 /* The tile's work; skip: no key of the tile is valid (the group only writes
@@ -329,20 +292,13 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
   const uint hg = (blk / nkb) * 4u + ln / 8u, kg = (blk % nkb) * 8u + ln % 8u;
   const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
   const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs;
-  /* This item's staging work per chunk: QV query values (head qh, dims qd
-   * on; items past TH x DC / QV stage none), key segments lid (key kk0, 16
-   * dims at kd0) and, when KSEG is 2, lid + NT (kk1, kd1). Scalars, not
-   * arrays indexed by a loop: small arrays stayed in memory with clang 15.
-   * FP8 queries are spread over all items (IL_QSPREAD: QV = TH x DC / NT,
-   * 4 or 8, consecutive items on consecutive heads) so that every warp
-   * stages as much; else (MXFP4, the narrow tile) 16 values an item. */
-  const int QV = !fp4 && IL_QSPREAD && TH * DC / NT >= 4 && TH * DC / NT < 16 ? TH * DC / NT : 16;
-  const int qst = (int)lid < TH * DC / QV;
-  /* (x - (x / n) * n, not x % n beside x / n: LLVM then pairs the two
-   * with a freeze, which Oclgrind's --uninitialized cannot run.) */
-  const int qdiv = QV < 16 ? (int)lid / TH : (int)lid / SEGK;
-  const int qh = QV < 16 ? (int)lid - qdiv * TH : qdiv;
-  const int qd = QV < 16 ? qdiv * QV : ((int)lid - qdiv * SEGK) * 16;
+  /* This item's staging work per chunk: query segment lid (head qh, 16
+   * dims at qd; items past TH x SEGK stage none), key segments lid (key
+   * kk0, 16 dims at kd0) and, when KSEG is 2, lid + NT (kk1, kd1). Scalars,
+   * not arrays indexed by a loop: small arrays stayed in memory with clang
+   * 15. (Spreading the query's staging over every item, 4 or 8 values each,
+   * ran 12-14 % slower on the H100: docs/PERFORMANCE.md.) */
+  const int qst = (int)lid < TH * SEGK, qh = (int)lid / SEGK, qd = ((int)lid - qh * SEGK) * 16;
   const int kk0 = (int)lid / SEGK, kd0 = ((int)lid - kk0 * SEGK) * 16;
   const int kk1 = KSEG > 1 ? ((int)lid + NT) / SEGK : 0;
   const int kd1 = KSEG > 1 ? ((int)lid + NT - kk1 * SEGK) * 16 : 0;
@@ -353,26 +309,12 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * registers at 8 x 8: NVIDIA's compiler then went past 128, one group an
    * SM). */
   float tot0 = 0.0f, tot1 = 0.0f;
-#if IL_KPTR
-  /* IL_KPTR: the segments' key offsets read once a tile, not after every
-   * chunk's barrier (two or four registers more). */
-  const ulong ko0 = koff[kk0], so0 = ksoff[kk0];
-  const ulong ko1 = KSEG > 1 ? koff[kk1] : 0ul, so1 = KSEG > 1 ? ksoff[kk1] : 0ul;
-#define IL_KO0 ko0
-#define IL_SO0 so0
-#define IL_KO1 ko1
-#define IL_SO1 so1
-#else
-#define IL_KO0 koff[kk0]
-#define IL_SO0 ksoff[kk0]
-#define IL_KO1 koff[kk1]
-#define IL_SO1 ksoff[kk1]
-#endif
 
   const int hend = skip ? 0 : H;
   for (int hc = 0; hc < hend; hc += TH) {
-    /* acc[a][u]: head a, keys 4 u .. 4 u + 3 of the item (float4: with a
-     * float array of 8 x 16 clang 15 left the accumulators in memory). */
+    /* acc[a][c]: head a, key c of the item (RK up to 16). The zeroing has
+     * constant bounds: bounded by RH and RK, clang 15 left the loop of RK =
+     * 16 rolled and the accumulators in memory. */
     float acc[8][16];
 #pragma unroll
     for (int a = 0; a < 8; a++)
@@ -383,14 +325,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
     uint4 xq = (uint4)(0u), xk0 = (uint4)(0u), xk1 = (uint4)(0u);
-    /* The raw query bytes of dims DD.. of head h. */
-#define IL_QRAW(DD)                                                                           \
-  (QV < 16 ? il_raw_fp8(qv + qrow + (ulong)h * qv_hs + (ulong)(DD), QV, q_al)               \
-           : il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (DD) / 2 : (DD)),         \
-                      qsc + qsrow + (ulong)h * qsc_hs + (ulong)((DD) / 32) * qsc_ds, fp4, q_al))
-    if (qok && qd < D) xq = IL_QRAW(qd);
-    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, IL_KO0, IL_SO0, sds, kd0, fp4, k_al);
-    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, IL_KO1, IL_SO1, sds, kd1, fp4, k_al);
+    if (qok && qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
+    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
+    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
     /* The chunk's weights, read by the epilogue: staged while chunk 0's
      * bytes are in flight, ordered by the dims' first barrier (the last
      * epilogue's reads are behind its barriers). */
@@ -411,9 +348,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       } else {
         float v[16];
         if (qst) {
-          il_dec16(xq, fp4, v, IL_QEPI ? 1.0f : 65536.0f); /* the first QV used */
+          il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
-          for (int e = 0; e < QV; e++) qb[(qd + e) * TH + qh] = v[e];
+          for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
         il_dec16(xk0, fp4, v, 1.0f);
 #pragma unroll
@@ -436,22 +373,18 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
           xk1 = (uint4)((uint)nd ^ lid);
         } else {
           xq = (uint4)(0u);
-          if (qok && nd + qd < D) xq = IL_QRAW(nd + qd);
+          if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
           xk0 = (uint4)(0u);
           xk1 = (uint4)(0u);
           if (kok0 && nd + kd0 < D)
-            xk0 = il_kraw(kbase, sbase, IL_KO0, IL_SO0, sds, nd + kd0, fp4, k_al);
+            xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
           if (kok1 && nd + kd1 < D)
-            xk1 = il_kraw(kbase, sbase, IL_KO1, IL_SO1, sds, nd + kd1, fp4, k_al);
+            xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
         }
       }
       __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
-#if IL_DUNR
-#pragma unroll IL_DUNR
-#else
 #pragma unroll
-#endif
       for (int d = 0; d < DC; d++) {
         /* The heads whole, the keys a float4 at a time (fewer operand
          * registers live: 8 + 4 rather than 8 + 8). */
@@ -495,10 +428,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       const float s = kscale[t];
       float part = 0.0f;
 #pragma unroll
-      for (int a = 0; a < RH; a++) {
-        const float x = IL_QEPI && !fp4 ? acc[a][c] * 65536.0f : acc[a][c];
-        part = fma(fmax(x * s, 0.0f), wv[a], part);
-      }
+      for (int a = 0; a < RH; a++) part = fma(fmax(acc[a][c] * s, 0.0f), wv[a], part);
       red[hg * TK + t] = part;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -581,26 +511,15 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
 #error "indexer_logits.cl: portable tile geometry does not divide"
 #endif
 
-/* IL_NV_MAXRREG (NVIDIA only: src/op_indexer_logits.c builds the program
- * with -cl-nv-maxrregcount=IL_NV_MAXRREG then): the wide kernels go without
- * reqd_work_group_size, whose PTX .reqntid would let ptxas ignore the cap
- * (as for the portable attention, cl/sparse_mla.cl). */
-#ifndef IL_NV_MAXRREG
-#define IL_NV_MAXRREG 0
-#endif
-#if IL_NV_MAXRREG
-#define IL_W_ATTR
-#else
 #define IL_W_ATTR __attribute__((reqd_work_group_size(IL_W_NT, 1, 1)))
-#endif
 #define IL_N_ATTR __attribute__((reqd_work_group_size(IL_NT, 1, 1)))
 #define IL_WIDE(NAME, NB, PAGED, FP4)                                                         \
   IL_KERNEL(NAME, IL_W_ATTR, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, NB, PAGED, FP4)
 #define IL_NARROW(NAME, PAGED, FP4)                                                           \
   IL_KERNEL(NAME, IL_N_ATTR, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, PAGED, FP4)
 
-/* The wide tile twice: with two chunk buffers (46 KB: NVIDIA's 48 KiB and
- * up) and with one (26 KB, 32 KiB devices). */
+/* The wide tile twice: with two chunk buffers (27,904 B at 128 items:
+ * every 32 KiB device) and with one (15,616 B, for less). */
 IL_WIDE(mqa_logits_h64db, 2, 0, 0)
 IL_WIDE(mqa_logits_h64, 1, 0, 0)
 IL_NARROW(mqa_logits_h16, 0, 0)

@@ -21,15 +21,20 @@ typedef cl_ulong u64;
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-/* Kernel geometry (cl/indexer_logits.cl): portable groups of IL_NT items as
- * HG x KG, each item RH heads x RK keys in registers, DC dims per chunk; the
- * wide tile for many heads, the narrow one for few. Both fit 32 KiB of
- * local memory. Wide 8 x 8 per item (64 heads x 256 keys a group): 64 FMAs
- * per 16 floats read from local memory, against 16 per 8 for 4 x 4. H200,
- * forced portable: paged B = 64 1218 -> 984 us, prefill 9615 -> 7654 us;
- * 8 x 4 and 4 x 8 with DC 32, and 128 items, were no faster
- * (docs/PERFORMANCE.md, "Portable logits"). Overridable at build time for
- * tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the geometry).
+/* Kernel geometry (cl/indexer_logits.cl): portable groups of HG x KG items
+ * (IL_W_NT for the wide tile, IL_NT for the narrow one), each item RH heads
+ * x RK keys in registers, DC dims per chunk; the wide tile for many heads,
+ * the narrow one for few. Both fit 32 KiB of local memory. Wide 8 x 8 per
+ * item: 64 FMAs per 16 floats read from local memory, against 16 per 8 for
+ * 4 x 4 (H200, forced portable: paged B = 64 1218 -> 984 us, prefill 9615
+ * -> 7654 us; 8 x 4 and 4 x 8 with DC 32 were no faster). Groups of 128
+ * items (64 heads x 128 keys, four groups an SM on NVIDIA at 128
+ * registers) beat 256 (64 x 256, two an SM) once the chunks were double
+ * buffered: H100 paged B = 64 826.9 -> 816.0 us, prefill 6402 -> 6356; 8
+ * x 16 keys an item (RK 16, 128 items, 168 registers) ran 945 us
+ * (docs/PERFORMANCE.md, "Portable logits, round 3"). Overridable at build
+ * time for tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the
+ * geometry).
  *
  * The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
  * sub-tiles of TL_KT_* keys staged at TL_PITCH words per key (64 bf16 pairs
@@ -71,12 +76,6 @@ typedef cl_ulong u64;
 #endif
 #ifndef IL_N_DC
 #define IL_N_DC 16
-#endif
-/* NVIDIA (cl_nv_compiler_options): the wide kernels built without
- * reqd_work_group_size and with -cl-nv-maxrregcount=IL_NV_MAXRREG (0: with
- * the attribute, no cap; dsa__indexer_logits_device_options). */
-#ifndef IL_NV_MAXRREG
-#define IL_NV_MAXRREG 0
 #endif
 /* Two geometries of the tile kernels (cl/indexer_logits.cl): groups of
  * TL_NT items over TL_RMAX1_REGS rows (one token: paged next_n = 1), and of
@@ -292,13 +291,7 @@ static int km_tq(int H, int next_n, int lanes) {
 const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled) {
   bool emu = false;
   (void)dsa__tile_backend(caps, enabled, &emu);
-  if (emu) return " -cl-opt-disable";
-  /* The wide portable kernels' register cap (IL_NV_MAXRREG above); the
-   * other kernels keep reqd_work_group_size, so the cap leaves them be. */
-  if (caps->nv_compiler_options && IL_NV_MAXRREG)
-    return " -DIL_NV_MAXRREG=" DSA_KSTR_(IL_NV_MAXRREG) " -cl-nv-maxrregcount=" DSA_KSTR_(
-        IL_NV_MAXRREG);
-  return "";
+  return emu ? " -cl-opt-disable" : "";
 }
 
 /* DSACL_IL_KEYS, read when the context is made (as DSACL_TOPK): "off"
