@@ -328,7 +328,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     if (qok && qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
     if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
     if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
-    /* The chunk's weights, read by the epilogue: staged while chunk 0's
+    /* The head chunk's weights, read by the epilogue: staged while chunk 0's
      * bytes are in flight, ordered by the dims' first barrier (the last
      * epilogue's reads are behind its barriers). */
     if ((int)lid < TH)
