@@ -231,15 +231,6 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
                   qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d / 32) * qsc_ds, fp4, q_al);
 }
 
-/* Tuning knobs, kernel-only (DSACL_BUILD_OPTIONS=-D...; 0 by default):
- * IL_ABL bits cut a part of the work to time what is left, and give wrong
- * logits (1: the chunks' decode and stores, 2: the global loads of the
- * chunks, 4: the epilogue, 8: the barrier of the double-buffered chunk
- * loop); never set outside such runs. */
-#ifndef IL_ABL
-#define IL_ABL 0
-#endif
-
 /* The tile's work; skip: no key of the tile is valid (the group only writes
  * -inf, or nothing).
  *
@@ -341,11 +332,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
        * products) is behind chunk c - 1's barrier. */
       const int bsel = NB == 2 ? (dc / DC) & 1 : 0;
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
-      if (IL_ABL & 1) {
-        if (qst) qb[qd * TH + qh] = as_float(xq.x ^ xq.y ^ xq.z ^ xq.w);
-        kb[kd0 * TK + kk0] = as_float(xk0.x ^ xk0.y ^ xk0.z ^ xk0.w);
-        if (KSEG > 1) kb[kd1 * TK + kk1] = as_float(xk1.x ^ xk1.y ^ xk1.z ^ xk1.w);
-      } else {
+      {
         float v[16];
         if (qst) {
           il_dec16(xq, fp4, v, 65536.0f);
@@ -361,26 +348,17 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
           for (int e = 0; e < 16; e++) kb[(kd1 + e) * TK + kk1] = v[e];
         }
       }
-      if (NB == 1)
-        barrier(CLK_LOCAL_MEM_FENCE);
-      else if (!(IL_ABL & 8))
-        barrier(CLK_LOCAL_MEM_FENCE);
+      barrier(CLK_LOCAL_MEM_FENCE);
       {
         const int nd = dc + DC;
-        if (IL_ABL & 2) {
-          xq = (uint4)((uint)nd ^ lid);
-          xk0 = (uint4)((uint)nd + lid);
-          xk1 = (uint4)((uint)nd ^ lid);
-        } else {
-          xq = (uint4)(0u);
-          if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
-          xk0 = (uint4)(0u);
-          xk1 = (uint4)(0u);
-          if (kok0 && nd + kd0 < D)
-            xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
-          if (kok1 && nd + kd1 < D)
-            xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
-        }
+        xq = (uint4)(0u);
+        if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
+        xk0 = (uint4)(0u);
+        xk1 = (uint4)(0u);
+        if (kok0 && nd + kd0 < D)
+          xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
+        if (kok1 && nd + kd1 < D)
+          xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
       }
       __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
@@ -405,15 +383,6 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
         }
       }
       if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (IL_ABL & 4) {
-      float s = 0.0f;
-#pragma unroll
-      for (int a = 0; a < RH; a++)
-#pragma unroll
-        for (int c = 0; c < RK; c++) s += acc[a][c];
-      tot0 += s;
-      continue;
     }
     if (NB == 2) barrier(CLK_LOCAL_MEM_FENCE); /* red below aliases ks */
 
