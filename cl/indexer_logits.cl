@@ -14,8 +14,8 @@
  * Grid: 1-D, work-group g = (row - row0) * ntiles + (key tile - tile0): the
  * launcher splits huge grids into several launches over rows and tiles.
  * A portable work-group computes one query row against a tile of TK keys:
- * a (TH heads x TK keys) block of dot products per head chunk, IL_NT
- * work-items as HG x KG, each holding RH heads x RK keys in registers
+ * a (TH heads x TK keys) block of dot products per head chunk, HG x KG
+ * work-items (IL_W_NT or IL_NT), each holding RH heads x RK keys in registers
  * (il_tile). Per chunk of DC dims the query's TH x DC values and the tile's
  * TK x DC key values are decoded once into local memory (16 values per
  * segment: one 16-byte load of e4m3, or 8 bytes of e2m1 plus a scale byte;
@@ -23,11 +23,12 @@
  * every work-item does RH x RK FMAs per dim from RH / 4 + RK / 4 float4
  * local reads. After the dims, ReLU(score) * w folds the RH heads into RK
  * per-key partials; partials of the HG head groups meet in local memory
- * after each head chunk. Tiles wholly outside a row's valid keys only write
- * -inf (when clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 32: 64 heads x
- * 256 keys, DC 16; two chunk buffers, one barrier a chunk) for H > 16 where
- * it fits, "h64" (the same with one buffer, 32 KiB), "h16" (4 x 4, HG 4,
- * KG 64: 16 x 256, DC 16).
+ * after each head chunk (the weights staged in local memory with the first
+ * chunk). Tiles wholly outside a row's valid keys only write -inf (when
+ * clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 16: 64
+ * heads x 128 keys, 128 items, DC 16; two chunk buffers, one barrier a
+ * chunk) for H > 16 where it fits, "h64" (the same with one buffer, 32
+ * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16).
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -78,10 +79,16 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled(w[j]), dsa_e4m3x2_to_f16x2_scaled_hi(w[j])};
+      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs: each byte's
+       * 7 low bits to 14..7 of its half by one shift and mask a pair, the
+       * sign then carried from bit 14 to 15 (p + (p & bit 14)): 8 integer
+       * operations a word where bytes 0-1 and 2-3 took 13 (the byte moves
+       * apart first). The same f16 values as dsa_e4m3x2_to_f16x2_scaled. */
+      const uint p = (w[j] << 7) & 0x7F807F80u, q = (w[j] >> 1) & 0x7F807F80u;
+      const uint h[2] = {p + (p & 0x40004000u), q + (q & 0x40004000u)};
       const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
       const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
-      v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = b.x, v[4 * j + 3] = b.y;
+      v[4 * j] = a.x, v[4 * j + 2] = a.y, v[4 * j + 1] = b.x, v[4 * j + 3] = b.y;
     }
   } else {
     const float sc = dsa_ue8m0_to_f32(x.z);
@@ -199,6 +206,31 @@ DSA_INLINE int il_locate_key(IL_PARAMS, const int paged, const int fp4, const ui
   return IL_KEY_OK;
 }
 
+/* The raw bytes of key segment kd (its 16 dims from kd) of the key whose
+ * bytes are at kbase + ko (its MXFP4 scales at sbase + so, sds apart). */
+DSA_INLINE uint4 il_kraw(__global const uchar *kbase, __global const uchar *sbase, ulong ko,
+                         ulong so, ulong sds, int kd, int fp4, int k_al) {
+  return il_raw16(kbase + ko + (ulong)(fp4 ? kd / 2 : kd), sbase + so + (ulong)(kd / 32) * sds,
+                  fp4, k_al);
+}
+
+/* Key t's logit v (tile start n0): stored where the key is a column, and
+ * where it is valid or the row is cleaned (-inf unless valid). */
+DSA_INLINE void il_store_key(__global uchar *out, ulong o_off, ulong o_rs, uint r, int n0, int t,
+                             __local const int *kstate, int ncols, int clean, float v,
+                             int out_bf16) {
+  const int col = n0 + t, st = kstate[t];
+  if (col < ncols && (st != IL_KEY_OUT || clean))
+    il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? v : -INFINITY, out_bf16);
+}
+
+/* The raw bytes of the query segment of head h at dims d of this row. */
+DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong qsrow,
+                         const int h, const int d) {
+  return il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? d / 2 : d),
+                  qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d / 32) * qsc_ds, fp4, q_al);
+}
+
 /* The tile's work; skip: no key of the tile is valid (the group only writes
  * -inf, or nothing).
  *
@@ -211,28 +243,31 @@ DSA_INLINE int il_locate_key(IL_PARAMS, const int paged, const int fp4, const ui
  * 8 key groups, so a warp (NVIDIA) reads 4 distinct float4 of heads and 8 of
  * keys per read instruction: one 128-byte wavefront each, conflict-free.
  * The head-group partials (red) reuse the key chunk's local memory once the
- * dims are done. */
+ * dims are done. A group of NT = HG x KG items has TK = NT or 2 NT keys:
+ * an item locates, reduces and stores TK / NT of them, and stages TK x DC /
+ * 16 / NT key segments of 16 dims a chunk. */
 DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
-                               __local float *red, __local ulong *koff, __local ulong *ksoff,
-                               __local float *kscale, __local int *kstate, const int HG,
-                               const int KG, const int RH, const int RK, const int DC,
-                               const int NB, const int paged, const int fp4, const uint lid,
-                               const uint r,
-                               const int n0, const uint b, const uint i, const int lo,
-                               const int hi, const int skip) {
-  const int TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
+                               __local float *red, __local float *wl, __local ulong *koff,
+                               __local ulong *ksoff, __local float *kscale, __local int *kstate,
+                               const int HG, const int KG, const int RH, const int RK,
+                               const int DC, const int NB, const int paged, const int fp4,
+                               const uint lid, const uint r, const int n0, const uint b,
+                               const uint i, const int lo, const int hi, const int skip) {
+  const int NT = HG * KG, TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
+  const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
    * while the last is multiplied; one barrier a chunk, not two). */
   const int QSZ = TH * DC, KSZ = TK * (DC > HG ? DC : HG);
 
   /* Where each key of the tile lives. */
-  if ((int)lid < TK) { /* TK <= IL_NT */
-    const int t = (int)lid;
-    const int j = n0 + t;
-    int st = !skip && j >= lo && j < hi ? IL_KEY_OK : IL_KEY_OUT;
+#pragma unroll
+  for (int j = 0; j < KPI; j++) {
+    const int t = (int)lid + j * NT;
+    const int jj = n0 + t;
+    int st = !skip && jj >= lo && jj < hi ? IL_KEY_OK : IL_KEY_OUT;
     ulong ko = 0, so = 0;
     float sc = 1.0f;
-    if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, fp4, b, j, &ko, &so, &sc);
+    if (st == IL_KEY_OK) st = il_locate_key(IL_NAMES, paged, fp4, b, jj, &ko, &so, &sc);
     koff[t] = ko;
     ksoff[t] = so;
     kscale[t] = sc;
@@ -248,36 +283,49 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
   const uint hg = (blk / nkb) * 4u + ln / 8u, kg = (blk % nkb) * 8u + ln % 8u;
   const ulong qrow = qv_off + (ulong)b * qv_bs + (ulong)i * qv_rs;
   const ulong qsrow = qsc_off + (ulong)b * qsc_bs + (ulong)i * qsc_rs;
-  /* This item's staging work per chunk: query segment sq (head qh, 16 dims
-   * at qd; items past TH * SEGK stage none), key segment lid (key kk, 16 dims
-   * at kd; TK * SEGK == IL_NT, checked below). */
-  const int sq = (int)lid, qh = sq / SEGK, qd = (sq - qh * SEGK) * 16;
-  const int kk = (int)lid / SEGK, kd = ((int)lid - kk * SEGK) * 16;
-  const int kok = kstate[kk] == IL_KEY_OK;
-  /* Item t < TK: key t's logit over the head chunks so far. The head-group
-   * partials meet per chunk (through red), so no per-key partials stay live
-   * in registers across the FMAs (8 registers at 8 x 8: NVIDIA's compiler
-   * then went past 128, one group an SM). */
-  float tot = 0.0f;
+  /* This item's staging work per chunk: query segment lid (head qh, 16
+   * dims at qd; items past TH x SEGK stage none), key segments lid (key
+   * kk0, 16 dims at kd0) and, when KSEG is 2, lid + NT (kk1, kd1). Scalars,
+   * not arrays indexed by a loop: small arrays stayed in memory with clang
+   * 15. (Spreading the query's staging over every item, 4 or 8 values each,
+   * ran 12-14 % slower on the H100: docs/PERFORMANCE.md.) */
+  const int qst = (int)lid < TH * SEGK, qh = (int)lid / SEGK, qd = ((int)lid - qh * SEGK) * 16;
+  const int kk0 = (int)lid / SEGK, kd0 = ((int)lid - kk0 * SEGK) * 16;
+  const int kk1 = KSEG > 1 ? ((int)lid + NT) / SEGK : 0;
+  const int kd1 = KSEG > 1 ? ((int)lid + NT - kk1 * SEGK) * 16 : 0;
+  const int kok0 = kstate[kk0] == IL_KEY_OK, kok1 = KSEG > 1 && kstate[kk1] == IL_KEY_OK;
+  /* Items t < TK (lid, and lid + NT when KPI is 2): key t's logit over the
+   * head chunks so far. The head-group partials meet per chunk (through
+   * red), so no per-key partials stay live in registers across the FMAs (8
+   * registers at 8 x 8: NVIDIA's compiler then went past 128, one group an
+   * SM). */
+  float tot0 = 0.0f, tot1 = 0.0f;
 
   const int hend = skip ? 0 : H;
   for (int hc = 0; hc < hend; hc += TH) {
-    float acc[8][8];
+    /* acc[a][c]: head a, key c of the item (RK up to 16). The zeroing has
+     * constant bounds: bounded by RH and RK, clang 15 left the loop of RK =
+     * 16 rolled and the accumulators in memory. */
+    float acc[8][16];
 #pragma unroll
     for (int a = 0; a < 8; a++)
 #pragma unroll
-      for (int c = 0; c < 8; c++) acc[a][c] = 0.0f;
+      for (int c = 0; c < 16; c++) acc[a][c] = 0.0f;
 
-    const int h = hc + qh, qok = sq < TH * SEGK && h < H;
+    const int h = hc + qh, qok = qst && h < H;
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
-    uint4 xq = (uint4)(0u), xk = (uint4)(0u);
-    if (qok && qd < D)
-      xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? qd / 2 : qd),
-                    qsc + qsrow + (ulong)h * qsc_hs + (ulong)(qd / 32) * qsc_ds, fp4, q_al);
-    if (kok && kd < D)
-      xk = il_raw16(kbase + koff[kk] + (ulong)(fp4 ? kd / 2 : kd),
-                    sbase + ksoff[kk] + (ulong)(kd / 32) * sds, fp4, k_al);
+    uint4 xq = (uint4)(0u), xk0 = (uint4)(0u), xk1 = (uint4)(0u);
+    if (qok && qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
+    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
+    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
+    /* The head chunk's weights, read by the epilogue: staged while chunk 0's
+     * bytes are in flight, ordered by the dims' first barrier (the last
+     * epilogue's reads are behind its barriers). */
+    if ((int)lid < TH)
+      wl[lid] = hc + (int)lid < H ? *(__global const float *)(w + w_off + (ulong)r * w_rs +
+                                                               (ulong)(hc + (int)lid) * w_hs)
+                                  : 0.0f;
 
     for (int dc = 0; dc < D; dc += DC) {
       /* NB 2: chunk c in buffer c % 2, whose last reader (chunk c - 2's
@@ -286,27 +334,31 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       {
         float v[16];
-        if (sq < TH * SEGK) { /* <= IL_NT */
+        if (qst) {
           il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
           for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
-        il_dec16(xk, fp4, v, 1.0f);
+        il_dec16(xk0, fp4, v, 1.0f);
 #pragma unroll
-        for (int e = 0; e < 16; e++) kb[(kd + e) * TK + kk] = v[e];
+        for (int e = 0; e < 16; e++) kb[(kd0 + e) * TK + kk0] = v[e];
+        if (KSEG > 1) {
+          il_dec16(xk1, fp4, v, 1.0f);
+#pragma unroll
+          for (int e = 0; e < 16; e++) kb[(kd1 + e) * TK + kk1] = v[e];
+        }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       {
         const int nd = dc + DC;
         xq = (uint4)(0u);
-        xk = (uint4)(0u);
-        if (qok && nd + qd < D)
-          xq = il_raw16(qv + qrow + (ulong)h * qv_hs + (ulong)(fp4 ? (nd + qd) / 2 : nd + qd),
-                        qsc + qsrow + (ulong)h * qsc_hs + (ulong)((nd + qd) / 32) * qsc_ds, fp4,
-                        q_al);
-        if (kok && nd + kd < D)
-          xk = il_raw16(kbase + koff[kk] + (ulong)(fp4 ? (nd + kd) / 2 : nd + kd),
-                        sbase + ksoff[kk] + (ulong)((nd + kd) / 32) * sds, fp4, k_al);
+        if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
+        xk0 = (uint4)(0u);
+        xk1 = (uint4)(0u);
+        if (kok0 && nd + kd0 < D)
+          xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
+        if (kok1 && nd + kd1 < D)
+          xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
       }
       __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
@@ -336,11 +388,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
 
     float wv[8];
 #pragma unroll
-    for (int a = 0; a < RH; a++) {
-      const int ha = hc + (a / 4) * 4 * HG + (int)hg * 4 + a % 4;
-      wv[a] = ha < H ? *(__global const float *)(w + w_off + (ulong)r * w_rs + (ulong)ha * w_hs)
-                     : 0.0f;
-    }
+    for (int a = 0; a < RH; a++) wv[a] = wl[(a / 4) * 4 * HG + (int)hg * 4 + a % 4];
     /* red aliases ks: every read of the chunks is behind the dims' last
      * barrier, and the next head chunk stages after the second one here. */
 #pragma unroll
@@ -353,25 +401,27 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       red[hg * TK + t] = part;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if ((int)lid < TK) {
+    {
       float sum = 0.0f;
       for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid];
-      tot += sum;
+      tot0 += sum;
+    }
+    if (KPI > 1) {
+      float sum = 0.0f;
+      for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid + NT];
+      tot1 += sum;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  if ((int)lid < TK) {
-    const int t = (int)lid;
-    const int col = n0 + t;
-    const int st = kstate[t];
-    if (col < ncols && (st != IL_KEY_OUT || clean))
-      il_store(out, o_off, o_rs, r, col, st == IL_KEY_OK ? tot : -INFINITY, out_bf16);
-  }
+  il_store_key(out, o_off, o_rs, r, n0, (int)lid, kstate, ncols, clean, tot0, out_bf16);
+  if (KPI > 1)
+    il_store_key(out, o_off, o_rs, r, n0, (int)lid + NT, kstate, ncols, clean, tot1, out_bf16);
 }
 
 DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
-                               __local float *red, __local ulong *koff, __local ulong *ksoff,
+                               __local float *red, __local float *wl, __local ulong *koff,
+                               __local ulong *ksoff,
                                __local float *kscale, __local int *kstate, const int HG,
                                const int KG, const int RH, const int RK, const int DC,
                                const int NB, const int paged, const int fp4) {
@@ -392,52 +442,65 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
    * return) whose condition it cannot prove uniform; there it evaluated later
    * per-item conditions for the whole group. Loop bounds are fine. */
   const int skip = n0 >= hi || n0 + TK <= lo;
-  il_tile(IL_NAMES, qs, ks, red, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, paged, fp4,
-          lid, r, n0, b, i, lo, hi, skip);
+  il_tile(IL_NAMES, qs, ks, red, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, paged,
+          fp4, lid, r, n0, b, i, lo, hi, skip);
 }
 
 /* Local memory: NB chunks of TH x DC query and TK x DC key values, the
- * head-group partials (HG x TK) in the key chunks' place when they fit
- * (src/op_indexer_logits.c, tile_local_bytes, counts the same). */
+ * head-group partials (HG x TK) in the key chunks' place when they fit, the
+ * head chunk's TH weights (src/op_indexer_logits.c, tile_local_bytes,
+ * counts the same). */
 #define IL_KS_FLOATS(HG, KG, RK, DC)                                                          \
   ((RK) * (KG) * ((DC) > (HG) ? (DC) : (HG)))
-#define IL_KERNEL(NAME, HG, KG, RH, RK, DC, NB, PAGED, FP4)                                   \
-  __kernel __attribute__((reqd_work_group_size(IL_NT, 1, 1))) void NAME(IL_KARGS) {           \
+#define IL_KERNEL(NAME, ATTR, HG, KG, RH, RK, DC, NB, PAGED, FP4)                             \
+  __kernel ATTR void NAME(IL_KARGS) {                                                          \
     __local float4 qs[(NB) * (RH * HG) * DC / 4];                                              \
     __local float4 ks[(NB) * IL_KS_FLOATS(HG, KG, RK, DC) / 4];                                \
+    __local float wl[RH * HG];                                                                 \
     __local ulong koff[RK * KG], ksoff[RK * KG];                                               \
     __local float kscale[RK * KG];                                                             \
     __local int kstate[RK * KG];                                                               \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
-            (__local float *)ks, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, PAGED,   \
-            FP4);                                                                              \
+            (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
+            PAGED, FP4);                                                                       \
   }
 
-/* The geometry must tile: 32-item blocks of 4 head x 8 key groups, one key
- * segment of 16 dims per item and chunk, at most one query segment. */
-#define IL_GEOM_BAD(HG, KG, RH, RK, DC)                                                       \
-  ((HG) * (KG) != IL_NT || (HG) % 4 || (KG) % 8 || ((RH) != 4 && (RH) != 8) ||             \
-   ((RK) != 4 && (RK) != 8) || (DC) % 16 || (RK) * (KG) * (DC) / 16 != IL_NT ||             \
-   (RH) * (HG) * (DC) / 16 > IL_NT)
-#if IL_GEOM_BAD(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC) ||                              \
-    IL_GEOM_BAD(IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC)
+/* The geometry must tile: NT items in 32-item blocks of 4 head x 8 key
+ * groups, NT or 2 NT keys a group (an item locates and stores 1 or 2), 1 or
+ * 2 key segments of 16 dims per item and chunk, at most one query
+ * segment. */
+#define IL_GEOM_BAD(NT, HG, KG, RH, RK, DC)                                                   \
+  ((HG) * (KG) != (NT) || (HG) % 4 || (KG) % 8 || ((RH) != 4 && (RH) != 8) ||              \
+   ((RK) != 4 && (RK) != 8 && (RK) != 16) || (DC) % 16 ||                                    \
+   ((RK) * (KG) != (NT) && (RK) * (KG) != 2 * (NT)) ||                                       \
+   ((RK) * (KG) * (DC) / 16 != (NT) && (RK) * (KG) * (DC) / 16 != 2 * (NT)) ||               \
+   (RH) * (HG) * (DC) / 16 > (NT))
+#if IL_GEOM_BAD(IL_W_NT, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC) ||                     \
+    IL_GEOM_BAD(IL_NT, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC)
 #error "indexer_logits.cl: portable tile geometry does not divide"
 #endif
 
-/* The wide tile twice: with two chunk buffers (46 KB: NVIDIA's 48 KiB and
- * up) and with one (26 KB, 32 KiB devices). */
-IL_KERNEL(mqa_logits_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 0, 0)
-IL_KERNEL(mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0, 0)
-IL_KERNEL(mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0, 0)
-IL_KERNEL(paged_mqa_logits_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 1, 0)
-IL_KERNEL(paged_mqa_logits_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1, 0)
-IL_KERNEL(paged_mqa_logits_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1, 0)
-IL_KERNEL(mqa_logits_mxfp4_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 0, 1)
-IL_KERNEL(mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 0, 1)
-IL_KERNEL(mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 0, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64db, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2, 1, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h64, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 1, 1, 1)
-IL_KERNEL(paged_mqa_logits_mxfp4_h16, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, 1, 1)
+#define IL_W_ATTR __attribute__((reqd_work_group_size(IL_W_NT, 1, 1)))
+#define IL_N_ATTR __attribute__((reqd_work_group_size(IL_NT, 1, 1)))
+#define IL_WIDE(NAME, NB, PAGED, FP4)                                                         \
+  IL_KERNEL(NAME, IL_W_ATTR, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, NB, PAGED, FP4)
+#define IL_NARROW(NAME, PAGED, FP4)                                                           \
+  IL_KERNEL(NAME, IL_N_ATTR, IL_N_HG, IL_N_KG, IL_N_RH, IL_N_RK, IL_N_DC, 1, PAGED, FP4)
+
+/* The wide tile twice: with two chunk buffers (27,904 B at 128 items:
+ * every 32 KiB device) and with one (15,616 B, for less). */
+IL_WIDE(mqa_logits_h64db, 2, 0, 0)
+IL_WIDE(mqa_logits_h64, 1, 0, 0)
+IL_NARROW(mqa_logits_h16, 0, 0)
+IL_WIDE(paged_mqa_logits_h64db, 2, 1, 0)
+IL_WIDE(paged_mqa_logits_h64, 1, 1, 0)
+IL_NARROW(paged_mqa_logits_h16, 1, 0)
+IL_WIDE(mqa_logits_mxfp4_h64db, 2, 0, 1)
+IL_WIDE(mqa_logits_mxfp4_h64, 1, 0, 1)
+IL_NARROW(mqa_logits_mxfp4_h16, 0, 1)
+IL_WIDE(paged_mqa_logits_mxfp4_h64db, 2, 1, 1)
+IL_WIDE(paged_mqa_logits_mxfp4_h64, 1, 1, 1)
+IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
 
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------

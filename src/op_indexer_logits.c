@@ -21,15 +21,20 @@ typedef cl_ulong u64;
 
 #define BAD(...) dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0, __VA_ARGS__)
 
-/* Kernel geometry (cl/indexer_logits.cl): portable groups of IL_NT items as
- * HG x KG, each item RH heads x RK keys in registers, DC dims per chunk; the
- * wide tile for many heads, the narrow one for few. Both fit 32 KiB of
- * local memory. Wide 8 x 8 per item (64 heads x 256 keys a group): 64 FMAs
- * per 16 floats read from local memory, against 16 per 8 for 4 x 4. H200,
- * forced portable: paged B = 64 1218 -> 984 us, prefill 9615 -> 7654 us;
- * 8 x 4 and 4 x 8 with DC 32, and 128 items, were no faster
- * (docs/PERFORMANCE.md, "Portable logits"). Overridable at build time for
- * tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the geometry).
+/* Kernel geometry (cl/indexer_logits.cl): portable groups of HG x KG items
+ * (IL_W_NT for the wide tile, IL_NT for the narrow one), each item RH heads
+ * x RK keys in registers, DC dims per chunk; the wide tile for many heads,
+ * the narrow one for few. Both fit 32 KiB of local memory. Wide 8 x 8 per
+ * item: 64 FMAs per 16 floats read from local memory, against 16 per 8 for
+ * 4 x 4 (H200, forced portable: paged B = 64 1218 -> 984 us, prefill 9615
+ * -> 7654 us; 8 x 4 and 4 x 8 with DC 32 were no faster). Groups of 128
+ * items (64 heads x 128 keys, four groups an SM on NVIDIA at 128
+ * registers) beat 256 (64 x 256, two an SM) once the chunks were double
+ * buffered: H100 paged B = 64 826.9 -> 816.0 us, prefill 6402 -> 6356; 8
+ * x 16 keys an item (RK 16, 128 items, 168 registers) ran 945 us
+ * (docs/PERFORMANCE.md, "Portable logits, round 3"). Overridable at build
+ * time for tuning runs (-Dc_args=-DIL_W_RK=4 ...; the kernel checks the
+ * geometry).
  *
  * The tile kernels (cl/dsa_tile.h back-ends): TL_NT items, TL_SUB
  * sub-tiles of TL_KT_* keys staged at TL_PITCH words per key (64 bf16 pairs
@@ -39,11 +44,14 @@ typedef cl_ulong u64;
 #ifndef IL_NT
 #define IL_NT NT
 #endif
+#ifndef IL_W_NT
+#define IL_W_NT 128
+#endif
 #ifndef IL_W_HG
 #define IL_W_HG 8
 #endif
 #ifndef IL_W_KG
-#define IL_W_KG 32
+#define IL_W_KG 16
 #endif
 #ifndef IL_W_RH
 #define IL_W_RH 8
@@ -139,7 +147,7 @@ typedef cl_ulong u64;
 #define KM_WARPS_CU 16
 #endif
 const char dsa__defines_indexer_logits[] =
-    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
+    DSA_KDEF(IL_NT) DSA_KDEF(IL_W_NT) DSA_KDEF(IL_W_HG) DSA_KDEF(IL_W_KG) DSA_KDEF(IL_W_RH) DSA_KDEF(IL_W_RK)
         DSA_KDEF(IL_W_DC) DSA_KDEF(IL_N_HG) DSA_KDEF(IL_N_KG) DSA_KDEF(IL_N_RH) DSA_KDEF(IL_N_RK)
             DSA_KDEF(IL_N_DC) DSA_KDEF(TL_NT) DSA_KDEF(TL_NT2) DSA_KDEF(TL_RMAX1_REGS) DSA_KDEF(TL_SUB) DSA_KDEF(TL_KP) DSA_KDEF(TL_PITCH)
             DSA_KDEF(TL_KT_REGS) DSA_KDEF(TL_RMAX_REGS) DSA_KDEF(TL_KT_LOCAL)
@@ -148,10 +156,11 @@ const char dsa__defines_indexer_logits[] =
 
 /* Local memory of a portable tile (IL_KERNEL): nb q and k chunks, the
  * head-group partials in the k chunks' place (as large as the larger of the
- * two), and per key its two offsets, scale and state. */
+ * two), the head chunk's weights, and per key its two offsets, scale and
+ * state. */
 static size_t tile_local_bytes(int hg, int kg, int rh, int rk, int dc, int nb) {
-  const size_t tk = (size_t)rk * kg;
-  return (size_t)nb * ((size_t)rh * hg * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4) + tk * 24;
+  const size_t tk = (size_t)rk * kg, th = (size_t)rh * hg;
+  return (size_t)nb * (th * dc * 4 + tk * (size_t)(dc > hg ? dc : hg) * 4) + th * 4 + tk * 24;
 }
 
 /* The tile kernels' geometry on this context's back-end, flavour 1 (one
@@ -367,7 +376,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
   cl_int tk = v == V_WIDE || v == V_WIDE2 ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
-  size_t nt = IL_NT;
+  size_t nt = v == V_WIDE || v == V_WIDE2 ? IL_W_NT : IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */
   int64_t rows = j->rows;
