@@ -55,9 +55,18 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
  * DSACL_TOPK_SAMPLE then changes nothing on PoCL. The counting sort
  * (top-k round 8) more than doubled PoCL's test_topk (212 CPU s against 93;
  * 92 with it compiled out, 2026-11-26), so PoCL sorts by the merge rounds
- * (the same bytes). */
+ * (the same bytes).
+ * Intel's OpenCL CPU runtime (2026.2): the counting sort compiled out too.
+ * With it, Intel's CPU compiler crashes in its pass
+ * "sycl-kernel-reduce-cross-barrier-values" (the bug cl/topk.cl's TOPK_SCAN
+ * works around): every time with MALLOC_PERTURB_ set (77, 165; main's
+ * source never), now and then without (test_topk, once in two runs), with
+ * and without Intel sub-groups. Dropping any one of its phases did not
+ * avoid it, only all of them. Oclgrind and GPUs run the counting sort. */
 const char *dsa__topk_device_options(const dsa_caps *caps) {
-  return caps->vendor == DSA_VENDOR_POCL ? " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0" : "";
+  if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0";
+  if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -DTOPK_CSORT=0";
+  return "";
 }
 
 /* ---- DSACL_TOPK ------------------------------------------------------------ */
