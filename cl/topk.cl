@@ -24,18 +24,22 @@
  *   t + WG, ...: coalesced loads, all in flight at once), read once.
  *   topk_lrows_<WG> (variant "lrow", and split's first pass where it fits)
  *   is the same body with the keys in local memory instead (WG * TOPK_VPT
- *   words, one histogram instead of two), loaded in batches of
- *   TOPK_LK_BATCH, its loops running over the set bits of the masks only
- *   (TOPK_EACH). Its select first tries a sampled threshold (samp, a kernel
+ *   words, one histogram instead of two), loaded 4 columns at a time
+ *   (slot j of item t: column 4 ((j >> 2) WG + t) + (j & 3)), its loops
+ *   running over the set bits of the masks only (TOPK_EACH). Its select first tries a sampled threshold (samp, a kernel
  *   argument: DSACL_TOPK_SAMPLE): a 1/16 sample's level-0 histogram puts a
  *   bin T a little below the m-th largest; if m .. arena_words keys have a
  *   digit >= T, those candidates go to local memory and radix levels over
  *   them find the m largest (exact: they hold every word above the m-th);
- *   else the radix select below runs. The select is bound by latency
- *   (short phases between barriers), so what pays is more groups per
- *   compute unit: on an H200 (ptxas) topk_lrows_256 took 40 registers and
- *   44 KiB of local memory (five groups per SM; 51 registers with the
- *   sampled select, H100: four), topk_rows_256 76 (it took 162 before the
+ *   else the radix select below runs. lrow then sorts by counting (the
+ *   candidates whole, which skips their radix levels): each word's rank is
+ *   the words in higher bins of a digit plus the larger ones in its bin,
+ *   with the merge sort below as the fallback for crowded bins. The
+ *   select is bound by latency (short phases between barriers), so what
+ *   pays is more groups per compute unit: on an H200 (ptxas) topk_lrows_256
+ *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
+ *   on the H100 with the sampled select, 56 with the counting sort: four),
+ *   topk_rows_256 76 (it took 162 before the
  *   mask loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
  *   "alive": level 0 histograms the 14-bit key prefix (sign, exponent, 5
@@ -82,13 +86,13 @@
  * TOPK_MERGE_Q and TOPK_BINS (the radix histogram's bins, which the host
  * sizes local memory by) come from the launcher (src/op_topk.c) as build
  * options. */
-/* topk_lrows: keys loaded per batch (TOPK_VPT: all at once). A build
- * option (DSACL_BUILD_OPTIONS=-DTOPK_LK_BATCH=n) overrides it for tuning. */
-#ifndef TOPK_LK_BATCH
-#define TOPK_LK_BATCH 8
+/* topk_lrows: 4-column loads in flight per item and batch (a build option
+ * for tuning). */
+#ifndef TOPK_LK_VB
+#define TOPK_LK_VB 2u
 #endif
 /* topk_lrows: loops over the set bits of the masks (1) or over all slots
- * (0, as topk_rows); a build option for tuning, like TOPK_LK_BATCH. */
+ * (0, as topk_rows); a build option for tuning, like TOPK_LK_VB. */
 #ifndef TOPK_LK_BITLOOP
 #define TOPK_LK_BITLOOP 1
 #endif
@@ -114,6 +118,24 @@
 #define TOPK_SAMPLE_PAT 0x00000001u
 #else
 #error "TOPK_SAMPLE_LOG: 3, 4 or 5"
+#endif
+
+/* topk_lrows sorts its winners (or candidates) by counting (TOPK_CSORT 1)
+ * with about TOPK_CSORT_RATIO bins a word, unless a bin gets TOPK_CSORT_LIM
+ * words (at most 255; then the radix levels and the merge rounds sort).
+ * Build options for tuning; TOPK_CSORT 0 compiles it out (PoCL and Intel's
+ * CPU runtime build with it: dsa__topk_device_options, src/op_topk.c). */
+#ifndef TOPK_CSORT
+#define TOPK_CSORT 1
+#endif
+#ifndef TOPK_CSORT_RATIO
+#define TOPK_CSORT_RATIO 2u
+#endif
+#ifndef TOPK_CSORT_LIM
+#define TOPK_CSORT_LIM 64u
+#endif
+#if TOPK_CSORT_LIM > 255
+#error "TOPK_CSORT_LIM: at most 255 (a byte per slot)"
 #endif
 
 /* Full unrolling keeps the per-item arrays in registers on GPUs; CPU
@@ -493,41 +515,71 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       if ((b_ >> j) & 1u) BODY                                            \
     }                                                                     \
   }
-  /* Two copies of the loop rather than a choice per element: each keeps its
-   * loads independent and in flight together. With the keys in local memory
-   * (lk) they go in batches of TOPK_LK_BATCH (a rolled outer loop): fewer
-   * registers hold loads in flight, and more groups share a compute unit. */
+  /* lk: item tid's slot j holds column 4 * ((j >> 2) * wg + tid) + (j &
+   * 3), so that one load takes 4 consecutive columns (16 bytes of f32, 8 of
+   * bf16; TOPK_LK_VB of them in flight per batch: a rolled outer loop, so
+   * that few registers hold loads in flight and more groups share a compute
+   * unit), while the keys stay at keys[j * wg + tid] (conflict-free local
+   * accesses in every pass). Rows not aligned to 4 columns (or logits not
+   * aligned to 16 bytes) take the same columns by single loads. Only the
+   * columns change: the words, and so the results, are the same (H100,
+   * 8192 x 8192 k = 512: the load 115 -> 106 us; docs/PERFORMANCE.md). */
+  const bool vec = lk && logits_al >= (lbf16 ? 8u : 16u) && (((ulong)rs + cs) & 3ul) == 0ul;
+#define TOPK_COL(j) (lk ? ((((j) >> 2) * wg + tid) << 2) | ((j) & 3u) : (j) * wg + tid)
+#define TOPK_LOAD_VKEYS(VT, T, VAL)                                                  \
+  {                                                                                 \
+    __global const T *row = (__global const T *)rowb + rs + cs;                     \
+    _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) {  \
+      TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                       \
+        const uint i = i0 + ii, c4 = (i * wg + tid) << 2;                           \
+        VT x = (VT)(0);                                                             \
+        if (vec && c4 + 4u <= nc) {                                                 \
+          x = *(__global const VT *)(row + c4);                                     \
+        } else { /* unaligned, or the row's tail: no read past its end */           \
+          if (c4 < nc) x.s0 = row[c4];                                              \
+          if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                    \
+          if (c4 + 2u < nc) x.s2 = row[c4 + 2u];                                    \
+          if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                    \
+        }                                                                           \
+        const uint k0 = c4 < nc ? topk_key(VAL(x.s0)) : 0u;                         \
+        const uint k1 = c4 + 1u < nc ? topk_key(VAL(x.s1)) : 0u;                    \
+        const uint k2 = c4 + 2u < nc ? topk_key(VAL(x.s2)) : 0u;                    \
+        const uint k3 = c4 + 3u < nc ? topk_key(VAL(x.s3)) : 0u;                    \
+        keys[4u * i * wg + tid] = k0;                                               \
+        keys[(4u * i + 1u) * wg + tid] = k1;                                        \
+        keys[(4u * i + 2u) * wg + tid] = k2;                                        \
+        keys[(4u * i + 3u) * wg + tid] = k3;                                        \
+        kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                            \
+      }                                                                             \
+    }                                                                               \
+  }
+  /* The register kernels: two copies of the loop rather than a choice per
+   * element; each keeps its loads independent and in flight together. */
 #define TOPK_LOAD_KEYS(T, VAL)                                              \
-  if (lk && TOPK_LK_BATCH < TOPK_VPT) {                                     \
-    __global const T *row = (__global const T *)rowb + rs + cs;             \
-    _Pragma("unroll 1") for (uint j0 = 0u; j0 < TOPK_VPT; j0 += TOPK_LK_BATCH) { \
-      TOPK_UNROLL for (uint jj = 0u; jj < TOPK_LK_BATCH; jj++) {            \
-        const uint col = (j0 + jj) * wg + tid;                              \
-        const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;           \
-        keys[col] = key;                                                    \
-        kmax = max(kmax, key);                                              \
-      }                                                                     \
-    }                                                                       \
-  } else {                                                                  \
+  {                                                                         \
     __global const T *row = (__global const T *)rowb + rs + cs;             \
     TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                      \
       const uint col = j * wg + tid;                                        \
       const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;             \
-      if (lk) keys[col] = key;                                              \
-      else kv[j] = key;                                                     \
+      kv[j] = key;                                                          \
       kmax = max(kmax, key);                                                \
     }                                                                       \
   }
 #define TOPK_F32(x) (x)
-  if (lbf16) {
+  if (lk && lbf16) {
+    TOPK_LOAD_VKEYS(ushort4, ushort, dsa_bf16_to_f32)
+  } else if (lk) {
+    TOPK_LOAD_VKEYS(float4, float, TOPK_F32)
+  } else if (lbf16) {
     TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32)
   } else {
     TOPK_LOAD_KEYS(float, TOPK_F32)
   }
 #undef TOPK_F32
 #undef TOPK_LOAD_KEYS
+#undef TOPK_LOAD_VKEYS
   TOPK_UNROLL
-  for (uint j = 0u; j < TOPK_VPT; j++) alive |= j * wg + tid < nc ? 1u << j : 0u;
+  for (uint j = 0u; j < TOPK_VPT; j++) alive |= TOPK_COL(j) < nc ? 1u << j : 0u;
   uint win = 0u;
   /* The sampled select's candidates (0: the radix select ran): their count,
    * this item's first position among them, the threshold bin. */
@@ -638,7 +690,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           })
         }
       } else {
-        TOPK_EACH(alive, { atomic_inc(&h[TOPK_DIGIT(TOPK_KV(j), j * wg + tid)]); })
+        TOPK_EACH(alive, { atomic_inc(&h[TOPK_DIGIT(TOPK_KV(j), TOPK_COL(j))]); })
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       /* Item t owns the bins [lo, hi), per of them counted from the top
@@ -675,7 +727,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         low = bin == 0u;
       } else {
         TOPK_EACH(alive, {
-          const uint d = TOPK_DIGIT(TOPK_KV(j), j * wg + tid);
+          const uint d = TOPK_DIGIT(TOPK_KV(j), TOPK_COL(j));
           if (d != bin) {
             alive &= ~(1u << j);
             if (d > bin) win |= 1u << j;
@@ -707,7 +759,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     /* The last histogram reads ended before the select's final barrier, and
      * the scan above has a barrier too: buf (aliasing hist) is free. */
     TOPK_EACH(win, {
-      buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + j * wg + tid));
+      buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + TOPK_COL(j)));
       pos++;
     })
     if (!ncand) {
@@ -715,7 +767,114 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lk && ncand != 0u) {
+  __local ulong *res = buf;
+  bool sorted = false; /* the counting sort did it */
+#if TOPK_CSORT
+  {
+    /* lrow: the nw words in buf (the m winners, or the sampled select's
+     * candidates) sorted by counting instead of the merge rounds (round 7
+     * measured those at 92 of 337 us, H100, 8192 x 8192 k = 512: seven
+     * rounds of binary searches in local memory); the candidates sorted
+     * whole, so that their radix levels (below) are skipped too. Each
+     * word's rank is the number of words in higher bins of a digit plus the
+     * number of larger words in its own bin: a local atomic (its return
+     * value is the word's slot in the bin), one group scan of the bins,
+     * each word placed at its bin's start plus its slot, then ranked within
+     * its bin (its words compared) and stored at buf[rank]. The digit is
+     * v >> sh, v = (key' - kmin') * nc + (nc - 1 - column), key' = key >>
+     * ks (ks 16 for bf16, whose keys' low half is 0 or 0xFFFF by sign):
+     * strictly increasing with the word, from 0 to (span' + 1) * nc - 1
+     * (kmin', span' from a group min/max), shifted into nb >=
+     * TOPK_CSORT_RATIO * nw bins. So equal keys spread by column (bf16 rows
+     * repeat values: 25 times each near the 512th of 8192 uniform ones).
+     * (A 32-bit v, the key shifted until the column fits beside it, spread
+     * the same and ran 10 us slower at 8192 x 8192 k = 512, H100.) No
+     * barrier rounds, and few local accesses while bins hold few words. A
+     * bin of
+     * TOPK_CSORT_LIM or more sends the group to the radix levels and the
+     * merge sort below, on buf as it was (the bins live in the keys' room,
+     * dead by now). Exact either way: the same bytes. */
+    const uint nw = ncand ? ncand : m;
+    uint nb = 2u;
+    while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
+    if (lk && nw <= 4u * wg && nb + 2u * nw <= wg * TOPK_VPT) {
+      __local uint *cb = keys;      /* nb bins: counts, then starts */
+      __local uint *cw = keys + nb; /* the words by bin, as pairs */
+      const uint ks = lbf16 ? 16u : 0u;
+      for (uint j = tid; j < nb; j += wg) cb[j] = 0u;
+      if (tid == 0u) sel[0] = 0u, sel[1] = 0xFFFFFFFFu, sel[2] = 0u;
+      uint kmn = 0xFFFFFFFFu, kmx = 0u;
+      for (uint i = tid; i < nw; i += wg) {
+        const uint key = (uint)(buf[i] >> 32) >> ks;
+        kmn = min(kmn, key);
+        kmx = max(kmx, key);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+#if DSA_HAS_SG32
+      for (int s = 1; s < 32; s <<= 1) {
+        kmn = min(kmn, dsa_sg32_shfl_xor_u32(kmn, s));
+        kmx = max(kmx, dsa_sg32_shfl_xor_u32(kmx, s));
+      }
+      if ((tid & 31u) == 0u)
+#endif
+      {
+        atomic_min(sel + 1, kmn);
+        atomic_max(sel + 2, kmx);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const uint kmin = sel[1], lb = 31u - clz(nb), cl = nc - 1u + cs;
+      const ulong top = ((ulong)(sel[2] - kmin) + 1ul) * nc - 1ul;
+      const uint sh = topk_subz(64u - (uint)clz(top), lb);
+#define TOPK_CS_DIGIT(w) \
+  (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> sh)
+      uint slots = 0u; /* a byte per word: its slot in its bin */
+      for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
+        const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(buf[i])]);
+        if (sl >= TOPK_CSORT_LIM) atomic_or(sel, 1u);
+        slots |= min(sl, 255u) << q;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (sel[0] == 0u) { /* the same for every item */
+        /* Each bin's start: the words in the bins above it (item t owns per
+         * bins counted from the top, as the select's scans). */
+        const uint per = max(nb / wg, 1u);
+        const uint hi = topk_subz(nb, tid * per), lo = topk_subz(hi, per);
+        uint sum = 0u;
+        for (uint j = lo; j < hi; j++) sum += cb[j];
+        uint total;
+        uint acc = TOPK_SCAN(sum, 0u, &total);
+        for (uint j = hi; j-- > lo;) {
+          const uint cnt = cb[j];
+          cb[j] = acc;
+          acc += cnt;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
+          const ulong w = buf[i];
+          const uint p = cb[TOPK_CS_DIGIT(w)] + ((slots >> q) & 255u);
+          cw[2u * p] = (uint)w;
+          cw[2u * p + 1u] = (uint)(w >> 32);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* Entry i of the list by bins: its rank is its bin's start plus the
+         * larger words in its bin (bin d - 1 starts where d ends). */
+        for (uint i = tid; i < nw; i += wg) {
+          const ulong w = ((ulong)cw[2u * i + 1u] << 32) | (ulong)cw[2u * i];
+          const uint d = TOPK_CS_DIGIT(w);
+          const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
+          uint rk = b;
+          for (uint j = b; j < e; j++)
+            rk += (((ulong)cw[2u * j + 1u] << 32) | (ulong)cw[2u * j]) > w ? 1u : 0u;
+          buf[rk] = w;
+        }
+#undef TOPK_CS_DIGIT
+        barrier(CLK_LOCAL_MEM_FENCE);
+        sorted = true;
+      }
+    }
+  }
+#endif
+  if (lk && ncand != 0u && !sorted) {
     /* The sampled select's ncand (> m) candidates in buf, words >= wlo =
      * the threshold bin's first key, to the m largest: radix levels over
      * (word - wlo) in 11-bit digits from the top of the range (item t
@@ -782,7 +941,6 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       buf[i] = i < m ? ((ulong)wout[2u * i + 1u] << 32) | (ulong)wout[2u * i] : 0ul;
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  __local ulong *res;
 #if TOPK_E_MAX == 16
 #define TOPK_SORT16(PFX) else if (E == 16u) res = PFX##16(buf, p2, tid, dbl);
 #else
@@ -798,13 +956,15 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * us; the register kernel at k = 2048: 746.2 against 846.7). Nor in
    * topk_rows_1024 (64 registers at most; H100, 64 x 32768 in one group a
    * row: 35.8 against 37.9 us at k = 512, 38.2 against 38.9 at 2048). */
+  if (!sorted) {
 #if TOPK_WSORT
-  if (!lk && wg < 1024u) {
-    TOPK_SORT_BY(topk_wsort)
-  } else
+    if (!lk && wg < 1024u) {
+      TOPK_SORT_BY(topk_wsort)
+    } else
 #endif
-  {
-    TOPK_SORT_BY(topk_sort)
+    {
+      TOPK_SORT_BY(topk_sort)
+    }
   }
 #undef TOPK_SORT_BY
 #undef TOPK_SORT16
@@ -820,6 +980,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 }
 
 #undef TOPK_KV
+#undef TOPK_COL
 #undef TOPK_EACH
 
 #define TOPK_ROWS_KERNEL(W)                                                           \

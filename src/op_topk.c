@@ -43,7 +43,8 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
 #define TOPK_MAX_CHUNKS 64
 #define TOPK_MAX_SCRATCH ((uint64_t)1 << 30)
 
-/* PoCL: lrow's sampled select compiled out (-DTOPK_SAMPLE=0, cl/topk.cl).
+/* PoCL: lrow's sampled select and counting sort compiled out
+ * (-DTOPK_SAMPLE=0 -DTOPK_CSORT=0, cl/topk.cl).
  * PoCL's work-group function generation takes minutes on it: the top-k
  * golden at 32 KiB of local memory (topk_lrows at its 32 KiB sizes) ran
  * 24 CPU s with it compiled out against more than 300 without finishing
@@ -51,9 +52,21 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
  * 400 s limit). It is a GPU occupancy trick (docs/PERFORMANCE.md, top-k
  * round 7), and the results are the same bytes either way, so PoCL runs
  * the radix select alone; Intel's CPU runtime, Oclgrind and GPUs build it.
- * DSACL_TOPK_SAMPLE then changes nothing on PoCL. */
+ * DSACL_TOPK_SAMPLE then changes nothing on PoCL. The counting sort
+ * (top-k round 8) more than doubled PoCL's test_topk (212 CPU s against 93;
+ * 92 with it compiled out, 2026-11-26), so PoCL sorts by the merge rounds
+ * (the same bytes).
+ * Intel's OpenCL CPU runtime (2026.2): the counting sort compiled out too.
+ * With it, Intel's CPU compiler crashes in its pass
+ * "sycl-kernel-reduce-cross-barrier-values" (the bug cl/topk.cl's TOPK_SCAN
+ * works around): every time with MALLOC_PERTURB_ set (77, 165; main's
+ * source never), now and then without (test_topk, once in two runs), with
+ * and without Intel sub-groups. Dropping any one of its phases did not
+ * avoid it, only all of them. Oclgrind and GPUs run the counting sort. */
 const char *dsa__topk_device_options(const dsa_caps *caps) {
-  return caps->vendor == DSA_VENDOR_POCL ? " -DTOPK_SAMPLE=0" : "";
+  if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0";
+  if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -DTOPK_CSORT=0";
+  return "";
 }
 
 /* ---- DSACL_TOPK ------------------------------------------------------------ */
