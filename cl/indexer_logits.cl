@@ -967,6 +967,15 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
 #endif
 #define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_COLS 64: 2) */
+/* KM_CVT_T: the kernels whose keys take the hardware's converter
+ * (DSA_TILE_KP_CVT), by tokens a warp (km_body's KT): 1, the one-token
+ * paged kernels. H100 (docs/PERFORMANCE.md, nvcvt): paged B = 64 next_n = 1
+ * -0.7 %, B = 8 -1 %; the two-token kernels lost (prefill M = 2048 +8 %,
+ * paged next_n = 2 +0.5 %: NVIDIA's compiler gave them 128-162 registers
+ * instead of 124). 2: every kernel, 0: none. */
+#ifndef KM_CVT_T
+#define KM_CVT_T 1
+#endif
 /* A fragment ks of a chunk's loads x: through the converter when cv (the
  * values; DSA_TILE_KP_CVT only), else the integer form (x 2^-8). */
 #if DSA_TILE_KP_CVT
@@ -1466,32 +1475,34 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     if (c + KM_PF * NKS < c_hi)
       km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
     /* The chunk's keys through the hardware's converter (DSA_TILE_KP_CVT:
-     * NVIDIA sm_89+, one instruction a byte pair instead of four) unless a
-     * byte the warp loaded is a NaN code, which SPEC.md reads as +-480 (the
-     * integer form's reading) and the converter as NaN: the loaded words
-     * tested (two operations a word), a vote, then one copy of the chunk's
-     * products for each form, so the warp stays uniform and each copy is
-     * one block for the scheduler. The quantizers never write NaN codes;
-     * the caches are caller data. Keys converted: the values themselves;
-     * integer form: x 2^-8; queries x 2^-8 either way (dsa_tile_b_kp_e4m3,
-     * once a token), so the epilogue's power of two is 2^8 or 2^16. The
-     * products are exact in f16 and the MMAs' order is the same, so the
-     * two forms give the same bits. */
+     * NVIDIA sm_89+, one instruction a byte pair instead of four; kernels
+     * of at most KM_CVT_T tokens a warp) unless a byte the warp loaded is a
+     * NaN code, which SPEC.md reads as +-480 (the integer form's reading)
+     * and the converter as NaN: the loaded words tested (two operations a
+     * word), a vote, then one copy of the chunk's products for each form,
+     * so the warp stays uniform and each copy is one block for the
+     * scheduler. The quantizers never write NaN codes; the caches are
+     * caller data. Keys converted: the values themselves; integer form:
+     * x 2^-8; queries x 2^-8 either way (dsa_tile_b_kp_e4m3, once a token),
+     * so the epilogue's power of two is 2^8 or 2^16. The products are
+     * exact in f16 and the MMAs' order is the same, so the two forms give
+     * the same bits. */
+    int kcv = 0;
 #if DSA_TILE_KP_CVT
-    uint knan = 0u;
+    if (KT <= KM_CVT_T) {
+      uint knan = 0u;
 #pragma unroll
-    for (int m = 0; m < KM_MT; m++)
+      for (int m = 0; m < KM_MT; m++)
 #pragma unroll
-      for (int hr = 0; hr < KM_R; hr++)
+        for (int hr = 0; hr < KM_R; hr++)
 #pragma unroll
-        for (int c2 = 0; c2 < KM_L; c2++) {
-          const uint4 w4 = cur[m][hr][c2];
-          knan |= dsa_e4m3x4_nan(w4.x) | dsa_e4m3x4_nan(w4.y) | dsa_e4m3x4_nan(w4.z) |
-                  dsa_e4m3x4_nan(w4.w);
-        }
-    const int kcv = !dsa_tile_any((knan & 0x80808080u) != 0u);
-#else
-    const int kcv = 0;
+          for (int c2 = 0; c2 < KM_L; c2++) {
+            const uint4 w4 = cur[m][hr][c2];
+            knan |= dsa_e4m3x4_nan(w4.x) | dsa_e4m3x4_nan(w4.y) | dsa_e4m3x4_nan(w4.z) |
+                    dsa_e4m3x4_nan(w4.w);
+          }
+      kcv = !dsa_tile_any((knan & 0x80808080u) != 0u);
+    }
 #endif
 #pragma unroll
     for (int cv = DSA_TILE_KP_CVT; cv >= 0; cv--) {
