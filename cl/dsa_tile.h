@@ -340,6 +340,16 @@ DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3_cvt(
   a.v[3] = dsa_e4m3x2_to_f16x2_hi(w1);
   return a;
 }
+/* max(x, 0), NaN kept (fmax drops it): max.NaN.f32, sm_80+. */
+DSA_INLINE float dsa_tile_relu_nan(float x) {
+#if DSA_TILE_EMU
+  return isnan(x) ? x : fmax(x, 0.0f);
+#else
+  float r;
+  __asm__("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(r) : "f"(x));
+  return r;
+#endif
+}
 /* 1 when p is nonzero on any lane of the unit (every lane gets it). */
 DSA_INLINE int dsa_tile_any(int p) {
 #if DSA_TILE_EMU

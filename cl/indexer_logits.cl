@@ -976,6 +976,18 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #ifndef KM_CVT_T
 #define KM_CVT_T 1
 #endif
+/* KM_CVT_NAN: how a chunk holding a NaN code finds the integer form (the
+ * loop says how): 1 from the converter's results, 0 by testing the words
+ * first. KM_RELU: max(x, 0), and for the converter's pass with
+ * KM_CVT_NAN NaN-keeping. */
+#ifndef KM_CVT_NAN
+#define KM_CVT_NAN 1
+#endif
+#if DSA_TILE_KP_CVT && KM_CVT_NAN
+#define KM_RELU(x, cv) ((cv) ? dsa_tile_relu_nan(x) : fmax(x, 0.0f))
+#else
+#define KM_RELU(x, cv) fmax(x, 0.0f)
+#endif
 /* A fragment ks of a chunk's loads x: through the converter when cv (the
  * values; DSA_TILE_KP_CVT only), else the integer form (x 2^-8). */
 #if DSA_TILE_KP_CVT
@@ -1445,51 +1457,68 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     for (int p = 0; p < KM_PF; p++)
       if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
   }
-  for (; c < c_hi; c += NKS) {
+  /* KM_CVT_NAN: 1 when the converter's pass over chunk c met a NaN: the
+   * chunk again (reloaded), by the integer form. */
+  int again = 0;
+  for (; c < c_hi; c += again ? 0 : NKS) {
     uint4 cur[KM_MT][KM_R][KM_L];
-#pragma unroll
-    for (int m = 0; m < KM_MT; m++)
-#pragma unroll
-      for (int hr = 0; hr < KM_R; hr++)
-#pragma unroll
-        for (int c2 = 0; c2 < KM_L; c2++) {
-          cur[m][hr][c2] = x[0][m][hr][c2];
-#pragma unroll
-          for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
-        }
     float csc[KM_R];
-#pragma unroll
-    for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
-    const int cmsk = xmsk;
+    int cmsk;
     (void)csc;
+    if (KM_CVT_NAN && again) {
+      km_load(cur, kbase, koff, kstate, c, k_al); /* kc kernels: not ll */
+#pragma unroll
+      for (int hr = 0; hr < KM_R; hr++) csc[hr] = 0.0f;
+      cmsk = 0;
+    } else {
+#pragma unroll
+      for (int m = 0; m < KM_MT; m++)
+#pragma unroll
+        for (int hr = 0; hr < KM_R; hr++)
+#pragma unroll
+          for (int c2 = 0; c2 < KM_L; c2++) {
+            cur[m][hr][c2] = x[0][m][hr][c2];
+#pragma unroll
+            for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
+          }
+#pragma unroll
+      for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
+      cmsk = xmsk;
 #if KM_LL_OK
-    if (ll) {
-      if (c + NKS < c_hi)
-        km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs,
-                   ksc, ksc_off, ksc_rs, faults, n0 + (c + NKS) * KM_CH, lo, hi, k_al,
-                   x[0][0], xsc, &xmsk);
-      if (c + 2 * NKS < c_hi)
-        km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + 2 * NKS) * KM_CH, lo, hi);
-    } else
+      if (ll) {
+        if (c + NKS < c_hi)
+          km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs,
+                     ksc, ksc_off, ksc_rs, faults, n0 + (c + NKS) * KM_CH, lo, hi, k_al,
+                     x[0][0], xsc, &xmsk);
+        if (c + 2 * NKS < c_hi)
+          km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + 2 * NKS) * KM_CH, lo, hi);
+      } else
 #endif
-    if (c + KM_PF * NKS < c_hi)
-      km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
+      if (c + KM_PF * NKS < c_hi)
+        km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
+    }
     /* The chunk's keys through the hardware's converter (DSA_TILE_KP_CVT:
-     * NVIDIA sm_89+, one instruction a byte pair instead of four; kernels
-     * of at most KM_CVT_T tokens a warp) unless a byte the warp loaded is a
-     * NaN code, which SPEC.md reads as +-480 (the integer form's reading)
-     * and the converter as NaN: the loaded words tested (two operations a
-     * word), a vote, then one copy of the chunk's products for each form,
-     * so the warp stays uniform and each copy is one block for the
-     * scheduler. The quantizers never write NaN codes; the caches are
-     * caller data. Keys converted: the values themselves; integer form:
-     * x 2^-8; queries x 2^-8 either way (dsa_tile_b_kp_e4m3, once a token),
-     * so the epilogue's power of two is 2^8 or 2^16. The products are
-     * exact in f16 and the MMAs' order is the same, so the two forms give
-     * the same bits. */
+     * NVIDIA sm_89+, one instruction a byte pair instead of four; kc:
+     * kernels of at most KM_CVT_T tokens a warp, not ll) unless a byte the
+     * warp loaded is a NaN code, which SPEC.md reads as +-480 (the integer
+     * form's reading) and the converter as NaN. The quantizers never write
+     * NaN codes; the caches are caller data. KM_CVT_NAN 1: the converter's
+     * products are made, a NaN reaches the lane's sums (KM_RELU keeps it),
+     * a vote on them, and the chunk goes again (again: reloaded, no store
+     * the first time) by the integer form; 0: the loaded words tested (two
+     * operations a word) and a vote before the products. One copy of the
+     * chunk's products for each form, each one block for the scheduler,
+     * the warp uniform. Keys converted: the values themselves; integer
+     * form: x 2^-8; queries x 2^-8 either way (dsa_tile_b_kp_e4m3, once a
+     * token), so the epilogue's power of two is 2^8 or 2^16. The products
+     * are exact in f16 and the MMAs' order is the same, so the two forms
+     * give the same bits. */
+    const int kc = DSA_TILE_KP_CVT && KT <= KM_CVT_T && !ll;
     int kcv = 0;
 #if DSA_TILE_KP_CVT
-    if (KT <= KM_CVT_T) {
+    if (kc && KM_CVT_NAN) {
+      kcv = !again;
+    } else if (kc) {
       uint knan = 0u;
 #pragma unroll
       for (int m = 0; m < KM_MT; m++)
@@ -1503,7 +1532,10 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
           }
       kcv = !dsa_tile_any((knan & 0x80808080u) != 0u);
     }
+#else
+    (void)kc;
 #endif
+    again = 0;
 #pragma unroll
     for (int cv = DSA_TILE_KP_CVT; cv >= 0; cv--) {
       if (cv != kcv) continue; /* uniform in the warp (the vote) */
@@ -1585,11 +1617,25 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
               for (int e = 0; e < DSA_TILE_CE; e++) {
                 if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
                 const int h = dsa_tile_rslot(e);
-                p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[s2];
+                p[h] += KM_RELU(acc[nt].v[e] * sr[h], cv) * wv_[s2];
               }
           }
 #pragma unroll
           for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
+#if DSA_TILE_KP_CVT
+          if (KM_CVT_NAN && cv) {
+            /* A NaN of the converter's keys reached p: the chunk again by
+             * the integer form, which stores (so do NaN weights and k_scale
+             * products NaN after ReLU: main's code then, main's result). */
+            int bad = 0;
+#pragma unroll
+            for (int hr = 0; hr < DSA_TILE_CROWS; hr++) bad |= isnan(p[hr]);
+            if (dsa_tile_any(bad)) {
+              again = 1;
+              continue;
+            }
+          }
+#endif
 #if KM_QL
           /* The warp holds all heads of its token: these are the logits. */
           if (dsa_tile_row_leader() && tk_ok) {
