@@ -193,53 +193,6 @@ DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled_hi(uint x) {
 #endif
 }
 
-/* Two e4m3 bytes (the low 16 bits of x, the first in bits 0..7) as an f16
- * pair, unscaled (the first in the low half), the NaN codes 0x7F / 0xFF as
- * NaN: what NVIDIA's converter (cvt.rn.f16x2.e4m3x2, sm_89+) gives, one
- * instruction a pair (F2FP.F16.E4M3.UNPACK_B on sm_90). Every e4m3 value,
- * subnormals included, is an f16 normal or zero, so this is exact. Where
- * that instruction is missing (the nv-mma emulation on Intel's CPU runtime)
- * the same values by integer arithmetic: normals are the scaled form's
- * bits with the exponent 8 higher, subnormals m 2^-9 go through fp32 (the
- * tests then exercise what the hardware reads, NaN codes included).
- * SPEC.md reads the NaN codes as +-480, so a caller whose bytes may hold
- * them tests first (dsa_e4m3x4_nan) and takes dsa_e4m3x2_to_f16x2_scaled. */
-DSA_INLINE uint dsa_e4m3_to_f16_bits(uint b) {
-  const uint s = (b & 0x80u) << 8, e = (b >> 3) & 15u, m = b & 7u;
-  if (e == 15u && m == 7u) return s | 0x7FFFu;
-  if (e) return s | ((e + 8u) << 10) | (m << 7);
-  if (!m) return s;
-  const uint u = as_uint((float)m * 0x1p-9f); /* 2^-9 .. 1.75 2^-7: f16 normals */
-  return s | (((u >> 23) - 112u) << 10) | ((u >> 13) & 0x3FFu);
-}
-DSA_INLINE uint dsa_e4m3x2_to_f16x2(uint x) {
-#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 89
-  uint r;
-  __asm__("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.rn.f16x2.e4m3x2 %0, l; }"
-          : "=r"(r) : "r"(x));
-  return r;
-#else
-  return dsa_e4m3_to_f16_bits(x & 0xFFu) | (dsa_e4m3_to_f16_bits((x >> 8) & 0xFFu) << 16);
-#endif
-}
-/* The same for bytes 2 and 3 of x (the high half of the word, no shift). */
-DSA_INLINE uint dsa_e4m3x2_to_f16x2_hi(uint x) {
-#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 89
-  uint r;
-  __asm__("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.rn.f16x2.e4m3x2 %0, h; }"
-          : "=r"(r) : "r"(x));
-  return r;
-#else
-  return dsa_e4m3x2_to_f16x2(x >> 16);
-#endif
-}
-/* Bit 7 of byte i set where byte i of x is a NaN code (0x7F / 0xFF): the
- * low 7 bits plus one carry into bit 7 only from 0x7F (no carry between
- * bytes). The other bits are not cleared: a caller ORs the words it tests
- * and masks with 0x80808080 once (two operations a word and one at the
- * end). */
-DSA_INLINE uint dsa_e4m3x4_nan(uint x) { return (x & 0x7F7F7F7Fu) + 0x01010101u; }
-
 /* Exact bf16 of e4m3 byte b times 2^(u-127), through fp32. */
 DSA_INLINE uint dsa_dequant_e4m3_bf16(uint b, float scale) {
   return (uint)dsa_f32_to_bf16(dsa_e4m3_to_f32(b & 0xFFu) * scale);

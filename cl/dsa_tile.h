@@ -93,9 +93,6 @@
  *                                       C rows (a row's columns; all get it),
  *                                       and the lane that writes it
  *   (dsa_common.h: dsa_e4m3x2_to_f16x2_scaled, two e4m3 bytes as an f16 pair x 2^-8)
- *   DSA_TILE_KP_CVT                     1 (NVIDIA sm_89+, its emulation): also
- *   dsa_tile_a_kp_e4m3_cvt(x, ks),      A through the hardware's converter (the
- *   dsa_tile_any(p)                     values, NaN codes NaN), and a unit vote
  *
  * A unit is DSA_TILE_LANES consecutive work-items of the linear local id
  * (a warp, a sub-group, a wave); work-groups are multiples of it.
@@ -312,61 +309,6 @@ DSA_INLINE_ALWAYS dsa_tile_b dsa_tile_b_kp_e4m3(const uint4 x[DSA_TILE_KP_BGL], 
   b.v[1] = dsa_e4m3x2_to_f16x2_scaled_hi(w);
   return b;
 }
-/* DSA_TILE_KP_CVT 1: dsa_tile_a_kp_e4m3_cvt, the same A fragment through
- * the converter (dsa_e4m3x2_to_f16x2: the values themselves, not x 2^-8;
- * the NaN codes NaN, so a caller tests the words first: dsa_e4m3x4_nan),
- * and dsa_tile_any, a vote over the unit. On where DSA_NV_CVT8 (a build
- * option) is: by default NVIDIA sm_89+ (one F2FP a byte pair on sm_90
- * against four integer operations) and the emulation (the converter's
- * values in integer arithmetic, so the CPU tests run both forms and the
- * fallback); -DDSA_NV_CVT8=0 (DSACL_BUILD_OPTIONS) keeps the integer form,
- * to time it. The B fragments keep dsa_tile_b_kp_e4m3 (once a token). */
-#ifndef DSA_NV_CVT8
-#if DSA_TILE_EMU || (defined(DSA_NV_SM) && DSA_NV_SM >= 89)
-#define DSA_NV_CVT8 1
-#else
-#define DSA_NV_CVT8 0
-#endif
-#endif
-#define DSA_TILE_KP_CVT DSA_NV_CVT8
-#if DSA_TILE_KP_CVT
-DSA_INLINE_ALWAYS dsa_tile_a dsa_tile_a_kp_e4m3_cvt(
-    const uint4 x[DSA_TILE_KP_ROWS][DSA_TILE_KP_NLD], const int ks) {
-  const uint w0 = dsa_tile_word4(x[0][ks >> 2], ks & 3), w1 = dsa_tile_word4(x[1][ks >> 2], ks & 3);
-  dsa_tile_a a;
-  a.v[0] = dsa_e4m3x2_to_f16x2(w0);
-  a.v[1] = dsa_e4m3x2_to_f16x2(w1);
-  a.v[2] = dsa_e4m3x2_to_f16x2_hi(w0);
-  a.v[3] = dsa_e4m3x2_to_f16x2_hi(w1);
-  return a;
-}
-/* max(x, 0), NaN kept (fmax drops it): max.NaN.f32, sm_80+. */
-DSA_INLINE float dsa_tile_relu_nan(float x) {
-#if DSA_TILE_EMU
-  return isnan(x) ? x : fmax(x, 0.0f);
-#else
-  float r;
-  __asm__("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(r) : "f"(x));
-  return r;
-#endif
-}
-/* 1 when p is nonzero on any lane of the unit (every lane gets it). */
-DSA_INLINE int dsa_tile_any(int p) {
-#if DSA_TILE_EMU
-  uint v = p != 0;
-#pragma unroll
-  for (uint m = 1u; m < 32u; m <<= 1) v |= intel_sub_group_shuffle_xor(v, m);
-  return (int)v;
-#else
-  uint r;
-  __asm__ __volatile__(
-      "{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.any.pred q, p, 0xffffffff; "
-      "selp.u32 %0, 1, 0, q; }"
-      : "=r"(r) : "r"((uint)p));
-  return (int)r;
-#endif
-}
-#endif
 DSA_INLINE int dsa_tile_rslot(int e) { return e >> 1; }
 DSA_INLINE uint dsa_tile_rslot_row(int h) { return (dsa_tile_lane() >> 2) + 8u * (uint)h; }
 #define DSA_TILE_MAX8 1
@@ -901,9 +843,6 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 #endif
 #ifndef DSA_TILE_MAX8
 #define DSA_TILE_MAX8 0
-#endif
-#ifndef DSA_TILE_KP_CVT
-#define DSA_TILE_KP_CVT 0
 #endif
 
 DSA_INLINE dsa_tile_c dsa_tile_zero(void) {

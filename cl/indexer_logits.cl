@@ -868,9 +868,7 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  *     read from L1 instead of memory the kernel is only 3 % faster, so the
  *     key stream's latency is not what bounds it.
  * e4m3 -> f16 is the shift of dsa_e4m3x2_to_f16x2_scaled (x 2^-8 on both
- * operands, 2^16 back in the epilogue, exact); on NVIDIA sm_89+ the keys
- * take the hardware's converter instead (DSA_TILE_KP_CVT, 2^8 back), but
- * for chunks holding a NaN code (the loop below).
+ * operands, 2^16 back in the epilogue, exact).
  *
  * A group: KM_NT work-items (KM_NT / LANES units), tq tokens of one sequence
  * (ragged prefill: tq consecutive query rows, each masked to its own key
@@ -892,7 +890,9 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * e4m3 -> f16 and the folded epilogue.
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
  * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
- * help. */
+ * help, nor the keys through the hardware's e4m3 converter with the NaN
+ * codes sent to this integer form (H100/H200: at most 1 % on next_n = 1,
+ * slower elsewhere; branch nvcvt, docs/PERFORMANCE.md). */
 #if DSA_TILE_HAS_KP
 #define KM_W (KM_NT / DSA_TILE_LANES)  /* units (warps) per group */
 #define KM_CH (DSA_TILE_M * KM_MT)     /* keys per chunk */
@@ -967,34 +967,6 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #error "indexer_logits.cl: KM_BTP needs KM_NT to divide KM_KPG"
 #endif
 #define KM_TQ (128 / KM_COLS) /* most tokens a group (H <= 64 with KM_COLS 64: 2) */
-/* KM_CVT_T: the kernels whose keys take the hardware's converter
- * (DSA_TILE_KP_CVT), by tokens a warp (km_body's KT): 1, the one-token
- * paged kernels. H100 (docs/PERFORMANCE.md, nvcvt): paged B = 64 next_n = 1
- * -0.7 %, B = 8 -1 %; the two-token kernels lost (prefill M = 2048 +8 %,
- * paged next_n = 2 +0.5 %: NVIDIA's compiler gave them 128-162 registers
- * instead of 124). 2: every kernel, 0: none. */
-#ifndef KM_CVT_T
-#define KM_CVT_T 1
-#endif
-/* KM_CVT_NAN: how a chunk holding a NaN code finds the integer form (the
- * loop says how): 1 from the converter's results, 0 by testing the words
- * first. KM_RELU: max(x, 0), and for the converter's pass with
- * KM_CVT_NAN NaN-keeping. */
-#ifndef KM_CVT_NAN
-#define KM_CVT_NAN 1
-#endif
-#if DSA_TILE_KP_CVT && KM_CVT_NAN
-#define KM_RELU(x, cv) ((cv) ? dsa_tile_relu_nan(x) : fmax(x, 0.0f))
-#else
-#define KM_RELU(x, cv) fmax(x, 0.0f)
-#endif
-/* A fragment ks of a chunk's loads x: through the converter when cv (the
- * values; DSA_TILE_KP_CVT only), else the integer form (x 2^-8). */
-#if DSA_TILE_KP_CVT
-#define KM_AF(x, ks, cv) ((cv) ? dsa_tile_a_kp_e4m3_cvt(x, ks) : dsa_tile_a_kp_e4m3(x, ks))
-#else
-#define KM_AF(x, ks, cv) dsa_tile_a_kp_e4m3(x, ks)
-#endif
 #if KM_QL
 #define KM_ST uchar
 #else
@@ -1457,209 +1429,141 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     for (int p = 0; p < KM_PF; p++)
       if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
   }
-  /* KM_CVT_NAN: 1 when the converter's pass over chunk c met a NaN: the
-   * chunk again (reloaded), by the integer form. */
-  int again = 0;
-  for (; c < c_hi; c += again ? 0 : NKS) {
+  for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][KM_R][KM_L];
-    float csc[KM_R];
-    int cmsk;
-    (void)csc;
-    if (KM_CVT_NAN && again) {
-      km_load(cur, kbase, koff, kstate, c, k_al); /* kc kernels: not ll */
 #pragma unroll
-      for (int hr = 0; hr < KM_R; hr++) csc[hr] = 0.0f;
-      cmsk = 0;
-    } else {
+    for (int m = 0; m < KM_MT; m++)
 #pragma unroll
-      for (int m = 0; m < KM_MT; m++)
+      for (int hr = 0; hr < KM_R; hr++)
 #pragma unroll
-        for (int hr = 0; hr < KM_R; hr++)
+        for (int c2 = 0; c2 < KM_L; c2++) {
+          cur[m][hr][c2] = x[0][m][hr][c2];
 #pragma unroll
-          for (int c2 = 0; c2 < KM_L; c2++) {
-            cur[m][hr][c2] = x[0][m][hr][c2];
-#pragma unroll
-            for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
-          }
-#pragma unroll
-      for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
-      cmsk = xmsk;
-#if KM_LL_OK
-      if (ll) {
-        if (c + NKS < c_hi)
-          km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs,
-                     ksc, ksc_off, ksc_rs, faults, n0 + (c + NKS) * KM_CH, lo, hi, k_al,
-                     x[0][0], xsc, &xmsk);
-        if (c + 2 * NKS < c_hi)
-          km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + 2 * NKS) * KM_CH, lo, hi);
-      } else
-#endif
-      if (c + KM_PF * NKS < c_hi)
-        km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
-    }
-    /* The chunk's keys through the hardware's converter (DSA_TILE_KP_CVT:
-     * NVIDIA sm_89+, one instruction a byte pair instead of four; kc:
-     * kernels of at most KM_CVT_T tokens a warp, not ll) unless a byte the
-     * warp loaded is a NaN code, which SPEC.md reads as +-480 (the integer
-     * form's reading) and the converter as NaN. The quantizers never write
-     * NaN codes; the caches are caller data. KM_CVT_NAN 1: the converter's
-     * products are made, a NaN reaches the lane's sums (KM_RELU keeps it),
-     * a vote on them, and the chunk goes again (again: reloaded, no store
-     * the first time) by the integer form; 0: the loaded words tested (two
-     * operations a word) and a vote before the products. One copy of the
-     * chunk's products for each form, each one block for the scheduler,
-     * the warp uniform. Keys converted: the values themselves; integer
-     * form: x 2^-8; queries x 2^-8 either way (dsa_tile_b_kp_e4m3, once a
-     * token), so the epilogue's power of two is 2^8 or 2^16. The products
-     * are exact in f16 and the MMAs' order is the same, so the two forms
-     * give the same bits. */
-    const int kc = DSA_TILE_KP_CVT && KT <= KM_CVT_T && !ll;
-    int kcv = 0;
-#if DSA_TILE_KP_CVT
-    if (kc && KM_CVT_NAN) {
-      kcv = !again;
-    } else if (kc) {
-      uint knan = 0u;
-#pragma unroll
-      for (int m = 0; m < KM_MT; m++)
-#pragma unroll
-        for (int hr = 0; hr < KM_R; hr++)
-#pragma unroll
-          for (int c2 = 0; c2 < KM_L; c2++) {
-            const uint4 w4 = cur[m][hr][c2];
-            knan |= dsa_e4m3x4_nan(w4.x) | dsa_e4m3x4_nan(w4.y) | dsa_e4m3x4_nan(w4.z) |
-                    dsa_e4m3x4_nan(w4.w);
-          }
-      kcv = !dsa_tile_any((knan & 0x80808080u) != 0u);
-    }
-#else
-    (void)kc;
-#endif
-    again = 0;
-#pragma unroll
-    for (int cv = DSA_TILE_KP_CVT; cv >= 0; cv--) {
-      if (cv != kcv) continue; /* uniform in the warp (the vote) */
-#pragma unroll
-      for (int m = 0; m < KM_MT; m++) {
-        /* The chunk's A fragments, converted once for the warp's tokens
-         * (KT 1: inside the k loop, next to their products). */
-        dsa_tile_a af[KM_KS];
-        if (KT > 1) {
-#pragma unroll
-          for (int ks = 0; ks < KM_KS; ks++) af[ks] = KM_AF(cur[m], ks, cv);
+          for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
+    float csc[KM_R];
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-          if (u >= TPW) continue; /* uniform in the group */
-          const int tk = tok + u, tk_ok = tk < nq;
-          dsa_tile_c acc[KM_NTW];
-#pragma unroll
-          for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
-          const float sc = cv ? 0x1p8f : 0x1p16f; /* A's and B's 2^-8 */
-#pragma unroll
-          for (int ks = 0; ks < KM_KS; ks++) {
-            const dsa_tile_a a = KT > 1 ? af[ks] : KM_AF(cur[m], ks, cv);
-#pragma unroll
-            for (int nt = 0; nt < KM_NTW; nt++) {
-              dsa_tile_b bf;
-#if KM_QL
-#pragma unroll
-              for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++) {
-                const uint2 q2 = qf[(((tk * KM_NTW + nt) * KM_KS + ks) * (DSA_TILE_BW / 2) + w2) *
-                                        DSA_TILE_B_SLOTS +
-                                    (int)dsa_tile_b_slot()];
-                bf.v[2 * w2] = q2.x;
-                bf.v[2 * w2 + 1] = q2.y;
-              }
-#else
-              bf = qb[nt][ks];
-#endif
-              acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
-            }
-          }
-          /* Epilogue: k_scale (2^16 or 2^8 first, exact), ReLU, weights, the lane's
-           * heads, then the row's other lanes (dsa_tile_row_sum). The lane's
-           * accumulators hold DSA_TILE_CROWS rows, row slot h at kk + KM_DR(h),
-           * kk the first (NVIDIA: kk = the m-tile's g, and kk + 8). */
-          const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_rslot_row(0);
-          /* acc 2^16 s == acc (2^16 s) (or 2^8): the first product is exact, so one
-           * rounding either way; folded, it saves a multiply an element (H200,
-           * B = 64 next_n = 1: -3 %). */
-          float sr[DSA_TILE_CROWS], p[DSA_TILE_CROWS];
-#pragma unroll
-          for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+    for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
+    const int cmsk = xmsk;
+    (void)csc;
 #if KM_LL_OK
-            sr[hr] = (ll ? csc[hr] : kscale[kk + KM_DR(hr)]) * sc;
-#else
-            sr[hr] = kscale[kk + KM_DR(hr)] * sc;
+    if (ll) {
+      if (c + NKS < c_hi)
+        km_ll_load(&lls, paged, kbase, c_off, num_blocks, bs, c_bstride, kv_off, kv_rs,
+                   ksc, ksc_off, ksc_rs, faults, n0 + (c + NKS) * KM_CH, lo, hi, k_al,
+                   x[0][0], xsc, &xmsk);
+      if (c + 2 * NKS < c_hi)
+        km_ll_bt(&lls, paged, bt, bt_row, bt_cs, bs, n0 + (c + 2 * NKS) * KM_CH, lo, hi);
+    } else
 #endif
-            p[hr] = 0.0f;
-          }
+    if (c + KM_PF * NKS < c_hi)
+      km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
+#pragma unroll
+    for (int m = 0; m < KM_MT; m++) {
+      /* The chunk's A fragments, converted once for the warp's tokens
+       * (KT 1: inside the k loop, next to their products). */
+      dsa_tile_a af[KM_KS];
+      if (KT > 1) {
+#pragma unroll
+        for (int ks = 0; ks < KM_KS; ks++) af[ks] = dsa_tile_a_kp_e4m3(cur[m], ks);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        if (u >= TPW) continue; /* uniform in the group */
+        const int tk = tok + u, tk_ok = tk < nq;
+        dsa_tile_c acc[KM_NTW];
+#pragma unroll
+        for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
+        const float sc = 0x1p16f;
+#pragma unroll
+        for (int ks = 0; ks < KM_KS; ks++) {
+          const dsa_tile_a a = KT > 1 ? af[ks] : dsa_tile_a_kp_e4m3(cur[m], ks);
 #pragma unroll
           for (int nt = 0; nt < KM_NTW; nt++) {
+            dsa_tile_b bf;
 #if KM_QL
-            /* The lane's columns (at most a pair: the kernel's #error). */
-            const float2 w2 =
-                wf[(tk * KM_NTW + nt) * (DSA_TILE_N / 2) + (int)dsa_tile_slot_col(0) / 2];
-            float wv_[DSA_TILE_CCOLS];
 #pragma unroll
-            for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
-              wv_[s2] = dsa_tile_slot_col(s2) & 1u ? w2.y : w2.x;
-#else
-            float wv_[DSA_TILE_CCOLS];
-#pragma unroll
-            for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++) wv_[s2] = wv[nt][s2];
-#endif
-            /* Column slot outer (NVIDIA: p0, p1 of column 2t, then of 2t + 1). */
-#pragma unroll
-            for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
-#pragma unroll
-              for (int e = 0; e < DSA_TILE_CE; e++) {
-                if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
-                const int h = dsa_tile_rslot(e);
-                p[h] += KM_RELU(acc[nt].v[e] * sr[h], cv) * wv_[s2];
-              }
-          }
-#pragma unroll
-          for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
-#if DSA_TILE_KP_CVT
-          if (KM_CVT_NAN && cv) {
-            /* A NaN of the converter's keys reached p: the chunk again by
-             * the integer form, which stores (so do NaN weights and k_scale
-             * products NaN after ReLU: main's code then, main's result). */
-            int bad = 0;
-#pragma unroll
-            for (int hr = 0; hr < DSA_TILE_CROWS; hr++) bad |= isnan(p[hr]);
-            if (dsa_tile_any(bad)) {
-              again = 1;
-              continue;
+            for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++) {
+              const uint2 q2 = qf[(((tk * KM_NTW + nt) * KM_KS + ks) * (DSA_TILE_BW / 2) + w2) *
+                                      DSA_TILE_B_SLOTS +
+                                  (int)dsa_tile_b_slot()];
+              bf.v[2 * w2] = q2.x;
+              bf.v[2 * w2 + 1] = q2.y;
             }
-          }
-#endif
-#if KM_QL
-          /* The warp holds all heads of its token: these are the logits. */
-          if (dsa_tile_row_leader() && tk_ok) {
-            const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
-#pragma unroll
-            for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
-              const int k2 = kk + KM_DR(hr), col = n0 + k2;
-              const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
-                             : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
-                                  : (int)kstate[k2];
-              if (col < ncols && (st != IL_KEY_OUT || clean))
-                il_store(out, o_off, o_rs, r_base + (uint)tk, col,
-                         st == IL_KEY_OK ? p[hr] : -INFINITY, out_bf16);
-            }
-          }
 #else
-          (void)tk_ok;
-          if (dsa_tile_row_leader()) {
-#pragma unroll
-            for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
-              red[cs * KM_KPG + kk + KM_DR(hr)] = p[hr];
-          }
+            bf = qb[nt][ks];
 #endif
+            acc[nt] = dsa_tile_mma_h(acc[nt], a, bf);
+          }
         }
+        /* Epilogue: k_scale (2^16 first, exact), ReLU, weights, the lane's
+         * heads, then the row's other lanes (dsa_tile_row_sum). The lane's
+         * accumulators hold DSA_TILE_CROWS rows, row slot h at kk + KM_DR(h),
+         * kk the first (NVIDIA: kk = the m-tile's g, and kk + 8). */
+        const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_rslot_row(0);
+        /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
+         * rounding either way; folded, it saves a multiply an element (H200,
+         * B = 64 next_n = 1: -3 %). */
+        float sr[DSA_TILE_CROWS], p[DSA_TILE_CROWS];
+#pragma unroll
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+#if KM_LL_OK
+          sr[hr] = (ll ? csc[hr] : kscale[kk + KM_DR(hr)]) * sc;
+#else
+          sr[hr] = kscale[kk + KM_DR(hr)] * sc;
+#endif
+          p[hr] = 0.0f;
+        }
+#pragma unroll
+        for (int nt = 0; nt < KM_NTW; nt++) {
+#if KM_QL
+          /* The lane's columns (at most a pair: the kernel's #error). */
+          const float2 w2 =
+              wf[(tk * KM_NTW + nt) * (DSA_TILE_N / 2) + (int)dsa_tile_slot_col(0) / 2];
+          float wv_[DSA_TILE_CCOLS];
+#pragma unroll
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
+            wv_[s2] = dsa_tile_slot_col(s2) & 1u ? w2.y : w2.x;
+#else
+          float wv_[DSA_TILE_CCOLS];
+#pragma unroll
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++) wv_[s2] = wv[nt][s2];
+#endif
+          /* Column slot outer (NVIDIA: p0, p1 of column 2t, then of 2t + 1). */
+#pragma unroll
+          for (int s2 = 0; s2 < DSA_TILE_CCOLS; s2++)
+#pragma unroll
+            for (int e = 0; e < DSA_TILE_CE; e++) {
+              if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
+              const int h = dsa_tile_rslot(e);
+              p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[s2];
+            }
+        }
+#pragma unroll
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
+#if KM_QL
+        /* The warp holds all heads of its token: these are the logits. */
+        if (dsa_tile_row_leader() && tk_ok) {
+          const int my_lo = u ? lo1 : lo0, my_hi = u ? hi1 : hi0;
+#pragma unroll
+          for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+            const int k2 = kk + KM_DR(hr), col = n0 + k2;
+            const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
+                           : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
+                                : (int)kstate[k2];
+            if (col < ncols && (st != IL_KEY_OUT || clean))
+              il_store(out, o_off, o_rs, r_base + (uint)tk, col,
+                       st == IL_KEY_OK ? p[hr] : -INFINITY, out_bf16);
+          }
+        }
+#else
+        (void)tk_ok;
+        if (dsa_tile_row_leader()) {
+#pragma unroll
+          for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
+            red[cs * KM_KPG + kk + KM_DR(hr)] = p[hr];
+        }
+#endif
       }
     }
   }
