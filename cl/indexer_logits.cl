@@ -953,7 +953,9 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
  * e4m3 -> f16 and the folded epilogue.
  * More chunks in flight a warp (KM_PF 2, 3), L2 prefetches and e4m3
  * mma.m16n8k32 (2.1x slower on sm_90; removed, docs/PERFORMANCE.md) did not
- * help. */
+ * help, nor the keys through the hardware's e4m3 converter with the NaN
+ * codes sent to this integer form (H100/H200: at most 1 % on next_n = 1,
+ * slower elsewhere; branch nvcvt, docs/PERFORMANCE.md). */
 #if DSA_TILE_HAS_KP
 #define KM_W (KM_NT / DSA_TILE_LANES)  /* units (warps) per group */
 #define KM_CH (DSA_TILE_M * KM_MT)     /* keys per chunk */
