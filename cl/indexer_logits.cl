@@ -1537,7 +1537,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         dsa_tile_c acc[KM_NTW];
 #pragma unroll
         for (int nt = 0; nt < KM_NTW; nt++) acc[nt] = dsa_tile_zero();
-        const float sc = 0x1p16f;
+        const float sc = 0x1p8f;
 #pragma unroll
         for (int ks = 0; ks < KM_KS; ks++) {
           const dsa_tile_a a = KT > 1 ? af[ks] : dsa_tile_a_kp_e4m3(cur[m], ks);
@@ -1564,9 +1564,14 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
          * accumulators hold DSA_TILE_CROWS rows, row slot h at kk + KM_DR(h),
          * kk the first (NVIDIA: kk = the m-tile's g, and kk + 8). */
         const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_rslot_row(0);
-        /* acc 2^16 s == acc (2^16 s): the first product is exact, so one
-         * rounding either way; folded, it saves a multiply an element (H200,
-         * B = 64 next_n = 1: -3 %). */
+        /* The operands' 2^-16 comes back in two halves: 2^8 folded into the
+         * key's scale (acc (2^8 s): one rounding, as acc 2^8 s; folded, it
+         * saves a multiply an element, H200 B = 64 next_n = 1: -3 %), and
+         * 2^8 into the row's sum (exact). Folding all of 2^16 overflowed
+         * from s = 2^112 on, where the logits need not (the quantizer's s
+         * = amax / 448 reaches 2^119.2); 2^8 s stays finite below 2^120.
+         * Either way the terms are the same values times a power of two, so
+         * the same bits outside the subnormal range. */
         float sr[DSA_TILE_CROWS], p[DSA_TILE_CROWS];
 #pragma unroll
         for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
@@ -1603,7 +1608,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
             }
         }
 #pragma unroll
-        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]);
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]) * 0x1p8f;
 #if KM_QL
         /* The warp holds all heads of its token: these are the logits. */
         if (dsa_tile_row_leader() && tk_ok) {

@@ -30,12 +30,14 @@ static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (
 /* ---- value generators ------------------------------------------------------ */
 
 /* e4m3 bytes of one family: 0 any byte (NaN codes included), 1 moderate
- * magnitudes, 2 saturated (+-448 and NaN codes), 3 zeros (and -0). */
+ * magnitudes, 2 saturated (+-448 and NaN codes), 3 zeros (and -0), 4
+ * subnormals (at most 7 x 2^-9: keys that take the huge scales below). */
 static uint8_t e4m3_byte(int kind) {
   switch (kind) {
     case 0: return (uint8_t)rnd(256);
     case 2: return (uint8_t)((rnd(2) ? 0x80 : 0) | (rnd(4) ? 0x7E : 0x7F));
     case 3: return (uint8_t)(rnd(2) ? 0x80 : 0);
+    case 4: return (uint8_t)((rnd(2) ? 0x80 : 0) | rnd(8));
     default: return (uint8_t)((rnd(2) ? 0x80 : 0) | (0x20 + rnd(0x30)));
   }
 }
@@ -45,6 +47,12 @@ static void fill_e4m3(uint8_t *p, int64_t n, int kind) {
 }
 
 static float pow2f(int e) { return ldexpf(1.0f, e); }
+
+/* A key's f32 scale: 2^-6 .. 2^5, or for huge keys 2^111 .. 2^117 (the
+ * quantizer's amax / 448 reaches 2^119.2), where the logits of subnormal
+ * keys and moderate queries stay finite: the keys kernel once folded 2^16
+ * into the scale, which overflowed from 2^112 on. */
+static float key_scale(int huge) { return huge ? pow2f(111 + (int)rnd(7)) : pow2f((int)rnd(12) - 6); }
 
 /* ue8m0 scale bytes in a sane range (the quantizers write 1..253). */
 static uint8_t ue8m0_byte(void) { return (uint8_t)(110 + rnd(30)); }
@@ -241,7 +249,7 @@ typedef struct rag_case {
   int fp4;
   int64_t m, h, d, n;
   int clean, bf16, padded;
-  int qkind, kkind, wkind;
+  int qkind, kkind, wkind; /* kkind 4: subnormal keys with huge scales */
   int ranges; /* 0 random, 1 full, 2 empty (ks = ke), 3 inverted, 4 out of bounds (faults) */
 } rag_case;
 
@@ -261,7 +269,7 @@ static void run_ragged(const rag_case *tc) {
   } else {
     fill_e4m3(qv, m * h * d, tc->qkind);
     fill_e4m3(kv, n * d, tc->kkind);
-    for (int64_t i = 0; i < n; i++) ksc[i] = pow2f((int)rnd(12) - 6);
+    for (int64_t i = 0; i < n; i++) ksc[i] = key_scale(tc->kkind == 4);
   }
   /* Some heads all zero. */
   for (int64_t r = 0; r < m; r++)
@@ -332,6 +340,8 @@ static void test_ragged(void) {
       /* Several key tiles of every kernel (keys: 1024 keys a group) and
        * an odd row count (groups of several query rows, the last partial). */
       {0, 5, 64, 128, 2500, 1, 0, 0, 1, 1, 0, 0}, {0, 3, 64, 128, 2100, 0, 1, 1, 1, 1, 0, 1},
+      /* Key scales 2^111 .. 2^117 (finite logits). */
+      {0, 3, 64, 128, 1100, 1, 0, 0, 1, 4, 0, 0},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_ragged(&fixed[i]);
   /* Random combinations on top of the fixed cases (which hold each
@@ -355,6 +365,7 @@ typedef struct paged_case {
   int ctx_kind; /* 0 random, 1 full table, 2 zeros, 3 lengths past the table (fault) */
   int bad_blocks;
   int64_t mml_extra; /* max_model_len = w * bs + mml_extra (may be negative) */
+  int huge;          /* subnormal keys with scales 2^111 .. 2^117 (key_scale) */
 } paged_case;
 
 static void run_paged(const paged_case *tc) {
@@ -379,8 +390,8 @@ static void run_paged(const paged_case *tc) {
       if (fp4) {
         for (int qq = 0; qq < 4; qq++) base[bs * 64 + t * 4 + qq] = ue8m0_byte();
       } else {
-        fill_e4m3(base + t * 128, 128, rnd(8) == 0 ? 0 : 1);
-        float s = pow2f((int)rnd(12) - 6);
+        fill_e4m3(base + t * 128, 128, tc->huge ? 4 : rnd(8) == 0 ? 0 : 1);
+        float s = key_scale(tc->huge);
         memcpy(base + bs * 128 + t * 4, &s, 4);
       }
     }
@@ -483,27 +494,30 @@ static void run_paged(const paged_case *tc) {
 static void test_paged(void) {
   const paged_case fixed[] = {
       /* fp4 b nn h w nb bs stride rank clean bf16 padded ctx bad mml+ */
-      {0, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 0, 0, 0, 0},
-      {0, 3, 2, 64, 5, 16, 64, 2, 2, 1, 0, 0, 0, 0, 0},
-      {0, 1, 1, 128, 3, 4, 64, 0, 1, 1, 0, 1, 1, 0, 0},
-      {0, 5, 3, 8, 4, 9, 17, 1, 2, 0, 0, 1, 0, 0, 7},
-      {0, 3, 4, 16, 6, 7, 3, 3, 1, 0, 1, 2, 0, 0, 5},
-      {0, 2, 1, 1, 3, 4, 1, 0, 2, 1, 0, 1, 0, 0, 0},
-      {0, 4, 2, 64, 3, 5, 16, 2, 1, 1, 0, 1, 2, 0, 3},    /* context 0 everywhere */
-      {0, 4, 2, 64, 3, 5, 16, 2, 2, 0, 0, 1, 2, 0, 3},
-      {0, 3, 2, 16, 3, 6, 16, 0, 1, 1, 0, 0, 3, 0, 9},    /* lengths past the table */
-      {0, 3, 2, 16, 4, 6, 16, 1, 2, 1, 0, 1, 1, 1, 0},    /* bad block ids */
-      {0, 3, 2, 16, 4, 6, 16, 1, 2, 0, 0, 1, 0, 1, 0},
-      {0, 2, 2, 64, 4, 6, 32, 0, 1, 1, 0, 1, 0, 0, -40},  /* max_model_len < W * bs */
-      {0, 0, 2, 64, 4, 6, 32, 0, 1, 1, 0, 0, 0, 0, 0},    /* B = 0 */
-      {0, 3, 1, 128, 2, 3, 64, 3, 2, 1, 1, 1, 1, 0, 0},
-      {1, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 1, 0, 0, 0},
-      {1, 3, 3, 8, 4, 9, 17, 1, 2, 0, 0, 2, 0, 1, 2},
-      {1, 2, 1, 16, 3, 4, 5, 3, 1, 1, 1, 1, 3, 0, 0},
+      {0, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0},
+      {0, 3, 2, 64, 5, 16, 64, 2, 2, 1, 0, 0, 0, 0, 0, 0},
+      {0, 1, 1, 128, 3, 4, 64, 0, 1, 1, 0, 1, 1, 0, 0, 0},
+      {0, 5, 3, 8, 4, 9, 17, 1, 2, 0, 0, 1, 0, 0, 7, 0},
+      {0, 3, 4, 16, 6, 7, 3, 3, 1, 0, 1, 2, 0, 0, 5, 0},
+      {0, 2, 1, 1, 3, 4, 1, 0, 2, 1, 0, 1, 0, 0, 0, 0},
+      {0, 4, 2, 64, 3, 5, 16, 2, 1, 1, 0, 1, 2, 0, 3, 0},    /* context 0 everywhere */
+      {0, 4, 2, 64, 3, 5, 16, 2, 2, 0, 0, 1, 2, 0, 3, 0},
+      {0, 3, 2, 16, 3, 6, 16, 0, 1, 1, 0, 0, 3, 0, 9, 0},    /* lengths past the table */
+      {0, 3, 2, 16, 4, 6, 16, 1, 2, 1, 0, 1, 1, 1, 0, 0},    /* bad block ids */
+      {0, 3, 2, 16, 4, 6, 16, 1, 2, 0, 0, 1, 0, 1, 0, 0},
+      {0, 2, 2, 64, 4, 6, 32, 0, 1, 1, 0, 1, 0, 0, -40, 0},  /* max_model_len < W * bs */
+      {0, 0, 2, 64, 4, 6, 32, 0, 1, 1, 0, 0, 0, 0, 0, 0},    /* B = 0 */
+      {0, 3, 1, 128, 2, 3, 64, 3, 2, 1, 1, 1, 1, 0, 0, 0},
+      {1, 3, 2, 64, 5, 16, 64, 2, 1, 1, 0, 1, 0, 0, 0, 0},
+      {1, 3, 3, 8, 4, 9, 17, 1, 2, 0, 0, 2, 0, 1, 2, 0},
+      {1, 2, 1, 16, 3, 4, 5, 3, 1, 1, 1, 1, 3, 0, 0, 0},
       /* Contexts over several key groups (keys: 1024 keys a group) */
-      {0, 2, 2, 64, 40, 48, 64, 0, 1, 1, 0, 0, 1, 0, 0},
-      {0, 3, 1, 32, 90, 100, 16, 1, 2, 1, 0, 1, 0, 1, 0},
-      {0, 2, 3, 64, 20, 24, 64, 2, 1, 0, 1, 0, 0, 0, -100},
+      {0, 2, 2, 64, 40, 48, 64, 0, 1, 1, 0, 0, 1, 0, 0, 0},
+      {0, 3, 1, 32, 90, 100, 16, 1, 2, 1, 0, 1, 0, 1, 0, 0},
+      {0, 2, 3, 64, 20, 24, 64, 2, 1, 0, 1, 0, 0, 0, -100, 0},
+      /* Key scales 2^111 .. 2^117 (one and two tokens a sequence) */
+      {0, 3, 1, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 1},
+      {0, 2, 2, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_paged(&fixed[i]);
   static const int64_t hs[] = {1, 8, 16, 64, 128};
@@ -514,7 +528,7 @@ static void test_paged(void) {
     paged_case tc = {(int)(rnd(4) == 0), rnd(3) ? 1 + 2 * rnd(3) : 2, 1 + rnd(4), hs[rnd(5)],
                      1 + rnd(4), 1 + rnd(8), bss[rnd(6)], (int)rnd(4), 1 + (int)rnd(2),
                      (int)rnd(2), (int)(rnd(4) == 0), (int)rnd(3), rnd(3) ? 0 : 1,
-                     (int)(rnd(5) == 0), rnd(2) * rnd(20)};
+                     (int)(rnd(5) == 0), rnd(2) * rnd(20), 0};
     run_paged(&tc);
   }
 }
@@ -796,9 +810,9 @@ static void test_empty_and_events(void) {
 /* ---- a decode-sized case with a full 1-D context through many blocks ----------- */
 
 static void test_decode_shape(void) {
-  paged_case tc = {0, 2, 2, 64, 24, 30, 64, 2, 1, 1, 0, 0, 1, 0, 0};
+  paged_case tc = {0, 2, 2, 64, 24, 30, 64, 2, 1, 1, 0, 0, 1, 0, 0, 0};
   run_paged(&tc);
-  paged_case tc2 = {0, 2, 1, 64, 24, 30, 64, 2, 2, 1, 0, 0, 0, 0, 0};
+  paged_case tc2 = {0, 2, 1, 64, 24, 30, 64, 2, 2, 1, 0, 0, 0, 0, 0, 0};
   run_paged(&tc2);
 }
 
