@@ -56,16 +56,21 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
  * (top-k round 8) more than doubled PoCL's test_topk (212 CPU s against 93;
  * 92 with it compiled out, 2026-11-26), so PoCL sorts by the merge rounds
  * (the same bytes).
- * Intel's OpenCL CPU runtime (2026.2): the counting sort compiled out too.
- * With it, Intel's CPU compiler crashes in its pass
+ * Intel's OpenCL CPU runtime (2026.2): the program is built with
+ * -cl-opt-disable. Its optimizing compiler crashes now and then in its pass
  * "sycl-kernel-reduce-cross-barrier-values" (the bug cl/topk.cl's TOPK_SCAN
- * works around): every time with MALLOC_PERTURB_ set (77, 165; main's
- * source never), now and then without (test_topk, once in two runs), with
- * and without Intel sub-groups. Dropping any one of its phases did not
- * avoid it, only all of them. Oclgrind and GPUs run the counting sort. */
+ * works around) or hangs, by a race or memory it never wrote: test_topk
+ * with Intel sub-groups masked (what checkcl builds), cache off, 2 of 8 runs
+ * crashed on session 13's topk.cl and 4 of 8 crashed or hung on this one
+ * (the counting sort compiled out), even with ASLR off; with the counting
+ * sort in, natively, 1 of 2. Unoptimized: 0 of 18 (native, masked, AMD
+ * emulated; counting sort in), and test_topk runs in 1-3 s instead of 7-16
+ * (it is compiles). A CPU runtime is a test device here, never a fast one
+ * (as the logits program's emulated tile back-end, src/op_indexer_logits.c).
+ * Oclgrind and GPUs build the optimized program. */
 const char *dsa__topk_device_options(const dsa_caps *caps) {
   if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0";
-  if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -DTOPK_CSORT=0";
+  if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -cl-opt-disable";
   return "";
 }
 
