@@ -123,8 +123,8 @@
 /* topk_lrows sorts its winners (or candidates) by counting (TOPK_CSORT 1)
  * with about TOPK_CSORT_RATIO bins a word, unless a bin gets TOPK_CSORT_LIM
  * words (at most 255; then the radix levels and the merge rounds sort).
- * Build options for tuning; TOPK_CSORT 0 compiles it out (PoCL and Intel's
- * CPU runtime build with it: dsa__topk_device_options, src/op_topk.c). */
+ * Build options for tuning; TOPK_CSORT 0 compiles it out (PoCL builds
+ * with it: dsa__topk_device_options, src/op_topk.c). */
 #ifndef TOPK_CSORT
 #define TOPK_CSORT 1
 #endif
