@@ -15,10 +15,7 @@
  *    fastest, counting bytes read + written ("% ceil" = op GB/s / ceiling);
  *  - the compute ceilings: fp32 FMA (eight float4 chains per work-item) and,
  *    on NVIDIA, bf16 mma.sync m16n8k16 (four chains per warp), the
- *    instruction of the tile back-end, and from sm_89 on e4m3 mma.sync
- *    m16n8k32 (twice the FLOP an instruction; an FP8 tensor-core rate on
- *    sm_89 only: sm_90 lowers it to f16 MMAs);
- *    for the roofline (tools/roofline.py);
+ *    instruction of the tile back-end; for the roofline (tools/roofline.py);
  *  - the launch floor: an empty kernel on one work-group;
  *  - per operator, a size-matched copy: the faster of copy_one (one uint4 per
  *    work-item) and copy_four (four) moving as many bytes as the operator
@@ -212,42 +209,9 @@ static const char *mma_src =
     "  out[id] = s;\n"
     "}\n";
 
-/* The FP8 matrix ceiling (sm_89+: e4m3 x e4m3 -> f32 mma.sync m16n8k32,
- * 2 * 16 * 8 * 32 FLOP): the same loop, each chain's operands its own and
- * A changing every iteration. With the same operands in every chain (the
- * first form) sm_90's ptxas, which lowers this instruction to e4m3 -> f16
- * unpacks, HMMAs from zero and f32 adds, computed one product for all four
- * chains and hoisted the unpacks: 1194 "TFLOP/s" on an H100 where a kernel
- * gets the f16 rate at best (docs/PERFORMANCE.md, "The FP8 atom"). A program of its own, since ptxas
- * refuses the instruction below sm_89 and the bf16 ceiling must not go
- * with it. */
-static const char *mma8_src =
-    "__kernel void mma8_peak(__global float *out, int iters) {\n"
-    "  const uint id = (uint)get_global_id(0);\n"
-    "  uint a0 = 0x38383838u ^ (id & 7u);\n"
-    "  const uint a1 = a0 + 1u, a2 = a0 + 2u, a3 = a0 + 3u;\n"
-    "  const uint b0 = 0x30303030u ^ (id & 3u), b1 = b0 + 1u;\n"
-    "  float c[4][4] = {{0}};\n"
-    "  for (int i = 0; i < iters; i++) {\n"
-    "    for (int j = 0; j < 4; j++) {\n"
-    "      float d0, d1, d2, d3;\n"
-    "      __asm__ __volatile__(\"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 \"\n"
-    "          \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\"\n"
-    "          : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
-    "          : \"r\"(a0 ^ (uint)j), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0 ^ ((uint)j << 8)),\n"
-    "            \"r\"(b1), \"f\"(c[j][0]), \"f\"(c[j][1]), \"f\"(c[j][2]), \"f\"(c[j][3]));\n"
-    "      c[j][0] = d0; c[j][1] = d1; c[j][2] = d2; c[j][3] = d3;\n"
-    "    }\n"
-    "    a0 ^= (uint)i & 0x01010101u;\n"
-    "  }\n"
-    "  float s = 0;\n"
-    "  for (int j = 0; j < 4; j++) s += (c[j][0] + c[j][1]) + (c[j][2] + c[j][3]);\n"
-    "  out[id] = s;\n"
-    "}\n";
-
 typedef struct ref_kernels {
-  cl_program prog, mma_prog, mma8_prog;
-  cl_kernel stride, one, four, empty, fma, mma, mma8;
+  cl_program prog, mma_prog;
+  cl_kernel stride, one, four, empty, fma, mma;
   size_t max_wg;
 } ref_kernels;
 
@@ -255,8 +219,6 @@ static void ref_release(ref_kernels *r) {
   if (r->fma) clReleaseKernel(r->fma);
   if (r->mma) clReleaseKernel(r->mma);
   if (r->mma_prog) clReleaseProgram(r->mma_prog);
-  if (r->mma8) clReleaseKernel(r->mma8);
-  if (r->mma8_prog) clReleaseProgram(r->mma8_prog);
   if (r->stride) clReleaseKernel(r->stride);
   if (r->one) clReleaseKernel(r->one);
   if (r->four) clReleaseKernel(r->four);
@@ -292,10 +254,6 @@ static int ref_build(bench_env *e, ref_kernels *r) {
     if (err == CL_SUCCESS && clBuildProgram(r->mma_prog, 1, &e->dev, "", NULL, NULL) == CL_SUCCESS)
       r->mma = clCreateKernel(r->mma_prog, "mma_peak", &err);
     if (!r->mma) fprintf(stderr, "dsacl-bench: no matrix ceiling (mma_peak did not build)\n");
-    /* Below sm_89 this one does not build: no FP8 ceiling, no message. */
-    r->mma8_prog = clCreateProgramWithSource(e->clctx, 1, &mma8_src, NULL, &err);
-    if (err == CL_SUCCESS && clBuildProgram(r->mma8_prog, 1, &e->dev, "", NULL, NULL) == CL_SUCCESS)
-      r->mma8 = clCreateKernel(r->mma8_prog, "mma8_peak", &err);
   }
   return 0;
 }
@@ -327,7 +285,7 @@ static double gbs(double bytes, double us) { return us > 0 ? bytes / (us * 1e3) 
 typedef struct ceiling {
   double stride_gbs, one_gbs, copybuf_gbs, gbs;
   size_t bytes;
-  double fma_gflops, mma_gflops, mma8_gflops; /* compute ceilings; 0: not measured */
+  double fma_gflops, mma_gflops; /* compute ceilings; 0: not measured */
 } ceiling;
 
 /* GFLOP/s of kernel k (fma_peak or mma_peak) over `items` work-items of
@@ -406,8 +364,6 @@ static int measure_ceiling(bench_env *e, const bench_cfg *cfg, const ref_kernels
   out->fma_gflops = measure_flops(e, cfg, rk->fma, items, gpu ? 512 : 64, 2.0 * 4 * 8, 1);
   if (rk->mma) /* a warp's 32 items share each mma: 4096 FLOP / 32 per item */
     out->mma_gflops = measure_flops(e, cfg, rk->mma, items, 256, 4 * 4096.0 / 32, 0);
-  if (rk->mma8)
-    out->mma8_gflops = measure_flops(e, cfg, rk->mma8, items, 256, 4 * 8192.0 / 32, 0);
   rc = 0;
 done:
   bench_free_buf(&l.src);
@@ -581,11 +537,9 @@ static void print_json(const char *device, const char *driver, const char *platf
          "\"copy_kernel_one_gbs\": %.2f, \"copy_buffer_gbs\": %.2f, \"gbs\": %.2f},\n",
          ceil_->bytes, ceil_->stride_gbs, ceil_->one_gbs, ceil_->copybuf_gbs, ceil_->gbs);
   printf("  \"compute_ceiling\": {\"fp32_fma_gflops\": %.1f, \"matrix_gflops\": %.1f, "
-         "\"matrix_instruction\": %s, \"matrix_fp8_gflops\": %.1f, "
-         "\"matrix_fp8_instruction\": %s},\n",
+         "\"matrix_instruction\": %s},\n",
          ceil_->fma_gflops, ceil_->mma_gflops,
-         ceil_->mma_gflops > 0 ? "\"mma.sync m16n8k16 bf16\"" : "null", ceil_->mma8_gflops,
-         ceil_->mma8_gflops > 0 ? "\"mma.sync m16n8k32 e4m3\"" : "null");
+         ceil_->mma_gflops > 0 ? "\"mma.sync m16n8k16 bf16\"" : "null");
   printf("  \"launch_floor_us\": %.3f,\n", floor_us);
   printf("  \"results\": [");
   for (int i = 0; i < nres; i++) {
@@ -642,7 +596,6 @@ static void print_table(const char *device, const char *driver, const char *plat
          c->gbs, c->stride_gbs, c->one_gbs, c->copybuf_gbs, c->bytes >> 20);
   printf("compute ceiling: fp32 FMA %.1f GFLOP/s", c->fma_gflops);
   if (c->mma_gflops > 0) printf(", matrix (mma.sync bf16) %.1f GFLOP/s", c->mma_gflops);
-  if (c->mma8_gflops > 0) printf(", matrix FP8 (mma.sync e4m3) %.1f GFLOP/s", c->mma8_gflops);
   printf("\n");
   printf("launch floor: %.2f us (empty kernel) | matrix tiles: %s (DSACL_MMA; JSON: each row's "
          "variant)\n",

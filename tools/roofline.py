@@ -8,7 +8,7 @@ on the same device in the same run):
   1. roofline: every row with a FLOP count at (FLOP/byte, GFLOP/s) on log
      axes, under the bandwidth slope (copy ceiling, GB/s x FLOP/byte) capped
      by the fp32 FMA ceiling and, where measured, the matrix-instruction
-     ceilings (NVIDIA mma.sync: bf16, and e4m3 from sm_89);
+     ceiling (NVIDIA mma.sync);
   2. bandwidth: every row's GB/s as a bar against the copy ceiling.
 No plotting library is needed (the chart is written as SVG text), so the
 tool runs wherever Python 3 does. Writes OUT.svg (default: BENCH.svg).
@@ -70,7 +70,6 @@ def chart(d, title):
     cc = d.get("compute_ceiling") or {}
     fma = cc.get("fp32_fma_gflops") or 0
     mma = cc.get("matrix_gflops") or 0
-    mma8 = cc.get("matrix_fp8_gflops") or 0
     pts = [r for r in rows if r.get("flops", 0) > 0 and r.get("bytes", 0) > 0 and r["gflops"] > 0]
     names = sorted({r["name"] for r in rows})
     color = {n: COLORS[i % len(COLORS)] for i, n in enumerate(names)}
@@ -85,7 +84,7 @@ def chart(d, title):
     y0, y1 = PAD_T + 10, PAD_T + ROOF_H
     ai = [r["flops"] / r["bytes"] for r in pts]
     gf = [r["gflops"] for r in pts]
-    roofs = [v for v in (fma, mma, mma8) if v > 0]
+    roofs = [v for v in (fma, mma) if v > 0]
     xlo = min(ai + [0.1]) / 2
     xhi = max([2 * v for v in ai] + [(max(roofs) / bw) * 4 if roofs and bw > 0 else 100])
     ylo = min(gf + [bw * xlo if bw > 0 else 1]) / 2
@@ -128,7 +127,6 @@ def chart(d, title):
 
     roof(fma, "fp32 FMA", False)
     roof(mma, cc.get("matrix_instruction") or "matrix", True)
-    roof(mma8, cc.get("matrix_fp8_instruction") or "matrix fp8", True)
     if bw > 0:
         svg.text(X(xlo) + 6, Y(bw * xlo * 1.6) - 4, "copy %s GB/s" % fmt(bw), color="#333")
     for r, a, g in zip(pts, ai, gf):
