@@ -79,13 +79,10 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs: each byte's
-       * 7 low bits to 14..7 of its half by one shift and mask a pair, the
-       * sign then carried from bit 14 to 15 (p + (p & bit 14)): 8 integer
-       * operations a word where bytes 0-1 and 2-3 took 13 (the byte moves
-       * apart first). The same f16 values as dsa_e4m3x2_to_f16x2_scaled. */
-      const uint p = (w[j] << 7) & 0x7F807F80u, q = (w[j] >> 1) & 0x7F807F80u;
-      const uint h[2] = {p + (p & 0x40004000u), q + (q & 0x40004000u)};
+      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs (8 integer
+       * operations a word, 13 by pairs 0-1 and 2-3). */
+      const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled_even(w[j]),
+                         dsa_e4m3x2_to_f16x2_scaled_odd(w[j])};
       const float2 a = vload_half2(0, (const __private half *)&h[0]) * qmul;
       const float2 b = vload_half2(0, (const __private half *)&h[1]) * qmul;
       v[4 * j] = a.x, v[4 * j + 2] = a.y, v[4 * j + 1] = b.x, v[4 * j + 3] = b.y;
