@@ -44,54 +44,29 @@ __kernel void cvt_probe(__global const ushort *x, __global uint *y) {
  * e4m3 instruction to unpacks + f16 HMMAs from zero + FADDs, computed one
  * product for all chains: a false "1540 TFLOP/s".) */
 #define NACC 8
-__kernel void tput_e4m3(int iters, __global float *out) {
-  float c[NACC][4];
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) c[i][j] = 0.f;
-  uint a0 = get_local_id(0) * 0x01010101u & 0x3F3F3F3Fu, a1 = a0 ^ 0x11111111u, a2 = a0 ^ 0x22222222u, a3 = a0 ^ 0x01020304u;
-  uint b0 = a0 ^ 0x05050505u, b1 = a1 ^ 0x06060606u;
-  for (int it = 0; it < iters; ++it) {
-    a0 ^= (uint)it & 0x01010101u;
-#pragma unroll
-    for (int i = 0; i < NACC; ++i)
-      __asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(c[i][0]), "+f"(c[i][1]), "+f"(c[i][2]), "+f"(c[i][3])
-                           : "r"(a0 ^ (uint)i), "r"(a1), "r"(a2), "r"(a3), "r"(b0 ^ ((uint)i << 8)), "r"(b1));
+/* One throughput kernel per instruction: NAME, the mma's PTX, and the
+ * seed's byte mask for A (e4m3 bytes, or bf16/f16 halves). */
+#define TPUT(NAME, INSN, MUL, MASK)                                                          \
+  __kernel void NAME(int iters, __global float *out) {                                       \
+    float c[NACC][4];                                                                        \
+    for (int i = 0; i < NACC; ++i)                                                           \
+      for (int j = 0; j < 4; ++j) c[i][j] = 0.f;                                             \
+    uint a0 = get_local_id(0) * (MUL) & (MASK), a1 = a0 ^ 0x00100010u, a2 = a0 ^ 0x00200020u, \
+         a3 = a0 ^ 0x00010002u;                                                              \
+    const uint b0 = a0 ^ 0x00050005u, b1 = a1 ^ 0x00060006u;                                 \
+    for (int it = 0; it < iters; ++it) {                                                     \
+      a0 ^= (uint)it & 0x01010101u;                                                          \
+      _Pragma("unroll") for (int i = 0; i < NACC; ++i)                                       \
+        __asm__ __volatile__(INSN " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"  \
+                             : "+f"(c[i][0]), "+f"(c[i][1]), "+f"(c[i][2]), "+f"(c[i][3])   \
+                             : "r"(a0 ^ (uint)i), "r"(a1), "r"(a2), "r"(a3),               \
+                               "r"(b0 ^ ((uint)i << 8)), "r"(b1));                         \
+    }                                                                                        \
+    float s = 0.f;                                                                           \
+    for (int i = 0; i < NACC; ++i)                                                           \
+      for (int j = 0; j < 4; ++j) s += c[i][j];                                              \
+    out[get_global_id(0)] = s;                                                               \
   }
-  float s = 0.f;
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) s += c[i][j];
-  out[get_global_id(0)] = s;
-}
-__kernel void tput_bf16(int iters, __global float *out) {
-  float c[NACC][4];
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) c[i][j] = 0.f;
-  uint a0 = get_local_id(0) * 0x00010001u & 0x3F003F00u, a1 = a0 ^ 0x00100010u, a2 = a0 ^ 0x00200020u, a3 = a0 ^ 0x00010002u;
-  uint b0 = a0 ^ 0x00050005u, b1 = a1 ^ 0x00060006u;
-  for (int it = 0; it < iters; ++it) {
-    a0 ^= (uint)it & 0x01010101u;
-#pragma unroll
-    for (int i = 0; i < NACC; ++i)
-      __asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(c[i][0]), "+f"(c[i][1]), "+f"(c[i][2]), "+f"(c[i][3])
-                           : "r"(a0 ^ (uint)i), "r"(a1), "r"(a2), "r"(a3), "r"(b0 ^ ((uint)i << 8)), "r"(b1));
-  }
-  float s = 0.f;
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) s += c[i][j];
-  out[get_global_id(0)] = s;
-}
-__kernel void tput_f16(int iters, __global float *out) {
-  float c[NACC][4];
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) c[i][j] = 0.f;
-  uint a0 = get_local_id(0) * 0x00010001u & 0x3F003F00u, a1 = a0 ^ 0x00100010u, a2 = a0 ^ 0x00200020u, a3 = a0 ^ 0x00010002u;
-  uint b0 = a0 ^ 0x00050005u, b1 = a1 ^ 0x00060006u;
-  for (int it = 0; it < iters; ++it) {
-    a0 ^= (uint)it & 0x01010101u;
-#pragma unroll
-    for (int i = 0; i < NACC; ++i)
-      __asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                           : "+f"(c[i][0]), "+f"(c[i][1]), "+f"(c[i][2]), "+f"(c[i][3])
-                           : "r"(a0 ^ (uint)i), "r"(a1), "r"(a2), "r"(a3), "r"(b0 ^ ((uint)i << 8)), "r"(b1));
-  }
-  float s = 0.f;
-  for (int i = 0; i < NACC; ++i) for (int j = 0; j < 4; ++j) s += c[i][j];
-  out[get_global_id(0)] = s;
-}
+TPUT(tput_e4m3, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", 0x01010101u, 0x3F3F3F3Fu)
+TPUT(tput_bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 0x00010001u, 0x3F003F00u)
+TPUT(tput_f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 0x00010001u, 0x3F003F00u)
