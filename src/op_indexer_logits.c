@@ -375,8 +375,9 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   const int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
-  cl_int tk = v == V_WIDE || v == V_WIDE2 ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
-  size_t nt = v == V_WIDE || v == V_WIDE2 ? IL_W_NT : IL_NT;
+  const int wide = v == V_WIDE || v == V_WIDE2;
+  cl_int tk = wide ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
+  size_t nt = wide ? IL_W_NT : IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
    * tokens (paged: of one sequence). */
   int64_t rows = j->rows;
