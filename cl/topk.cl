@@ -809,6 +809,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         kmn = min(kmn, key);
         kmx = max(kmx, key);
       }
+      /* The group's min and max key: topk_group_max's reduction for both
+       * at once, behind one pair of barriers (the first also orders the
+       * clearing of the bins and sel) where two calls would take two. */
       barrier(CLK_LOCAL_MEM_FENCE);
 #if DSA_HAS_SG32
       for (int s = 1; s < 32; s <<= 1) {
