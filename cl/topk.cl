@@ -268,6 +268,27 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 
 /* ==== register-resident select and sort (topk_rows) ======================= */
 
+/* Number of words above x in the descending list L of len words (local). */
+DSA_INLINE uint topk_count_above_l(__local const ulong *L, uint len, ulong x) {
+  uint pos = 0u;
+  for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {
+    const uint np = pos + step;
+    if (np <= len && L[np - 1u] > x) pos = np;
+  }
+  return pos;
+}
+
+/* Orders this work-item's global writes before its later global accesses
+ * for every work-group of the device (the split's merge in its last group).
+ * OpenCL 1.2's mem_fence names no scope; NVIDIA's membar.gl is the device
+ * scope's fence. CPU devices keep their caches coherent. */
+DSA_INLINE void topk_fence_device(void) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#if DSA_HAS_NV_PTX
+  __asm__ __volatile__("membar.gl;");
+#endif
+}
+
 /* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
  * the 14-bit key prefix key >> 18 (sign, exponent, 5 mantissa bits: 32 bins
  * an octave) minus a base that puts the group's largest key in bin 2047;
@@ -453,13 +474,14 @@ TOPK_SORT_FN(topk_wsort, 16, TOPK_WARP_SORT, 512u)
  * bytes (arena_words words), then 4 * (TOPK_MAX_WG + 4) bytes of scan space. */
 #define TOPK_ROWS_PARAMS                                                                     \
   DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
-      int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
+      int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, __global uint *cnt,         \
+      uint chunk, uint nchunks, int split,                                                     \
       uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, uint samp, \
       DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
   logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
       a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
+      scratch, cnt, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
@@ -476,11 +498,13 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint c = (uint)(g - r * nchunks);
   long rs, re;
   const bool bad = TOPK_RANGE(r);
-  if (!split && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  /* split 2 (no topk_merge): chunk 0's group reports and writes short rows */
+  const bool lead = !split || (split == 2 && c == 0u);
+  if (lead && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
   const uint n = (uint)(re - rs);
 
   if (n <= (uint)k) { /* the whole group leaves together */
-    if (!split) {
+    if (lead) {
       __global uchar *orow = out_mem + out_off + r * out_s0;
       for (uint j = tid; j < (uint)k; j += wg)
         *(__global int *)(orow + j * out_s1) = j < n ? (int)j : -1;
@@ -972,13 +996,53 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 #undef TOPK_SORT_BY
 #undef TOPK_SORT16
 
-  if (!split) {
-    __global uchar *orow = out_mem + out_off + r * out_s0;
+  /* split 2 and a row within one chunk: its one group writes the row */
+  __global uchar *orow = out_mem + out_off + r * out_s0;
+  if (!split || (split == 2 && n <= chunk)) {
     for (uint i = tid; i < (uint)k; i += wg)
       *(__global int *)(orow + i * out_s1) = (int)(~(uint)res[i]);
   } else {
     __global ulong *list = scratch + (r * nchunks + c) * (ulong)k;
     for (uint i = tid; i < m; i += wg) list[i] = res[i];
+    if (split == 2) {
+      /* The merge in the row's last group to finish (no topk_merge
+       * launch): each group publishes its list (a device-scope fence, then
+       * one atomic on the row's counter); the group that counts last holds
+       * every list, ranks them as topk_merge does (in local memory) and
+       * resets the counter for the next launch. No group waits for
+       * another, so nothing assumes that groups run concurrently. */
+      const uint nact = (n + chunk - 1u) / chunk; /* the chunks with columns */
+      topk_fence_device();
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      if (tid == 0u) sel[0] = atomic_inc(&cnt[r]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (sel[0] == nact - 1u) { /* the same for every item */
+        topk_fence_device();
+        if (tid == 0u) atomic_xchg(&cnt[r], 0u);
+        /* List o at lists + o * lw (the host checked nchunks * lw <=
+         * arena_words; the arena's last reader, the list copy above, is
+         * behind the barrier). Read past the cache (volatile): other groups
+         * wrote them. */
+        const uint lw = min((uint)k, chunk);
+        __local ulong *lists = arena;
+        volatile __global const ulong *src = scratch + r * nchunks * (ulong)k;
+        for (uint e = tid; e < nact * lw; e += wg) {
+          const uint o = e / lw, i = e - o * lw;
+          lists[e] = i < min(lw, n - o * chunk) ? src[(ulong)o * k + i] : 0ul;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint e = tid; e < nact * lw; e += wg) {
+          const uint o = e / lw, i = e - o * lw;
+          if (i < min(lw, n - o * chunk)) {
+            const ulong x = lists[e];
+            uint rank = i;
+            for (uint o2 = 0u; o2 < nact; o2++)
+              if (o2 != o) rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x);
+            if (rank < (uint)k) *(__global int *)(orow + rank * out_s1) = (int)(~(uint)x);
+          }
+        }
+      }
+    }
   }
 }
 
