@@ -91,11 +91,6 @@
 #ifndef TOPK_LK_VB
 #define TOPK_LK_VB 2u
 #endif
-/* topk_rows: decode rows' loads issued before their length is read (1), or
- * after (0; a build option for tuning). */
-#ifndef TOPK_EARLY
-#define TOPK_EARLY 1
-#endif
 /* topk_lrows: loops over the set bits of the masks (1) or over all slots
  * (0, as topk_rows); a build option for tuning, like TOPK_LK_VB. */
 #ifndef TOPK_LK_BITLOOP
@@ -504,40 +499,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint cs = c * chunk;
   __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
   uint kv[TOPK_VPT]; /* lk: unused, the keys live in keys[] */
-  long rs = 0, re = 0;
-  bool bad = false;
-  /* Decode rows (mode 1, 2) start at column 0, so the register kernels
-   * load every column the group may hold (up to n_cols: inside the
-   * tensor) before the row's length arrives: the two reads' latencies
-   * overlap instead of adding (TOPK_EARLY; H200, 64 x 32768, one read of
-   * the length alone took 3.3 us over the launch floor; docs/
-   * PERFORMANCE.md). The columns past the length are loaded, never used:
-   * alive below takes only those before it. */
-  const bool early = TOPK_EARLY && !lk && mode != 0;
-  if (!early) bad = TOPK_RANGE(r);
-  if (!lk) {
-    const uint nr = early ? (uint)n_cols : (uint)(re - rs);
-    const uint ncl = split ? min(topk_subz(nr, cs), chunk) : nr;
-    /* Two copies of the loop rather than a choice per element; each keeps
-     * its loads independent and in flight together. */
-#define TOPK_LOAD_KEYS(T, VAL)                                              \
-  {                                                                         \
-    __global const T *row = (__global const T *)rowb + rs + cs;             \
-    TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                      \
-      const uint col = j * wg + tid;                                        \
-      kv[j] = col < ncl ? topk_key(VAL(row[col])) : 0u;                     \
-    }                                                                       \
-  }
-#define TOPK_F32(x) (x)
-    if (lbf16) {
-      TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32)
-    } else {
-      TOPK_LOAD_KEYS(float, TOPK_F32)
-    }
-#undef TOPK_F32
-#undef TOPK_LOAD_KEYS
-  }
-  if (early) bad = TOPK_RANGE(r);
+  long rs, re;
+  const bool bad = TOPK_RANGE(r);
   /* split 2 (no topk_merge): chunk 0's group reports and writes short rows */
   const bool lead = !split || (split == 2 && c == 0u);
   if (lead && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
@@ -555,8 +518,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   if (nc == 0u) return;
   const uint m = min((uint)k, nc); /* words this group keeps */
 
-  /* ---- load (topk_lrows; the register kernels loaded above): item tid
-   * holds columns tid + j * wg ---- */
+  /* ---- load: item tid holds columns tid + j * wg ---- */
   uint alive = 0u, kmax = 0u;
 #define TOPK_KV(j) (lk ? keys[(j) * wg + tid] : kv[j])
 /* Runs the statements for each j whose bit is set in BITS (read once).
@@ -615,22 +577,36 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       }                                                                             \
     }                                                                               \
   }
+  /* The register kernels: two copies of the loop rather than a choice per
+   * element; each keeps its loads independent and in flight together.
+   * (Issuing a decode row's loads before its length is read, rows
+   * starting at column 0 there, measured no faster: H200, 64 x 32768 k =
+   * 512, 29.2 us either way; docs/PERFORMANCE.md.) */
+#define TOPK_LOAD_KEYS(T, VAL)                                              \
+  {                                                                         \
+    __global const T *row = (__global const T *)rowb + rs + cs;             \
+    TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                      \
+      const uint col = j * wg + tid;                                        \
+      const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;             \
+      kv[j] = key;                                                          \
+      kmax = max(kmax, key);                                                \
+    }                                                                       \
+  }
 #define TOPK_F32(x) (x)
   if (lk && lbf16) {
     TOPK_LOAD_VKEYS(ushort4, ushort, dsa_bf16_to_f32)
   } else if (lk) {
     TOPK_LOAD_VKEYS(float4, float, TOPK_F32)
+  } else if (lbf16) {
+    TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32)
+  } else {
+    TOPK_LOAD_KEYS(float, TOPK_F32)
   }
 #undef TOPK_F32
+#undef TOPK_LOAD_KEYS
 #undef TOPK_LOAD_VKEYS
-  /* The register kernels' largest key among the group's columns (those
-   * past the row's length were loaded too when early). */
   TOPK_UNROLL
-  for (uint j = 0u; j < TOPK_VPT; j++) {
-    const bool in = TOPK_COL(j) < nc;
-    alive |= in ? 1u << j : 0u;
-    if (!lk) kmax = max(kmax, in ? kv[j] : 0u);
-  }
+  for (uint j = 0u; j < TOPK_VPT; j++) alive |= TOPK_COL(j) < nc ? 1u << j : 0u;
   uint win = 0u;
   /* The sampled select's candidates (0: the radix select ran): their count,
    * this item's first position among them, the threshold bin. */
