@@ -6,8 +6,10 @@
  *           units idle, but the split's second launch and merge cost more);
  *   split   few rows: each row cut into chunks, one group per chunk sorts its
  *           own top k (topk_rows, chunk mode) into a scratch list owned by
- *           the queue, then topk_merge ranks every list entry against the
- *           other lists of its row and writes the first k;
+ *           the queue, then the row's last group to finish (or, where local
+ *           memory cannot hold a row's lists, the topk_merge kernel) ranks
+ *           every list entry against the other lists of its row and writes
+ *           the first k;
  *   lrow    one group per row, the row's keys held in local memory
  *           (topk_lrows: fewer registers, so more groups per compute unit;
  *           where local memory holds WG * 32 keys beside the histogram);
