@@ -216,7 +216,8 @@ struct dsa_context {
    * select: 1 on (auto), 0 off, 2 run but always fall back (tests). */
   uint32_t topk_sample;
   /* DSACL_TOPK_MERGE (op_topk.c): where the split merges its chunk lists:
-   * 1 in the row's last chunk group (auto), 0 by the topk_merge kernel. */
+   * 1 auto (the row's last chunk group where the device is known to allow
+   * it), 2 the last group on any device, 0 the topk_merge kernel. */
   uint32_t topk_fuse;
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */

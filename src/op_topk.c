@@ -22,9 +22,10 @@
  * instead of the driver's CL_KERNEL_WORK_GROUP_SIZE. DSACL_TOPK_SAMPLE=off
  * turns the sampled select of topk_rows / topk_lrows off (tuning: the radix
  * select alone), =fallback runs it and always falls back to the radix
- * select (tests: the fallback path on every row). DSACL_TOPK_MERGE=kernel
- * merges the split's lists by the topk_merge kernel instead of in each
- * row's last chunk group (auto, =group; tests and tuning). */
+ * select (tests: the fallback path on every row). DSACL_TOPK_MERGE: where
+ * the split merges its lists: auto (in each row's last chunk group where
+ * merge_in_group_ok says so, else by topk_merge), group (in the last group
+ * on any device: tests, e.g. Oclgrind) or kernel (by topk_merge). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,11 @@ dsa_status dsa__topk_env(dsa_context *c) {
   c->topk_sample = 1;
   c->topk_fuse = 1;
   const char *fm = getenv("DSACL_TOPK_MERGE");
-  if (fm && *fm && strcmp(fm, "auto") && strcmp(fm, "group")) {
+  if (fm && *fm && strcmp(fm, "auto")) {
     if (!strcmp(fm, "kernel"))
       c->topk_fuse = 0;
+    else if (!strcmp(fm, "group"))
+      c->topk_fuse = 2;
     else
       return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
                        "DSACL_TOPK_MERGE = \"%s\": known values are auto, group and kernel", fm);
@@ -498,6 +501,23 @@ static dsa_status topk_counters(dsa_queue *q, int64_t rows, cl_mem *out) {
   return DSA_OK;
 }
 
+/* Whether the split may merge in each row's last group (cl/topk.cl, split
+ * 2): that group reads lists other groups wrote in the same launch, which
+ * OpenCL 1.2 orders by no fence of its own. Taken where it is known to
+ * hold: NVIDIA with inline PTX (membar.gl, device scope; tested on an
+ * H200) and the CPU runtimes (coherent caches; PoCL and Intel's, tested).
+ * Elsewhere (AMD and Intel GPUs, untested; Oclgrind, whose race checker
+ * reports the lists' reads against their writes, as it would any
+ * cross-group hand-over) topk_merge's second launch merges, unless
+ * DSACL_TOPK_MERGE=group. */
+static bool merge_in_group_ok(const dsa_context *c) {
+  if (c->topk_fuse != 1) return c->topk_fuse == 2;
+  if ((c->caps.type & CL_DEVICE_TYPE_CPU) &&
+      (c->caps.vendor == DSA_VENDOR_POCL || c->caps.vendor == DSA_VENDOR_INTEL))
+    return true;
+  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
+}
+
 /* Shared by both forms: everything after the per-form range arguments are
  * validated. a/b: the range tensors (b NULL in decode). */
 static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits, int mode,
@@ -569,7 +589,10 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
    * cl/topk.cl, topk_rows_body) where the arena holds all of a row's lists,
    * else by topk_merge. */
   const uint64_t lw = (uint64_t)k < p.chunk ? (uint64_t)k : p.chunk;
-  const bool fuse = split && q->ctx->topk_fuse && (uint64_t)p.nch * lw <= arena_words;
+  const bool fuse = split && merge_in_group_ok(q->ctx) && (uint64_t)p.nch * lw <= arena_words;
+  if (split)
+    dsa__log(3, "%s: the split's lists merged %s", op,
+             fuse ? "in each row's last group" : "by topk_merge");
   if (split) {
     /* Looked up before anything is enqueued: no half-done operation. */
     if (fuse)
