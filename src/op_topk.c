@@ -590,10 +590,9 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
    * else by topk_merge. */
   const uint64_t lw = (uint64_t)k < p.chunk ? (uint64_t)k : p.chunk;
   const bool fuse = split && merge_in_group_ok(q->ctx) && (uint64_t)p.nch * lw <= arena_words;
-  if (split)
+  if (split) {
     dsa__log(3, "%s: the split's lists merged %s", op,
              fuse ? "in each row's last group" : "by topk_merge");
-  if (split) {
     /* Looked up before anything is enqueued: no half-done operation. */
     if (fuse)
       DSA_CHECK(topk_counters(q, rows, &cnt));
