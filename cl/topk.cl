@@ -38,7 +38,8 @@
  *   select is bound by latency (short phases between barriers), so what
  *   pays is more groups per compute unit: on an H200 (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
- *   on the H100 with the sampled select, 56 with the counting sort: four),
+ *   on the H100 with the sampled select, 56 with the counting sort: four;
+ *   48 again since round 9, see topk_rows_body's prologue: five),
  *   topk_rows_256 76 (it took 162 before the
  *   mask loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
@@ -504,6 +505,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint tid = get_local_id(0);
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
+  /* Set before the range read rather than after the early returns: with
+   * them there ptxas gave topk_lrows_256 58 registers, here 48 (five
+   * groups an SM instead of four; H200, 8192 x 8192 k = 512: 293.8 ->
+   * 272.6 us; docs/PERFORMANCE.md, top-k round 9). Why is not known:
+   * check that kernel's registers after changing this prologue. */
   const uint cs = c * chunk;
   __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
   uint kv[TOPK_VPT]; /* lk: unused, the keys live in keys[] */
