@@ -38,7 +38,8 @@
  *   select is bound by latency (short phases between barriers), so what
  *   pays is more groups per compute unit: on an H200 (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
- *   on the H100 with the sampled select, 56 with the counting sort: four),
+ *   on the H100 with the sampled select, 56 with the counting sort: four;
+ *   48 again since round 9, see topk_rows_body's prologue: five),
  *   topk_rows_256 76 (it took 162 before the
  *   mask loops read their mask once, TOPK_EACH: one group per SM).
  *   Radix select on the word, with per-item bit masks of the elements still
@@ -67,8 +68,12 @@
  *   sub-groups of 32; two barriers instead of 2 log2 WG), local memory
  *   otherwise. Row mode writes the columns; chunk mode (split) sorts the
  *   top min(k, chunk length) of one chunk of a row and writes the words to a
- *   scratch list.
- * topk_merge (second pass of "split"): chunk lists are sorted, and every
+ *   scratch list; with split 2 the row's last group to finish (a per-row
+ *   counter after a device-scope fence) then merges the row's lists in
+ *   local memory as topk_merge does, in the same launch (H200, 64 x 32768
+ *   k = 512: 28.2 us against 32.2 with the second launch).
+ * topk_merge (second pass of "split" where the arena cannot hold a row's
+ *   lists, or DSACL_TOPK_MERGE=kernel): chunk lists are sorted, and every
  *   element of the row's top k is in its chunk's list, with everything that
  *   outranks it in some list. So an element's rank in the row is its index
  *   in its own list plus, for each other list, the number of larger words
@@ -268,6 +273,27 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 
 /* ==== register-resident select and sort (topk_rows) ======================= */
 
+/* Number of words above x in the descending list L of len words (local). */
+DSA_INLINE uint topk_count_above_l(__local const ulong *L, uint len, ulong x) {
+  uint pos = 0u;
+  for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {
+    const uint np = pos + step;
+    if (np <= len && L[np - 1u] > x) pos = np;
+  }
+  return pos;
+}
+
+/* Orders this work-item's global writes before its later global accesses
+ * for every work-group of the device (the split's merge in its last group).
+ * OpenCL 1.2's mem_fence names no scope; NVIDIA's membar.gl is the device
+ * scope's fence. CPU devices keep their caches coherent. */
+DSA_INLINE void topk_fence_device(void) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#if DSA_HAS_NV_PTX
+  __asm__ __volatile__("membar.gl;");
+#endif
+}
+
 /* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
  * the 14-bit key prefix key >> 18 (sign, exponent, 5 mantissa bits: 32 bins
  * an octave) minus a base that puts the group's largest key in bin 2047;
@@ -449,17 +475,22 @@ TOPK_SORT_FN(topk_wsort, 16, TOPK_WARP_SORT, 512u)
  * group (r, c) takes columns [c * chunk, (c + 1) * chunk) of row r's range
  * and writes its top min(k, length) words, sorted, to scratch list
  * (r * nchunks + c) of k words; topk_merge reports faults and writes out.
+ * split 2: the same, then the row's last group merges (cnt: one counter a
+ * row, zero before the launch and after it); chunk 0's group reports
+ * faults and writes rows of n <= k, and a row within one chunk is written
+ * by its one group.
  * arena: local memory of max(2 * TOPK_BINS * 4, (dbl ? 2 : 1) * p2max * 8)
  * bytes (arena_words words), then 4 * (TOPK_MAX_WG + 4) bytes of scan space. */
 #define TOPK_ROWS_PARAMS                                                                     \
   DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
-      int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, uint chunk, uint nchunks, int split,  \
+      int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, __global uint *cnt,         \
+      uint chunk, uint nchunks, int split,                                                     \
       uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, uint samp, \
       DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
   logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
       a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
+      scratch, cnt, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
@@ -474,27 +505,34 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   const uint tid = get_local_id(0);
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
+  /* Set before the range read rather than after the early returns: with
+   * them there ptxas gave topk_lrows_256 58 registers, here 48 (five
+   * groups an SM instead of four; H200, 8192 x 8192 k = 512: 293.8 ->
+   * 272.6 us; docs/PERFORMANCE.md, top-k round 9). Why is not known:
+   * check that kernel's registers after changing this prologue. */
+  const uint cs = c * chunk;
+  __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
+  uint kv[TOPK_VPT]; /* lk: unused, the keys live in keys[] */
   long rs, re;
   const bool bad = TOPK_RANGE(r);
-  if (!split && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
+  /* split 2 (no topk_merge): chunk 0's group reports and writes short rows */
+  const bool lead = !split || (split == 2 && c == 0u);
+  if (lead && bad && tid == 0u) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
   const uint n = (uint)(re - rs);
 
   if (n <= (uint)k) { /* the whole group leaves together */
-    if (!split) {
+    if (lead) {
       __global uchar *orow = out_mem + out_off + r * out_s0;
       for (uint j = tid; j < (uint)k; j += wg)
         *(__global int *)(orow + j * out_s1) = j < n ? (int)j : -1;
     }
     return;
   }
-  const uint cs = c * chunk;
   const uint nc = split ? min(topk_subz(n, cs), chunk) : n; /* columns of this group */
   if (nc == 0u) return;
   const uint m = min((uint)k, nc); /* words this group keeps */
 
   /* ---- load: item tid holds columns tid + j * wg ---- */
-  __global const uchar *rowb = logits_mem + logits_off + r * logits_s0;
-  uint kv[TOPK_VPT]; /* lk: unused, the keys live in keys[] */
   uint alive = 0u, kmax = 0u;
 #define TOPK_KV(j) (lk ? keys[(j) * wg + tid] : kv[j])
 /* Runs the statements for each j whose bit is set in BITS (read once).
@@ -554,7 +592,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     }                                                                               \
   }
   /* The register kernels: two copies of the loop rather than a choice per
-   * element; each keeps its loads independent and in flight together. */
+   * element; each keeps its loads independent and in flight together.
+   * (Issuing a decode row's loads before its length is read, rows
+   * starting at column 0 there, measured no faster: H200, 64 x 32768 k =
+   * 512, 29.2 us either way; docs/PERFORMANCE.md.) */
 #define TOPK_LOAD_KEYS(T, VAL)                                              \
   {                                                                         \
     __global const T *row = (__global const T *)rowb + rs + cs;             \
@@ -972,13 +1013,53 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 #undef TOPK_SORT_BY
 #undef TOPK_SORT16
 
-  if (!split) {
-    __global uchar *orow = out_mem + out_off + r * out_s0;
+  /* split 2 and a row within one chunk: its one group writes the row */
+  __global uchar *orow = out_mem + out_off + r * out_s0;
+  if (!split || (split == 2 && n <= chunk)) {
     for (uint i = tid; i < (uint)k; i += wg)
       *(__global int *)(orow + i * out_s1) = (int)(~(uint)res[i]);
   } else {
     __global ulong *list = scratch + (r * nchunks + c) * (ulong)k;
     for (uint i = tid; i < m; i += wg) list[i] = res[i];
+    if (split == 2) {
+      /* The merge in the row's last group to finish (no topk_merge
+       * launch): each group publishes its list (a device-scope fence, then
+       * one atomic on the row's counter); the group that counts last holds
+       * every list, ranks them as topk_merge does (in local memory) and
+       * resets the counter for the next launch. No group waits for
+       * another, so nothing assumes that groups run concurrently. */
+      const uint nact = (n + chunk - 1u) / chunk; /* the chunks with columns */
+      topk_fence_device();
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      if (tid == 0u) sel[0] = atomic_inc(&cnt[r]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (sel[0] == nact - 1u) { /* the same for every item */
+        topk_fence_device();
+        if (tid == 0u) atomic_xchg(&cnt[r], 0u);
+        /* List o at lists + o * lw (the host checked nchunks * lw <=
+         * arena_words; the arena's last reader, the list copy above, is
+         * behind the barrier). Read past the cache (volatile): other groups
+         * wrote them. */
+        const uint lw = min((uint)k, chunk);
+        __local ulong *lists = arena;
+        volatile __global const ulong *src = scratch + r * nchunks * (ulong)k;
+        for (uint e = tid; e < nact * lw; e += wg) {
+          const uint o = e / lw, i = e - o * lw;
+          lists[e] = i < min(lw, n - o * chunk) ? src[(ulong)o * k + i] : 0ul;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint e = tid; e < nact * lw; e += wg) {
+          const uint o = e / lw, i = e - o * lw;
+          if (i < min(lw, n - o * chunk)) {
+            const ulong x = lists[e];
+            uint rank = i;
+            for (uint o2 = 0u; o2 < nact; o2++)
+              if (o2 != o) rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x);
+            if (rank < (uint)k) *(__global int *)(orow + rank * out_s1) = (int)(~(uint)x);
+          }
+        }
+      }
+    }
   }
 }
 

@@ -215,6 +215,10 @@ struct dsa_context {
   /* DSACL_TOPK_SAMPLE (op_topk.c): the register / local-key kernels' sampled
    * select: 1 on (auto), 0 off, 2 run but always fall back (tests). */
   uint32_t topk_sample;
+  /* DSACL_TOPK_MERGE (op_topk.c): where the split merges its chunk lists:
+   * 1 auto (the row's last chunk group where the device is known to allow
+   * it), 2 the last group on any device, 0 the topk_merge kernel. */
+  uint32_t topk_fuse;
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
@@ -297,6 +301,10 @@ struct dsa_queue {
    * and kept (0: not yet): topk_rows_<WG>, topk_lrows_<WG>, wide's, and
    * topk_per_row's CL_KERNEL_WORK_GROUP_SIZE. */
   size_t topk_lim[4];
+  /* The top-k split's per-row arrival counters (op_topk.c), zero between
+   * launches (the last group of a row resets its own); grown on demand. */
+  cl_mem topk_cnt;
+  size_t topk_cnt_rows;
 };
 
 /* At least `bytes` of device scratch owned by q, valid for the commands q

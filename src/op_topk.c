@@ -6,8 +6,10 @@
  *           units idle, but the split's second launch and merge cost more);
  *   split   few rows: each row cut into chunks, one group per chunk sorts its
  *           own top k (topk_rows, chunk mode) into a scratch list owned by
- *           the queue, then topk_merge ranks every list entry against the
- *           other lists of its row and writes the first k;
+ *           the queue, then the row's last group to finish (or, where local
+ *           memory cannot hold a row's lists, the topk_merge kernel) ranks
+ *           every list entry against the other lists of its row and writes
+ *           the first k;
  *   lrow    one group per row, the row's keys held in local memory
  *           (topk_lrows: fewer registers, so more groups per compute unit;
  *           where local memory holds WG * 32 keys beside the histogram);
@@ -20,7 +22,10 @@
  * instead of the driver's CL_KERNEL_WORK_GROUP_SIZE. DSACL_TOPK_SAMPLE=off
  * turns the sampled select of topk_rows / topk_lrows off (tuning: the radix
  * select alone), =fallback runs it and always falls back to the radix
- * select (tests: the fallback path on every row). */
+ * select (tests: the fallback path on every row). DSACL_TOPK_MERGE: where
+ * the split merges its lists: auto (in each row's last chunk group where
+ * merge_in_group_ok says so, else by topk_merge), group (in the last group
+ * on any device: tests, e.g. Oclgrind) or kernel (by topk_merge). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +86,17 @@ dsa_status dsa__topk_env(dsa_context *c) {
   c->topk_chunk = 0;
   c->topk_wg = 0;
   c->topk_sample = 1;
+  c->topk_fuse = 1;
+  const char *fm = getenv("DSACL_TOPK_MERGE");
+  if (fm && *fm && strcmp(fm, "auto")) {
+    if (!strcmp(fm, "kernel"))
+      c->topk_fuse = 0;
+    else if (!strcmp(fm, "group"))
+      c->topk_fuse = 2;
+    else
+      return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                       "DSACL_TOPK_MERGE = \"%s\": known values are auto, group and kernel", fm);
+  }
   const char *sm = getenv("DSACL_TOPK_SAMPLE");
   if (sm && *sm && strcmp(sm, "auto") && strcmp(sm, "on")) {
     if (!strcmp(sm, "off")) {
@@ -461,6 +477,47 @@ static void karg_ranges(dsa_kargs *ka, const dsa_tensor *logits, int mode, const
   dsa__karg_i32(ka, next_n);
 }
 
+/* The split's per-row arrival counters for `rows` rows: zero when made
+ * (copied from a zeroed host array, so nothing is enqueued), and zero again
+ * after every launch that used them (each row's last group resets its
+ * own), so a larger set replaces the old one only when rows grow. */
+static dsa_status topk_counters(dsa_queue *q, int64_t rows, cl_mem *out) {
+  if (q->topk_cnt && q->topk_cnt_rows >= (size_t)rows) {
+    *out = q->topk_cnt;
+    return DSA_OK;
+  }
+  const size_t n = (size_t)rows < 1024 ? 1024 : (size_t)rows;
+  cl_uint *zero = calloc(n, sizeof *zero);
+  if (!zero) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "top-k: the split's counters");
+  cl_int e;
+  cl_mem m = clCreateBuffer(q->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                            n * sizeof *zero, zero, &e);
+  free(zero);
+  if (!m) return dsa__fail_cl(e, "allocating the top-k split's counters");
+  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
+  q->topk_cnt = m;
+  q->topk_cnt_rows = n;
+  *out = m;
+  return DSA_OK;
+}
+
+/* Whether the split may merge in each row's last group (cl/topk.cl, split
+ * 2): that group reads lists other groups wrote in the same launch, which
+ * OpenCL 1.2 orders by no fence of its own. Taken where it is known to
+ * hold: NVIDIA with inline PTX (membar.gl, device scope; tested on an
+ * H200) and the CPU runtimes (coherent caches; PoCL and Intel's, tested).
+ * Elsewhere (AMD and Intel GPUs, untested; Oclgrind, whose race checker
+ * reports the lists' reads against their writes, as it would any
+ * cross-group hand-over) topk_merge's second launch merges, unless
+ * DSACL_TOPK_MERGE=group. */
+static bool merge_in_group_ok(const dsa_context *c) {
+  if (c->topk_fuse != 1) return c->topk_fuse == 2;
+  if ((c->caps.type & CL_DEVICE_TYPE_CPU) &&
+      (c->caps.vendor == DSA_VENDOR_POCL || c->caps.vendor == DSA_VENDOR_INTEL))
+    return true;
+  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
+}
+
 /* Shared by both forms: everything after the per-form range arguments are
  * validated. a/b: the range tensors (b NULL in decode). */
 static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits, int mode,
@@ -525,11 +582,22 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   const char *kname = lk ? lrows_kernel[wi] : rows_kernel[wi];
   cl_kernel krows;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, kname, &krows));
-  cl_mem scratch = NULL;
+  cl_mem scratch = NULL, cnt = NULL;
   cl_kernel kmerge = NULL;
+  const size_t arena_words = (p.local_bytes - (size_t)(TOPK_MAX_WG + 4) * 4) / 8;
+  /* The split merges its lists in each row's last chunk group (one launch:
+   * cl/topk.cl, topk_rows_body) where the arena holds all of a row's lists,
+   * else by topk_merge. */
+  const uint64_t lw = (uint64_t)k < p.chunk ? (uint64_t)k : p.chunk;
+  const bool fuse = split && merge_in_group_ok(q->ctx) && (uint64_t)p.nch * lw <= arena_words;
   if (split) {
+    dsa__log(3, "%s: the split's lists merged %s", op,
+             fuse ? "in each row's last group" : "by topk_merge");
     /* Looked up before anything is enqueued: no half-done operation. */
-    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_merge", &kmerge));
+    if (fuse)
+      DSA_CHECK(topk_counters(q, rows, &cnt));
+    else
+      DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_merge", &kmerge));
     DSA_CHECK(dsa__queue_scratch(q, (size_t)rows * p.nch * (size_t)k * 8, &scratch));
   }
   dsa__karg_tensor(&ka, logits, 2);
@@ -538,14 +606,14 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_tensor(&ka, indices, 2);
   dsa__karg_i32(&ka, k);
   dsa__karg_mem(&ka, scratch);
+  dsa__karg_mem(&ka, cnt);
   dsa__karg_u32(&ka, p.chunk);
   dsa__karg_u32(&ka, p.nch);
-  dsa__karg_i32(&ka, split);
+  dsa__karg_i32(&ka, fuse ? 2 : split);
   /* The sort's words per item at least: 4 where lrow groups fill the
    * device (one merge round fewer; cl/topk.cl), else 2. */
   const int64_t cu = q->ctx->caps.compute_units ? q->ctx->caps.compute_units : 1;
   dsa__karg_u32(&ka, !split && lk && rows >= 2 * cu ? 4u : 2u);
-  const size_t arena_words = (p.local_bytes - (size_t)(TOPK_MAX_WG + 4) * 4) / 8;
   dsa__karg_local(&ka, p.local_bytes);
   dsa__karg_u32(&ka, (cl_uint)arena_words);
   dsa__karg_u32(&ka, p.dbl);
@@ -553,7 +621,7 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_u32(&ka, q->ctx->topk_sample);
   dsa__karg_faults(&ka);
   const size_t global[1] = {(size_t)rows * p.nch * p.wg}, local[1] = {p.wg};
-  if (!split) return dsa__launch_args(q, krows, kname, &ka, 1, global, local, ev);
+  if (!split || fuse) return dsa__launch_args(q, krows, kname, &ka, 1, global, local, ev);
 
   const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
   DSA_CHECK(dsa__launch_args(q, krows, kname, &ka, 1, global, local, &first));

@@ -96,6 +96,7 @@ void dsa_queue_destroy(dsa_queue **pq) {
   for (int i = 0; i < q->nkernels; i++) clReleaseKernel(q->kernels[i].k);
   clReleaseMemObject(q->faults);
   if (q->scratch) clReleaseMemObject(q->scratch);
+  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
   clReleaseCommandQueue(q->q);
   dsa_context *c = q->ctx;
   free(q);

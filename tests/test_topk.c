@@ -629,8 +629,17 @@ static void use_topk_env(const char *topk) {
  * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
  * length ranks, events (two kernels for split). */
 static void test_forced(void) {
-  static const char *const algos[] = {"wide", "split:300", "lrow", "row", "stream"};
+  /* Where the device allows the merge in a row's last group (NVIDIA, the
+   * CPU runtimes: src/op_topk.c), split:300 merges short rows' lists there
+   * and long rows' (more lists than the arena holds) by topk_merge; split
+   * (about four chunks) there, and by topk_merge under
+   * DSACL_TOPK_MERGE=kernel. */
+  static const char *const algos[] = {"wide", "split:300", "split", "split", "lrow", "row",
+                                      "stream"};
+  static const char *const merge[] = {NULL, NULL, NULL, "kernel", NULL, NULL, NULL};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    if (merge[a]) setenv("DSACL_TOPK_MERGE", merge[a], 1);
+    else unsetenv("DSACL_TOPK_MERGE");
     use_topk_env(algos[a]);
     const pf_case pf[] = {
         {4, 3000, 512, -1, 0, 0}, {3, 2500, 2048, -1, 2, 0}, {5, 700, 64, 3, 3, 0},
@@ -657,9 +666,11 @@ static void test_forced(void) {
     test_events();
     if (!strcmp(algos[a], "lrow")) sample_cases(); /* DSACL_TOPK_SAMPLE unset: on */
   }
+  unsetenv("DSACL_TOPK_MERGE");
   use_topk_env(NULL);
   /* An unknown value is refused when the context is made. */
   check_bad_env("DSACL_TOPK", "fastest");
+  check_bad_env("DSACL_TOPK_MERGE", "tree");
   /* So is a group limit that is no power of two in 64..1024. */
   static const char *const bad_wg[] = {"300", "32", "2048", "512x"};
   for (size_t i = 0; i < sizeof bad_wg / sizeof bad_wg[0]; i++)
@@ -706,6 +717,7 @@ static void test_sample(void) {
 int main(void) {
   unsetenv("DSACL_TOPK"); /* the library's own pick first */
   unsetenv("DSACL_TOPK_SAMPLE");
+  unsetenv("DSACL_TOPK_MERGE");
   dsa_test_open(&ctx, &q, 0);
   test_bad_args();
   test_events();
