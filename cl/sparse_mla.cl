@@ -397,14 +397,14 @@ DSA_INLINE_ALWAYS void sa_reduce(__local const float *part, __local float *sl,
   sl[rh * NT + rn] = vmb[rn] ? s * scale : -INFINITY;
 }
 
-/* Softmax (the reduce items): the head's new running max over the tile's
+/* Softmax (items tid < HG NT): the head's new running max over the tile's
  * logits in sl (log2 units: sa_reduce's scale carries log2 e, so exp2
  * throughout), p = 2^{s - m} into pl, the rescale alpha into al (item rn
  * 0). Each item keeps its own share of the running sum, over its entry of
  * every tile (l = l alpha + p; alpha is the head's, so the 8 shares add up
  * to the head's sum at the end): no pass summing the tile's p after the
- * barrier (8 local reads a tile on 16 items; H200: -2.6 % at T=64 H=64,
- * docs/PERFORMANCE.md). */
+ * barrier (8 local reads a tile on 16 items, on the reduce warps' path;
+ * H200, forced portable T=64 H=64: 7 us, docs/PERFORMANCE.md). */
 DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __local float *al,
                                   uint rh, uint rn, float *m_run, float *l_run) {
   __local const float4 *s4 = (__local const float4 *)(sl + rh * NT);
@@ -515,7 +515,8 @@ DSA_INLINE void attn_body(
 
   /* Load mapping. */
   const uint lr = tid / 32, lane = tid % 32;
-  /* Reduce mapping (tid < 128): private running max and sum of head rh. */
+  /* Softmax mapping (tid < 128; also the one-buffer reduce): the running
+   * max of head rh and item rn's share of its sum, private. */
   const uint rh = tid / NT, rn = tid % NT;
   const int red = tid < HG * NT;
   /* The ring's reduce runs on the group's other half (items 128..255 as
