@@ -23,8 +23,10 @@
  *   QK     item (heads 2 qh, 2 qh + 1 with qh = tid/32, ds = tid%32) holds
  *          both heads' dims {256k + 8ds + i} (k < 2, i < 8) in registers,
  *          writes 2 x 8 partial dots;
- *   reduce items (h = tid/8, n = tid%8), tid < 128: logit, then the online
- *          softmax update (m, l kept in those items' registers);
+ *   reduce items (h = tid/8, n = tid%8) of one half of the group: logit
+ *          (log2 units);
+ *   softmax items (h = tid/8, n = tid%8), tid < 128: the online softmax
+ *          update by exp2 (m and each item's share of l in registers);
  *   PV     item (tid/128, tid%128) owns dims [4 (tid%128), +4) of heads
  *          [8 (tid/128), +8) (32 accumulators).
  * Masked entries have logit -inf and a zero row; a tile whose running max is
@@ -395,9 +397,14 @@ DSA_INLINE_ALWAYS void sa_reduce(__local const float *part, __local float *sl,
   sl[rh * NT + rn] = vmb[rn] ? s * scale : -INFINITY;
 }
 
-/* Softmax (the reduce items): the head's new running max over the tile's
- * logits in sl, p = e^{s - m} into pl, the rescale alpha into al (item rn
- * 0, which also rescales the running sum). */
+/* Softmax (items tid < HG NT): the head's new running max over the tile's
+ * logits in sl (log2 units: sa_reduce's scale carries log2 e, so exp2
+ * throughout), p = 2^{s - m} into pl, the rescale alpha into al (item rn
+ * 0). Each item keeps its own share of the running sum, over its entry of
+ * every tile (l = l alpha + p; alpha is the head's, so the 8 shares add up
+ * to the head's sum at the end): no pass summing the tile's p after the
+ * barrier (8 local reads a tile on 16 items, on the reduce warps' path;
+ * H200, forced portable T=64 H=64: 7 us, docs/PERFORMANCE.md). */
 DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __local float *al,
                                   uint rh, uint rn, float *m_run, float *l_run) {
   __local const float4 *s4 = (__local const float4 *)(sl + rh * NT);
@@ -406,22 +413,12 @@ DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __
                         fmax(fmax(s1.x, s1.y), fmax(s1.z, s1.w)));
   const float m_new = fmax(*m_run, mt);
   const bool live = m_new != -INFINITY;
-  pl[rn * HG + rh] = live ? exp(sl[rh * NT + rn] - m_new) : 0.0f;
-  if (rn == 0) {
-    const float alpha = live ? exp(*m_run - m_new) : 1.0f;
-    *l_run *= alpha;
-    al[rh] = alpha;
-  }
+  const float p = live ? exp2(sl[rh * NT + rn] - m_new) : 0.0f;
+  const float alpha = live ? exp2(*m_run - m_new) : 1.0f;
+  pl[rn * HG + rh] = p;
+  *l_run = mad(*l_run, alpha, p);
+  if (rn == 0) al[rh] = alpha;
   *m_run = m_new;
-}
-
-/* The head's sum takes the tile's p from local memory (item rn 0, after the
- * barrier behind sa_softmax): one exp per item, not nine. */
-DSA_INLINE_ALWAYS void sa_sum(__local const float *pl, uint rh, float *l_run) {
-  float sum = 0.0f;
-#pragma unroll
-  for (int n = 0; n < NT; n++) sum += pl[n * HG + rh];
-  *l_run += sum;
 }
 
 /* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads. */
@@ -463,7 +460,7 @@ DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
 /* nbuf 3 (SA_NBUF): the phases pipelined over a ring of three tile buffers,
  * two barriers a tile. Step it runs, between its barriers,
  *   A: stage tile it+1, QK of tile it, softmax of tile it-1;
- *   B: reduce of tile it, sum and PV of tile it-1;
+ *   B: reduce of tile it (items 128..255), PV of tile it-1;
  * so the phases the 128 reduce items run alone (reduce, softmax) overlap the
  * whole group's (QK, PV), and a tile is read by PV a step after its QK
  * (buffer (it+1) % 3 was last read by PV of tile it-2, a barrier before).
@@ -489,6 +486,8 @@ DSA_INLINE void attn_body(
   if (bad && tid == 0 && g == 0) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
   const int len = len_a + len_b;
   const int ntiles = (len + NT - 1) / NT;
+  /* The logits in log2 units (sa_softmax). */
+  const float lsc = scale * M_LOG2E_F;
 
   const uint qh = tid / DSL, ds = tid % DSL;
   float4 qf[8];
@@ -516,9 +515,17 @@ DSA_INLINE void attn_body(
 
   /* Load mapping. */
   const uint lr = tid / 32, lane = tid % 32;
-  /* Reduce mapping (tid < 128): private running max and sum of head rh. */
+  /* Softmax mapping (tid < 128; also the one-buffer reduce): the running
+   * max of head rh and item rn's share of its sum, private. */
   const uint rh = tid / NT, rn = tid % NT;
   const int red = tid < HG * NT;
+  /* The ring's reduce runs on the group's other half (items 128..255 as
+   * rh2, rn2), so step A's extra work (the softmax) and step B's (the
+   * reduce) fall on different warps (H200: 249.6 against 255.1 us,
+   * docs/PERFORMANCE.md). The one-buffer schedule keeps the first half. */
+  const uint rt = tid ^ (WG / 2u);
+  const uint rh2 = rt / NT, rn2 = rt % NT;
+  const int red2 = rt < HG * NT;
   float m_run = -INFINITY, l_run = 0.0f;
   /* PV mapping: item (ph = tid / 128, pd = tid % 128) owns dims [4 pd, +4)
    * of heads [8 ph, +8): per entry one float4 of K and two of P. */
@@ -545,8 +552,7 @@ DSA_INLINE void attn_body(
       if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
       /* B */
-      if (it > 0 && red && rn == 0) sa_sum(pl, rh, &l_run);
-      if (it < ntiles && red) sa_reduce(part, sl, vm + b0 * NT, rh, rn, scale);
+      if (it < ntiles && red2) sa_reduce(part, sl, vm + b0 * NT, rh2, rn2, lsc);
       if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -558,22 +564,37 @@ DSA_INLINE void attn_body(
         raw = fetch_entry(sa, sb, len_a, len, t, (it + 1) * NT + (int)lr, lane, fused, faults);
       sa_qk(qf, ks, part, qh, ds);
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (red) sa_reduce(part, sl, vm, rh, rn, scale);
+      if (red) sa_reduce(part, sl, vm, rh, rn, lsc);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (red && rn == 0) sa_sum(pl, rh, &l_run);
       sa_pv(acc, ks, pl, al, ph, pd);
       barrier(CLK_LOCAL_MEM_FENCE); /* ks, vm rewritten next */
     }
   }
 
-  /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse. */
+  /* The head's sum: its 8 items' shares (sa_softmax; pl is free now). */
+  if (red) pl[rn * HG + rh] = l_run;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (red && rn == 0) {
+    l_run = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; n++) l_run += pl[n * HG + rh];
+  }
+  /* Final: fin[h] = 1 / (l + e^{sink - m}) (0 for an empty row), lse:
+   * sa_finish with m in log2 units, 1 / (l + 2^{sink log2 e - m}) and
+   * lse = m ln 2 + ln l. */
   if (red && rn == 0) {
     const int head = g * HG + (int)rh;
-    float lv;
-    const float inv = sa_finish(m_run, l_run, head < n_heads, has_sink,
-                                sink + sink_off + (ulong)head * sink_st, &lv);
+    float inv = 0.0f, lv = -INFINITY;
+    if (m_run != -INFINITY && head < n_heads) {
+      float den = l_run;
+      if (has_sink)
+        den += exp2(*(__global const float *)(sink + sink_off + (ulong)head * sink_st) *
+                        M_LOG2E_F - m_run);
+      inv = 1.0f / den;
+      lv = m_run * M_LN2_F + log(l_run);
+    }
     fin[rh] = inv;
     if (has_lse && head < n_heads)
       *(__global float *)(lse + lse_off + t * lse_ts + (ulong)head * lse_hs) = lv;
