@@ -246,6 +246,9 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
 #ifndef IL_PRE_KDIRECT
 #define IL_PRE_KDIRECT 0
 #endif
+#ifndef IL_RSEP
+#define IL_RSEP 0
+#endif
 #ifndef IL_PRE_RAGGED
 #define IL_PRE_RAGGED 2
 #endif
@@ -451,7 +454,8 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       }
       if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (NB == 2) barrier(CLK_LOCAL_MEM_FENCE); /* red below aliases ks */
+    /* red below aliases ks, unless it has its own (RSEP) */
+    if (NB == 2 && !IL_RSEP) barrier(CLK_LOCAL_MEM_FENCE);
 
     float wv[8];
 #pragma unroll
@@ -478,7 +482,10 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid + NT];
       tot1 += sum;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    /* RSEP (NB 2): the next head chunk's red writes are behind its dims'
+     * barriers, its chunk-0 staging goes to the buffer whose last reader
+     * (chunk nch - 2) is behind chunk nch - 1's barrier. */
+    if (!(NB == 2 && IL_RSEP)) barrier(CLK_LOCAL_MEM_FENCE);
   }
 
   il_store_key(out, o_off, o_rs, r, n0, (int)lid, kstate, ncols, clean, tot0, out_bf16);
@@ -529,8 +536,10 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local ulong koff[RK * KG], ksoff[RK * KG];                                               \
     __local float kscale[RK * KG];                                                             \
     __local int kstate[RK * KG];                                                               \
+    __local float rsep[(NB) == 2 && IL_RSEP ? (HG) * (RK) * (KG) : 1];                         \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
-            (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
+            (NB) == 2 && IL_RSEP ? rsep : (__local float *)ks, wl, koff, ksoff, kscale, kstate, \
+            HG, KG, RH, RK, DC, NB,                                                            \
             PAGED, FP4, 0, 0, 0, 0);                                                           \
   }
 /* The wide tile (two chunk buffers) on operands decoded beforehand
@@ -545,8 +554,10 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local ulong koff[IL_W_RK * IL_W_KG], ksoff[IL_W_RK * IL_W_KG];                           \
     __local float kscale[IL_W_RK * IL_W_KG];                                                   \
     __local int kstate[IL_W_RK * IL_W_KG];                                                     \
+    __local float rsep[IL_RSEP ? IL_W_HG * IL_W_RK * IL_W_KG : 1];                             \
     il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks,                 \
-            (__local float *)ks, wl, koff, ksoff, kscale, kstate, IL_W_HG, IL_W_KG, IL_W_RH,   \
+            IL_RSEP ? rsep : (__local float *)ks, wl, koff, ksoff, kscale, kstate, IL_W_HG,    \
+            IL_W_KG, IL_W_RH,                                                                  \
             IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                       \
   }
 
