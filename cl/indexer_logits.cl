@@ -249,6 +249,38 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
 #ifndef IL_RSEP
 #define IL_RSEP 0
 #endif
+#ifndef IL_OWNKEY
+#define IL_OWNKEY 0
+#endif
+#ifndef IL_P_NOATTR
+#define IL_P_NOATTR 0
+#endif
+#ifndef IL_P_DC
+#define IL_P_DC 16
+#endif
+#ifndef IL_P_PAGED
+#define IL_P_PAGED 1
+#endif
+/* A chunk's products: at each dim the item's heads (RH / 4 float4 from qa)
+ * whole, its keys a float4 at a time (fewer operand registers live: 8 + 4
+ * rather than 8 + 8). */
+#define IL_DIMS(qa)                                                                           \
+  do {                                                                                        \
+    _Pragma("unroll") for (int d = 0; d < DC; d++) {                                          \
+      float xa[8];                                                                            \
+      _Pragma("unroll") for (int u = 0; u < RH / 4; u++) {                                    \
+        const float4 x = qa[d * (TH / 4) + u * HG];                                           \
+        xa[4 * u] = x.x, xa[4 * u + 1] = x.y, xa[4 * u + 2] = x.z, xa[4 * u + 3] = x.w;       \
+      }                                                                                       \
+      _Pragma("unroll") for (int u = 0; u < RK / 4; u++) {                                    \
+        const float4 y = ka[d * (TK / 4) + u * KG];                                           \
+        const float ya[4] = {y.x, y.y, y.z, y.w};                                             \
+        _Pragma("unroll") for (int a = 0; a < RH; a++)                                        \
+            _Pragma("unroll") for (int c = 0; c < 4; c++) acc[a][4 * u + c] =                 \
+                fma(xa[a], ya[c], acc[a][4 * u + c]);                                         \
+      }                                                                                       \
+    }                                                                                         \
+  } while (0)
 #ifndef IL_PRE_RAGGED
 #define IL_PRE_RAGGED 2
 #endif
@@ -285,6 +317,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * float4 copies, QPI (KPI4) an item. */
   const int QV4 = TH * DC / 4, KV4 = TK * DC / 4;
   const int QPI = PRE ? QV4 / NT : 1, KPI4 = PRE == 2 ? KV4 / NT : 1;
+  /* PRE 3: the query's floats read from pq (global, L1) by the products
+   * themselves, not staged (keys as PRE 0). */
+  const int QG = PRE == 3, QST = PRE == 1 || PRE == 2;
   const int nch = (D + DC - 1) / DC, nhc = (H + TH - 1) / TH;
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
@@ -305,7 +340,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     kscale[t] = sc;
     kstate[t] = st;
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  /* OWNKEY: every item stages (and stores) only the key it located; the
+   * epilogue's reads of the others' scales are behind the chunks' barriers. */
+  if (!(IL_OWNKEY && KPI == 1 && KSEG == 1 && SEGK == 1)) barrier(CLK_LOCAL_MEM_FENCE);
 
   __global const uchar *kbase = paged ? cache : kv;
   __global const uchar *sbase = paged ? cache : ksc;
@@ -357,9 +394,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     const ulong np4 = pk_np / 4;
     __global const float4 *pki =
         pk + (ulong)(n0 / 4) + (lid / (uint)(TK / 4)) * np4 + lid % (uint)(TK / 4);
-    if (PRE)
+    if (QST)
       IL_PRE_LOADQ(0);
-    else if (qok && qd < D)
+    else if (!QG && qok && qd < D)
       xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
     if (PRE == 2) {
       if (!IL_PRE_KDIRECT) IL_PRE_LOADK(0);
@@ -382,11 +419,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       {
         float v[16];
-        if (PRE) {
+        if (QST) {
           __local float4 *q4 = (__local float4 *)qb + lid;
           q4[0] = pq0;
           if (QPI > 1) q4[NT] = pq1;
-        } else if (qst) {
+        } else if (!QG && qst) {
           il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
           for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
@@ -413,9 +450,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       {
         const int nd = dc + DC;
         /* (PRE: nothing past the last chunk.) */
-        if (PRE) {
+        if (QST) {
           if (nd < D) IL_PRE_LOADQ(nd);
-        } else {
+        } else if (!QG) {
           xq = (uint4)(0u);
           if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
         }
@@ -430,27 +467,13 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
             xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
         }
       }
-      __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
-#pragma unroll
-      for (int d = 0; d < DC; d++) {
-        /* The heads whole, the keys a float4 at a time (fewer operand
-         * registers live: 8 + 4 rather than 8 + 8). */
-        float xa[8];
-#pragma unroll
-        for (int u = 0; u < RH / 4; u++) {
-          const float4 x = qa[d * (TH / 4) + u * HG];
-          xa[4 * u] = x.x, xa[4 * u + 1] = x.y, xa[4 * u + 2] = x.z, xa[4 * u + 3] = x.w;
-        }
-#pragma unroll
-        for (int u = 0; u < RK / 4; u++) {
-          const float4 y = ka[d * (TK / 4) + u * KG];
-          const float ya[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-          for (int a = 0; a < RH; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) acc[a][4 * u + c] = fma(xa[a], ya[c], acc[a][4 * u + c]);
-        }
+      if (QG) {
+        __global const float4 *qa = pqr + (ulong)(dc / DC) * (ulong)QV4 + hg;
+        IL_DIMS(qa);
+      } else {
+        __local const float4 *qa = (__local const float4 *)qb + hg;
+        IL_DIMS(qa);
       }
       if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -545,11 +568,11 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
 /* The wide tile (two chunk buffers) on operands decoded beforehand
  * (il_predecode_q / _k into the queue's scratch): pq the query's chunks,
  * pq + pk_off (float4) the keys' (PRE 2; pk_np floats a dim); FP8 only. */
-#define IL_KERNEL_PRE(NAME, PAGED, PRE)                                                       \
-  __kernel IL_W_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
+#define IL_KERNEL_PRE(NAME, PAGED, PRE, DC)                                                   \
+  __kernel IL_P_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
                                ulong pk_np) {                                                  \
-    __local float4 qs[2 * (IL_W_RH * IL_W_HG) * IL_W_DC / 4];                                  \
-    __local float4 ks[2 * IL_KS_FLOATS(IL_W_HG, IL_W_KG, IL_W_RK, IL_W_DC) / 4];               \
+    __local float4 qs[(PRE) == 3 ? 1 : 2 * (IL_W_RH * IL_W_HG) * (DC) / 4];                    \
+    __local float4 ks[2 * IL_KS_FLOATS(IL_W_HG, IL_W_KG, IL_W_RK, DC) / 4];                    \
     __local float wl[IL_W_RH * IL_W_HG];                                                       \
     __local ulong koff[IL_W_RK * IL_W_KG], ksoff[IL_W_RK * IL_W_KG];                           \
     __local float kscale[IL_W_RK * IL_W_KG];                                                   \
@@ -558,7 +581,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks,                 \
             IL_RSEP ? rsep : (__local float *)ks, wl, koff, ksoff, kscale, kstate, IL_W_HG,    \
             IL_W_KG, IL_W_RH,                                                                  \
-            IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                       \
+            IL_W_RK, DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                            \
   }
 
 /* The geometry must tile: NT items in 32-item blocks of 4 head x 8 key
@@ -577,6 +600,11 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
 #endif
 
 #define IL_W_ATTR __attribute__((reqd_work_group_size(IL_W_NT, 1, 1)))
+#if IL_P_NOATTR
+#define IL_P_ATTR
+#else
+#define IL_P_ATTR IL_W_ATTR
+#endif
 #define IL_N_ATTR __attribute__((reqd_work_group_size(IL_NT, 1, 1)))
 #define IL_WIDE(NAME, NB, PAGED, FP4)                                                         \
   IL_KERNEL(NAME, IL_W_ATTR, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, NB, PAGED, FP4)
@@ -598,8 +626,10 @@ IL_WIDE(paged_mqa_logits_mxfp4_h64db, 2, 1, 1)
 IL_WIDE(paged_mqa_logits_mxfp4_h64, 1, 1, 1)
 IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
 
-#if IL_W_RH * IL_W_HG * IL_W_DC / 4 > 2 * IL_W_NT || IL_W_RK * IL_W_KG * IL_W_DC / 4 > 4 * IL_W_NT || \
-    (IL_W_RH * IL_W_HG * IL_W_DC / 4) % IL_W_NT || (IL_W_RK * IL_W_KG * IL_W_DC / 4) % IL_W_NT
+#if ((IL_PRE_RAGGED == 1 || IL_PRE_RAGGED == 2 || IL_P_PAGED == 1) &&                        \
+     (IL_W_RH * IL_W_HG * IL_P_DC / 4 > 2 * IL_W_NT || (IL_W_RH * IL_W_HG * IL_P_DC / 4) % IL_W_NT)) || \
+    (IL_PRE_RAGGED == 2 &&                                                                     \
+     (IL_W_RK * IL_W_KG * IL_P_DC / 4 > 4 * IL_W_NT || (IL_W_RK * IL_W_KG * IL_P_DC / 4) % IL_W_NT))
 #error "indexer_logits.cl: the predecoded chunks are not 1-2 (query) and 1-4 (keys) float4 an item"
 #endif
 
@@ -608,8 +638,8 @@ IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
  * key tiles; paged: the query (its keys serve one row). The wide tile's
  * staging is then float4 copies (H200, forced portable: docs/PERFORMANCE.md,
  * "Portable logits, round 4"). */
-IL_KERNEL_PRE(mqa_logits_h64pre, 0, IL_PRE_RAGGED)
-IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
+IL_KERNEL_PRE(mqa_logits_h64pre, 0, IL_PRE_RAGGED, IL_P_DC)
+IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, IL_P_PAGED, IL_P_DC)
 
 /* pq: query row r (= b next_n + i), head h, dim d at float
  *   ((r nhc + h / TH) nch + d / DC) TH DC + (d % DC) TH + h % TH
@@ -619,7 +649,7 @@ IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
  * consecutive heads, so each dim's stores are contiguous. */
 __kernel void il_predecode_q(DSA_CTENSOR4(q), int H, int D, int next_n, uint rows,
                              __global float *pq) {
-  const int TH = IL_W_RH * IL_W_HG, DC = IL_W_DC;
+  const int TH = IL_W_RH * IL_W_HG, DC = IL_P_DC;
   const int nhc = (H + TH - 1) / TH, hp = nhc * TH, ns = D / 16, nch = (D + DC - 1) / DC;
   const ulong gid = get_global_id(0), per = (ulong)hp * (ulong)ns;
   if (gid >= (ulong)rows * per) return;
