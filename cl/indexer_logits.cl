@@ -28,7 +28,10 @@
  * clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 16: 64
  * heads x 128 keys, 128 items, DC 16; two chunk buffers, one barrier a
  * chunk) for H > 16 where it fits, "h64" (the same with one buffer, 32
- * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16).
+ * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16); "h64pre"
+ * (FP8): h64db on operands decoded beforehand into f32 chunks by
+ * il_predecode_q / _k (the query; for the ragged operator the keys too),
+ * so that staging a chunk is float4 copies.
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -228,62 +231,6 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
                   qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d / 32) * qsc_ds, fp4, q_al);
 }
 
-/* The tile's work; skip: no key of the tile is valid (the group only writes
- * -inf, or nothing).
- *
- * Register tile: work-item (hg, kg) holds RH heads x RK keys, as float4
- * columns: its heads are 4 hg + {0..3} + 4 HG i (i < RH / 4) and its keys
- * 4 kg + {0..3} + 4 KG j, so at each dim its RH / 4 + RK / 4 float4 reads
- * from the [dim][head] and [dim][key] chunks in local memory feed RH x RK
- * FMAs (8 x 8: 64 FMAs per 16 floats read; 4 x 4 was 16 per 8, bound by
- * local-memory bandwidth). Items are laid as blocks of 32 = 4 head groups x
- * 8 key groups, so a warp (NVIDIA) reads 4 distinct float4 of heads and 8 of
- * keys per read instruction: one 128-byte wavefront each, conflict-free.
- * The head-group partials (red) reuse the key chunk's local memory once the
- * dims are done. A group of NT = HG x KG items has TK = NT or 2 NT keys:
- * an item locates, reduces and stores TK / NT of them, and stages TK x DC /
- * 16 / NT key segments of 16 dims a chunk. */
-#ifndef IL_PRE_KDIRECT
-#define IL_PRE_KDIRECT 0
-#endif
-#ifndef IL_RSEP
-#define IL_RSEP 0
-#endif
-#ifndef IL_OWNKEY
-#define IL_OWNKEY 0
-#endif
-#ifndef IL_P_NOATTR
-#define IL_P_NOATTR 0
-#endif
-#ifndef IL_P_DC
-#define IL_P_DC 16
-#endif
-#ifndef IL_P_PAGED
-#define IL_P_PAGED 1
-#endif
-/* A chunk's products: at each dim the item's heads (RH / 4 float4 from qa)
- * whole, its keys a float4 at a time (fewer operand registers live: 8 + 4
- * rather than 8 + 8). */
-#define IL_DIMS(qa)                                                                           \
-  do {                                                                                        \
-    _Pragma("unroll") for (int d = 0; d < DC; d++) {                                          \
-      float xa[8];                                                                            \
-      _Pragma("unroll") for (int u = 0; u < RH / 4; u++) {                                    \
-        const float4 x = qa[d * (TH / 4) + u * HG];                                           \
-        xa[4 * u] = x.x, xa[4 * u + 1] = x.y, xa[4 * u + 2] = x.z, xa[4 * u + 3] = x.w;       \
-      }                                                                                       \
-      _Pragma("unroll") for (int u = 0; u < RK / 4; u++) {                                    \
-        const float4 y = ka[d * (TK / 4) + u * KG];                                           \
-        const float ya[4] = {y.x, y.y, y.z, y.w};                                             \
-        _Pragma("unroll") for (int a = 0; a < RH; a++)                                        \
-            _Pragma("unroll") for (int c = 0; c < 4; c++) acc[a][4 * u + c] =                 \
-                fma(xa[a], ya[c], acc[a][4 * u + c]);                                         \
-      }                                                                                       \
-    }                                                                                         \
-  } while (0)
-#ifndef IL_PRE_RAGGED
-#define IL_PRE_RAGGED 2
-#endif
 /* PRE: the float4 of the pre-decoded query (keys) chunk at dim nd that
  * this item copies (il_tile: u-th at lid + u NT; a key float4 j holds dim
  * j / (TK / 4), keys 4 (j % (TK / 4)) + 0..3). */
@@ -302,6 +249,21 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
     if (KPI4 > 3) pk3 = IL_PRE_KSRC(3, nd);                                                   \
   } while (0)
 
+/* The tile's work; skip: no key of the tile is valid (the group only writes
+ * -inf, or nothing).
+ *
+ * Register tile: work-item (hg, kg) holds RH heads x RK keys, as float4
+ * columns: its heads are 4 hg + {0..3} + 4 HG i (i < RH / 4) and its keys
+ * 4 kg + {0..3} + 4 KG j, so at each dim its RH / 4 + RK / 4 float4 reads
+ * from the [dim][head] and [dim][key] chunks in local memory feed RH x RK
+ * FMAs (8 x 8: 64 FMAs per 16 floats read; 4 x 4 was 16 per 8, bound by
+ * local-memory bandwidth). Items are laid as blocks of 32 = 4 head groups x
+ * 8 key groups, so a warp (NVIDIA) reads 4 distinct float4 of heads and 8 of
+ * keys per read instruction: one 128-byte wavefront each, conflict-free.
+ * The head-group partials (red) reuse the key chunk's local memory once the
+ * dims are done (PRE: their own). A group of NT = HG x KG items has TK = NT
+ * or 2 NT keys: an item locates, reduces and stores TK / NT of them, and
+ * stages TK x DC / 16 / NT key segments of 16 dims a chunk. */
 DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                                __local float *red, __local float *wl, __local ulong *koff,
                                __local ulong *ksoff, __local float *kscale, __local int *kstate,
@@ -317,9 +279,12 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * float4 copies, QPI (KPI4) an item. */
   const int QV4 = TH * DC / 4, KV4 = TK * DC / 4;
   const int QPI = PRE ? QV4 / NT : 1, KPI4 = PRE == 2 ? KV4 / NT : 1;
-  /* PRE 3: the query's floats read from pq (global, L1) by the products
-   * themselves, not staged (keys as PRE 0). */
-  const int QG = PRE == 3, QST = PRE == 1 || PRE == 2;
+  /* PRE: the head-group partials have their own local memory (red is not
+   * ks), so neither the barrier before the epilogue nor the one after the
+   * partials' sum is needed (H200 with PRE: paged B = 64 815 -> 811 us,
+   * prefill 6171 -> 5991; on h64db it measured slower: 813 -> 823 and
+   * 6350 -> 6428). */
+  const int RSEP = PRE != 0;
   const int nch = (D + DC - 1) / DC, nhc = (H + TH - 1) / TH;
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
@@ -340,9 +305,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     kscale[t] = sc;
     kstate[t] = st;
   }
-  /* OWNKEY: every item stages (and stores) only the key it located; the
-   * epilogue's reads of the others' scales are behind the chunks' barriers. */
-  if (!(IL_OWNKEY && KPI == 1 && KSEG == 1 && SEGK == 1)) barrier(CLK_LOCAL_MEM_FENCE);
+  barrier(CLK_LOCAL_MEM_FENCE);
 
   __global const uchar *kbase = paged ? cache : kv;
   __global const uchar *sbase = paged ? cache : ksc;
@@ -394,13 +357,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     const ulong np4 = pk_np / 4;
     __global const float4 *pki =
         pk + (ulong)(n0 / 4) + (lid / (uint)(TK / 4)) * np4 + lid % (uint)(TK / 4);
-    if (QST)
+    if (PRE)
       IL_PRE_LOADQ(0);
-    else if (!QG && qok && qd < D)
+    else if (qok && qd < D)
       xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
-    if (PRE == 2) {
-      if (!IL_PRE_KDIRECT) IL_PRE_LOADK(0);
-    } else {
+    if (PRE != 2) {
       if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
       if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
     }
@@ -419,17 +380,20 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       {
         float v[16];
-        if (QST) {
+        if (PRE) {
           __local float4 *q4 = (__local float4 *)qb + lid;
           q4[0] = pq0;
           if (QPI > 1) q4[NT] = pq1;
-        } else if (!QG && qst) {
+        } else if (qst) {
           il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
           for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
         if (PRE == 2) {
-          if (IL_PRE_KDIRECT) IL_PRE_LOADK(dc);
+          /* Loaded here, not during the last chunk's products: held across
+           * them, 16 more registers gave 141 (three groups an SM, not four;
+           * prefill 6594 us against 6171 without RSEP on the H200). */
+          IL_PRE_LOADK(dc);
           __local float4 *k4 = (__local float4 *)kb + lid;
           k4[0] = pk0;
           if (KPI4 > 1) k4[NT] = pk1;
@@ -450,15 +414,13 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       {
         const int nd = dc + DC;
         /* (PRE: nothing past the last chunk.) */
-        if (QST) {
+        if (PRE) {
           if (nd < D) IL_PRE_LOADQ(nd);
-        } else if (!QG) {
+        } else {
           xq = (uint4)(0u);
           if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
         }
-        if (PRE == 2) {
-          if (!IL_PRE_KDIRECT && nd < D) IL_PRE_LOADK(nd);
-        } else {
+        if (PRE != 2) {
           xk0 = (uint4)(0u);
           xk1 = (uint4)(0u);
           if (kok0 && nd + kd0 < D)
@@ -467,18 +429,32 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
             xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
         }
       }
+      __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
-      if (QG) {
-        __global const float4 *qa = pqr + (ulong)(dc / DC) * (ulong)QV4 + hg;
-        IL_DIMS(qa);
-      } else {
-        __local const float4 *qa = (__local const float4 *)qb + hg;
-        IL_DIMS(qa);
+#pragma unroll
+      for (int d = 0; d < DC; d++) {
+        /* The heads whole, the keys a float4 at a time (fewer operand
+         * registers live: 8 + 4 rather than 8 + 8). */
+        float xa[8];
+#pragma unroll
+        for (int u = 0; u < RH / 4; u++) {
+          const float4 x = qa[d * (TH / 4) + u * HG];
+          xa[4 * u] = x.x, xa[4 * u + 1] = x.y, xa[4 * u + 2] = x.z, xa[4 * u + 3] = x.w;
+        }
+#pragma unroll
+        for (int u = 0; u < RK / 4; u++) {
+          const float4 y = ka[d * (TK / 4) + u * KG];
+          const float ya[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+          for (int a = 0; a < RH; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][4 * u + c] = fma(xa[a], ya[c], acc[a][4 * u + c]);
+        }
       }
       if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
     }
-    /* red below aliases ks, unless it has its own (RSEP) */
-    if (NB == 2 && !IL_RSEP) barrier(CLK_LOCAL_MEM_FENCE);
+    /* red below aliases ks (unless RSEP) */
+    if (NB == 2 && !RSEP) barrier(CLK_LOCAL_MEM_FENCE);
 
     float wv[8];
 #pragma unroll
@@ -507,8 +483,9 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     }
     /* RSEP (NB 2): the next head chunk's red writes are behind its dims'
      * barriers, its chunk-0 staging goes to the buffer whose last reader
-     * (chunk nch - 2) is behind chunk nch - 1's barrier. */
-    if (!(NB == 2 && IL_RSEP)) barrier(CLK_LOCAL_MEM_FENCE);
+     * (chunk nch - 2) is behind chunk nch - 1's barrier, and its weights'
+     * staging after every wl read (before the red barrier above). */
+    if (!RSEP) barrier(CLK_LOCAL_MEM_FENCE);
   }
 
   il_store_key(out, o_off, o_rs, r, n0, (int)lid, kstate, ncols, clean, tot0, out_bf16);
@@ -559,29 +536,26 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local ulong koff[RK * KG], ksoff[RK * KG];                                               \
     __local float kscale[RK * KG];                                                             \
     __local int kstate[RK * KG];                                                               \
-    __local float rsep[(NB) == 2 && IL_RSEP ? (HG) * (RK) * (KG) : 1];                         \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
-            (NB) == 2 && IL_RSEP ? rsep : (__local float *)ks, wl, koff, ksoff, kscale, kstate, \
-            HG, KG, RH, RK, DC, NB,                                                            \
+            (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
             PAGED, FP4, 0, 0, 0, 0);                                                           \
   }
 /* The wide tile (two chunk buffers) on operands decoded beforehand
  * (il_predecode_q / _k into the queue's scratch): pq the query's chunks,
  * pq + pk_off (float4) the keys' (PRE 2; pk_np floats a dim); FP8 only. */
-#define IL_KERNEL_PRE(NAME, PAGED, PRE, DC)                                                   \
-  __kernel IL_P_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
+#define IL_KERNEL_PRE(NAME, PAGED, PRE)                                                       \
+  __kernel IL_W_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
                                ulong pk_np) {                                                  \
-    __local float4 qs[(PRE) == 3 ? 1 : 2 * (IL_W_RH * IL_W_HG) * (DC) / 4];                    \
-    __local float4 ks[2 * IL_KS_FLOATS(IL_W_HG, IL_W_KG, IL_W_RK, DC) / 4];                    \
+    __local float4 qs[2 * (IL_W_RH * IL_W_HG) * IL_W_DC / 4];                                  \
+    __local float4 ks[2 * IL_KS_FLOATS(IL_W_HG, IL_W_KG, IL_W_RK, IL_W_DC) / 4];               \
     __local float wl[IL_W_RH * IL_W_HG];                                                       \
     __local ulong koff[IL_W_RK * IL_W_KG], ksoff[IL_W_RK * IL_W_KG];                           \
     __local float kscale[IL_W_RK * IL_W_KG];                                                   \
     __local int kstate[IL_W_RK * IL_W_KG];                                                     \
-    __local float rsep[IL_RSEP ? IL_W_HG * IL_W_RK * IL_W_KG : 1];                             \
-    il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks,                 \
-            IL_RSEP ? rsep : (__local float *)ks, wl, koff, ksoff, kscale, kstate, IL_W_HG,    \
-            IL_W_KG, IL_W_RH,                                                                  \
-            IL_W_RK, DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                            \
+    __local float red[IL_W_HG * IL_W_RK * IL_W_KG];                                            \
+    il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks, red, wl, koff,  \
+            ksoff, kscale, kstate, IL_W_HG, IL_W_KG, IL_W_RH,                                  \
+            IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                       \
   }
 
 /* The geometry must tile: NT items in 32-item blocks of 4 head x 8 key
@@ -600,11 +574,6 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
 #endif
 
 #define IL_W_ATTR __attribute__((reqd_work_group_size(IL_W_NT, 1, 1)))
-#if IL_P_NOATTR
-#define IL_P_ATTR
-#else
-#define IL_P_ATTR IL_W_ATTR
-#endif
 #define IL_N_ATTR __attribute__((reqd_work_group_size(IL_NT, 1, 1)))
 #define IL_WIDE(NAME, NB, PAGED, FP4)                                                         \
   IL_KERNEL(NAME, IL_W_ATTR, IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, NB, PAGED, FP4)
@@ -626,11 +595,10 @@ IL_WIDE(paged_mqa_logits_mxfp4_h64db, 2, 1, 1)
 IL_WIDE(paged_mqa_logits_mxfp4_h64, 1, 1, 1)
 IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
 
-#if ((IL_PRE_RAGGED == 1 || IL_PRE_RAGGED == 2 || IL_P_PAGED == 1) &&                        \
-     (IL_W_RH * IL_W_HG * IL_P_DC / 4 > 2 * IL_W_NT || (IL_W_RH * IL_W_HG * IL_P_DC / 4) % IL_W_NT)) || \
-    (IL_PRE_RAGGED == 2 &&                                                                     \
-     (IL_W_RK * IL_W_KG * IL_P_DC / 4 > 4 * IL_W_NT || (IL_W_RK * IL_W_KG * IL_P_DC / 4) % IL_W_NT))
-#error "indexer_logits.cl: the predecoded chunks are not 1-2 (query) and 1-4 (keys) float4 an item"
+#if IL_W_RH * IL_W_HG * IL_W_DC / 4 > 2 * IL_W_NT || IL_W_RK * IL_W_KG * IL_W_DC / 4 > 4 * IL_W_NT || \
+    (IL_W_RH * IL_W_HG * IL_W_DC / 4) % IL_W_NT || (IL_W_RK * IL_W_KG * IL_W_DC / 4) % IL_W_NT || \
+    (IL_W_RH * IL_W_HG) % 64 || (IL_W_RK * IL_W_KG) % 64
+#error "indexer_logits.cl: the predecoded chunks are not 1-2 (query) and 1-4 (keys) float4 an item, or TH, TK not multiples of the predecode's 64-item groups"
 #endif
 
 /* Prefill: the keys decoded once for all query rows (each key chunk is
@@ -638,52 +606,52 @@ IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
  * key tiles; paged: the query (its keys serve one row). The wide tile's
  * staging is then float4 copies (H200, forced portable: docs/PERFORMANCE.md,
  * "Portable logits, round 4"). */
-IL_KERNEL_PRE(mqa_logits_h64pre, 0, IL_PRE_RAGGED, IL_P_DC)
-IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, IL_P_PAGED, IL_P_DC)
+IL_KERNEL_PRE(mqa_logits_h64pre, 0, 2)
+IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
 
 /* pq: query row r (= b next_n + i), head h, dim d at float
  *   ((r nhc + h / TH) nch + d / DC) TH DC + (d % DC) TH + h % TH
  * times 2^8 (with the keys' 2^-8, products and sums are the unscaled ones,
  * as il_dec16's staging), zeros for h >= H: the wide tile's chunks in
- * order. One work-item a (row, 16 dims, head); consecutive items take
+ * order. One work-item a (head, 16 dims, sequence); consecutive items take
  * consecutive heads, so each dim's stores are contiguous. */
-__kernel void il_predecode_q(DSA_CTENSOR4(q), int H, int D, int next_n, uint rows,
-                             __global float *pq) {
-  const int TH = IL_W_RH * IL_W_HG, DC = IL_P_DC;
-  const int nhc = (H + TH - 1) / TH, hp = nhc * TH, ns = D / 16, nch = (D + DC - 1) / DC;
-  const ulong gid = get_global_id(0), per = (ulong)hp * (ulong)ns;
-  if (gid >= (ulong)rows * per) return;
-  const uint r = (uint)(gid / per);
-  const int rem = (int)(gid - (ulong)r * per), s = rem / hp, h = rem - s * hp;
-  const uint b = r / (uint)next_n, i = r - b * (uint)next_n;
-  uint4 x = (uint4)(0u);
-  if (h < H) {
-    __global const uchar *p = q_mem + q_off + (ulong)b * q_s0 + (ulong)i * q_s1 + (ulong)h * q_s2 +
-                              (ulong)(16 * s);
-    x = il_raw16(p, p, 0, q_al >= 16u);
-  }
-  float v[16];
-  il_dec16(x, 0, v, 65536.0f);
-  __global float *o = pq + ((ulong)r * (ulong)nhc + (ulong)(h / TH)) * (ulong)nch * (ulong)(TH * DC) +
-                      (ulong)(h % TH);
+__kernel void il_predecode_q(DSA_CTENSOR4(q), int H, int D, int next_n, __global float *pq) {
+  const int TH = IL_W_RH * IL_W_HG, DC = IL_W_DC;
+  const int nhc = (H + TH - 1) / TH, nch = (D + DC - 1) / DC;
+  /* Grid (heads rounded up to TH, D / 16, B), an item's next_n rows in a
+   * loop: no quotient and remainder of one variable pair, whose LLVM
+   * freeze Oclgrind 21.10's --uninitialized cannot run. */
+  const int h = (int)get_global_id(0), s = (int)get_global_id(1);
+  const uint b = (uint)get_global_id(2);
+  for (int i = 0; i < next_n; i++) {
+    const ulong r = (ulong)b * (ulong)next_n + (ulong)i;
+    uint4 x = (uint4)(0u);
+    if (h < H) {
+      __global const uchar *p = q_mem + q_off + (ulong)b * q_s0 + (ulong)i * q_s1 +
+                                (ulong)h * q_s2 + (ulong)(16 * s);
+      x = il_raw16(p, p, 0, q_al >= 16u);
+    }
+    float v[16];
+    il_dec16(x, 0, v, 65536.0f);
+    __global float *o = pq + (r * (ulong)nhc + (ulong)(h / TH)) * (ulong)nch * (ulong)(TH * DC) +
+                        (ulong)(h % TH);
 #pragma unroll
-  for (int e = 0; e < 16; e++) {
-    const int d = 16 * s + e, c = d / DC;
-    o[(ulong)c * (ulong)(TH * DC) + (ulong)((d - c * DC) * TH)] = v[e];
+    for (int e = 0; e < 16; e++) {
+      const int d = 16 * s + e, c = d / DC;
+      o[(ulong)c * (ulong)(TH * DC) + (ulong)((d - c * DC) * TH)] = v[e];
+    }
   }
 }
 
 /* pk (pk_off floats into pk_mem): key n, dim d at float d np + n (x 2^-8,
- * as il_dec16 stages keys),
- * zeros for n >= N up to np (a whole number of tiles). One work-item a
- * (16 dims, key). */
-__kernel void il_predecode_k(DSA_CTENSOR2(kv), int D, int N, ulong np, __global float *pk_mem,
+ * as il_dec16 stages keys), zeros for n >= N up to np (a whole number of
+ * tiles). One work-item a (key, 16 dims). */
+__kernel void il_predecode_k(DSA_CTENSOR2(kv), int N, ulong np, __global float *pk_mem,
                              ulong pk_off) {
   __global float *pk = pk_mem + pk_off;
-  const ulong gid = get_global_id(0);
-  if (gid >= (ulong)(D / 16) * np) return;
-  const int s = (int)(gid / np);
-  const ulong n = gid - (ulong)s * np;
+  /* Grid (np, D / 16). */
+  const ulong n = get_global_id(0);
+  const int s = (int)get_global_id(1);
   uint4 x = (uint4)(0u);
   if (n < (ulong)N) {
     __global const uchar *p = kv_mem + kv_off + n * kv_s0 + (ulong)(16 * s);

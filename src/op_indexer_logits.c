@@ -275,10 +275,20 @@ static uint64_t pre_bytes(const il_job *j) {
 }
 static const char *refuse_pre(const dsa_context *c, const void *shape, char *buf, size_t n) {
   if (c->il_pre < 0) return "DSACL_IL_PRE=off";
-  const char *r = refuse_wide_nb(c, shape, buf, n, 2);
+  /* h64db's local memory and the head-group partials' own (IL_KERNEL_PRE):
+   * 32,000 B, within 32 KiB. */
+  const size_t lm = tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2) +
+                    (size_t)IL_W_HG * IL_W_RK * IL_W_KG * 4;
+  const char *r = dsa__refuse_local_mem(c, lm, buf, n);
   if (r || !shape) return r;
   const il_job *j = shape;
+  if (j->H <= IL_N_RH * IL_N_HG) {
+    snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, IL_N_RH * IL_N_HG);
+    return buf;
+  }
   if (j->fp4) return "FP8 only";
+  /* (The cap also keeps the predecode grids' second and third dimensions,
+   * D / 16 and the rows, below 65,536: NVIDIA's grid limit.) */
   if (pre_bytes(j) > PRE_MAX_BYTES) {
     snprintf(buf, n, "its scratch (%llu B) exceeds %llu B",
              (unsigned long long)pre_bytes(j), (unsigned long long)PRE_MAX_BYTES);
@@ -420,8 +430,19 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
       {{"mqa_logits_mxfp4_h16", "mqa_logits_mxfp4_h64", "mqa_logits_mxfp4_h64db"},
        {"paged_mqa_logits_mxfp4_h16", "paged_mqa_logits_mxfp4_h64",
         "paged_mqa_logits_mxfp4_h64db"}}};
-  const int v = dsa__pick(q, table, j);
+  int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
+  /* portable-h64pre's scratch, had before anything is enqueued; without it
+   * (allocation failed) portable-h64db, which fits wherever h64pre does. */
+  cl_mem pre = NULL;
+  if (v == V_PRE && dsa__queue_scratch(q, (size_t)pre_bytes(j), &pre) != DSA_OK) {
+    dsa__clear_error();
+    dsa__log(2, "%s: portable-h64db (no scratch of %llu B for portable-h64pre)", table->op,
+             (unsigned long long)pre_bytes(j));
+    snprintf(q->last_variant, sizeof q->last_variant, "%s: portable-h64db (no scratch)",
+             table->op);
+    v = V_WIDE2;
+  }
   const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
   const int wide = v == V_WIDE || v == V_WIDE2 || v == V_PRE;
   cl_int tk = wide ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
@@ -485,45 +506,42 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
   if (v == V_PRE) kname = j->paged ? "paged_mqa_logits_h64pre" : "mqa_logits_h64pre";
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
   /* portable-h64pre: the operands decoded into the scratch first (the
-   * kernels and the scratch had before anything is enqueued). */
-  cl_mem pre = NULL;
+   * kernels had before anything is enqueued). */
   int waited = 0; /* the predecode launches took ev's wait list */
   const uint64_t pk_off = v == V_PRE ? pre_pq_floats(j) : 0, pk_np = v == V_PRE ? pre_pk_np(j) : 0;
   if (v == V_PRE) {
     cl_kernel kq, kk = NULL;
     DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_q", &kq));
     if (!j->paged) DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_k", &kk));
-    DSA_CHECK(dsa__queue_scratch(q, (size_t)pre_bytes(j), &pre));
     const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
-    const size_t pl = 128;
+    /* Groups of 64 items along the heads (rounded up to TH = 64) or the
+     * keys (rounded up to a tile). */
+    const size_t pl[3] = {64, 1, 1};
     {
-      const uint64_t th = (uint64_t)IL_W_RH * IL_W_HG;
-      const uint64_t items =
-          (uint64_t)j->rows * ((j->H + th - 1) / th * th) * (uint64_t)(j->D / 16);
-      const size_t g = (size_t)((items + pl - 1) / pl * pl);
+      const size_t th = (size_t)IL_W_RH * IL_W_HG;
+      const size_t g[3] = {((size_t)j->H + th - 1) / th * th, (size_t)j->D / 16,
+                           (size_t)(j->rows / j->next_n)};
       dsa_kargs a;
       dsa__kargs_init(&a, q);
       dsa__karg_tensor(&a, &j->q, 4);
       dsa__karg_i32(&a, j->H);
       dsa__karg_i32(&a, j->D);
       dsa__karg_i32(&a, j->next_n);
-      dsa__karg_u32(&a, (cl_uint)j->rows);
       dsa__karg_mem(&a, pre);
-      DSA_CHECK(dsa__launch_args(q, kq, "il_predecode_q", &a, 1, &g, &pl, &first));
+      DSA_CHECK(dsa__launch_args(q, kq, "il_predecode_q", &a, 3, g, pl, &first));
     }
     if (kk) {
-      const size_t g = (size_t)(((uint64_t)(j->D / 16) * pk_np + pl - 1) / pl * pl);
+      const size_t g[2] = {(size_t)pk_np, (size_t)j->D / 16};
       dsa_kargs a;
       dsa__kargs_init(&a, q);
       dsa__karg_tensor(&a, j->kv, 2);
-      dsa__karg_i32(&a, j->D);
       dsa__karg_i32(&a, j->ncols);
       dsa__karg_u64(&a, pk_np);
       /* pk follows pq in the scratch (pk_off floats in). */
       dsa__karg_mem(&a, pre);
       dsa__karg_u64(&a, pk_off);
       const dsa_events none = {0, NULL, NULL};
-      DSA_CHECK(dsa__launch_args(q, kk, "il_predecode_k", &a, 1, &g, &pl, &none));
+      DSA_CHECK(dsa__launch_args(q, kk, "il_predecode_k", &a, 2, g, pl, &none));
     }
     waited = 1;
   }
