@@ -613,32 +613,34 @@ IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
  *   ((r nhc + h / TH) nch + d / DC) TH DC + (d % DC) TH + h % TH
  * times 2^8 (with the keys' 2^-8, products and sums are the unscaled ones,
  * as il_dec16's staging), zeros for h >= H: the wide tile's chunks in
- * order. One work-item a (head, 16 dims, sequence); consecutive items take
- * consecutive heads, so each dim's stores are contiguous. */
+ * order. One work-item a (head of a chunk, 16 dims, sequence); consecutive
+ * items take consecutive heads, so each dim's stores are contiguous. */
 __kernel void il_predecode_q(DSA_CTENSOR4(q), int H, int D, int next_n, __global float *pq) {
-  const int TH = IL_W_RH * IL_W_HG, DC = IL_W_DC;
+  const int TH = IL_W_RH * IL_W_HG, DC = IL_W_DC, SEGC = DC / 16;
   const int nhc = (H + TH - 1) / TH, nch = (D + DC - 1) / DC;
-  /* Grid (heads rounded up to TH, D / 16, B), an item's next_n rows in a
-   * loop: no quotient and remainder of one variable pair, whose LLVM
-   * freeze Oclgrind 21.10's --uninitialized cannot run. */
-  const int h = (int)get_global_id(0), s = (int)get_global_id(1);
+  /* Grid (TH, D / 16, B): head hh of every head chunk, an item's next_n
+   * rows and head chunks in loops; no quotient and remainder of a variable
+   * pair (LLVM's freeze, which Oclgrind 21.10's --uninitialized cannot
+   * run), the segment's chunk by a constant (DC 16: itself). */
+  const int hh = (int)get_global_id(0), s = (int)get_global_id(1);
   const uint b = (uint)get_global_id(2);
+  const int c = s / SEGC, d0 = (s - c * SEGC) * 16;
   for (int i = 0; i < next_n; i++) {
     const ulong r = (ulong)b * (ulong)next_n + (ulong)i;
-    uint4 x = (uint4)(0u);
-    if (h < H) {
-      __global const uchar *p = q_mem + q_off + (ulong)b * q_s0 + (ulong)i * q_s1 +
-                                (ulong)h * q_s2 + (ulong)(16 * s);
-      x = il_raw16(p, p, 0, q_al >= 16u);
-    }
-    float v[16];
-    il_dec16(x, 0, v, 65536.0f);
-    __global float *o = pq + (r * (ulong)nhc + (ulong)(h / TH)) * (ulong)nch * (ulong)(TH * DC) +
-                        (ulong)(h % TH);
+    for (int hc = 0; hc < nhc; hc++) {
+      const int h = hc * TH + hh;
+      uint4 x = (uint4)(0u);
+      if (h < H) {
+        __global const uchar *p = q_mem + q_off + (ulong)b * q_s0 + (ulong)i * q_s1 +
+                                  (ulong)h * q_s2 + (ulong)(16 * s);
+        x = il_raw16(p, p, 0, q_al >= 16u);
+      }
+      float v[16];
+      il_dec16(x, 0, v, 65536.0f);
+      __global float *o = pq + ((r * (ulong)nhc + (ulong)hc) * (ulong)nch + (ulong)c) *
+                                   (ulong)(TH * DC) + (ulong)(d0 * TH + hh);
 #pragma unroll
-    for (int e = 0; e < 16; e++) {
-      const int d = 16 * s + e, c = d / DC;
-      o[(ulong)c * (ulong)(TH * DC) + (ulong)((d - c * DC) * TH)] = v[e];
+      for (int e = 0; e < 16; e++) o[e * TH] = v[e];
     }
   }
 }

@@ -514,13 +514,12 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_q", &kq));
     if (!j->paged) DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_k", &kk));
     const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
-    /* Groups of 64 items along the heads (rounded up to TH = 64) or the
-     * keys (rounded up to a tile). */
+    /* Groups of 64 items along the heads of a chunk (TH, a multiple of 64)
+     * or the keys (rounded up to a tile). */
     const size_t pl[3] = {64, 1, 1};
     {
       const size_t th = (size_t)IL_W_RH * IL_W_HG;
-      const size_t g[3] = {((size_t)j->H + th - 1) / th * th, (size_t)j->D / 16,
-                           (size_t)(j->rows / j->next_n)};
+      const size_t g[3] = {th, (size_t)j->D / 16, (size_t)(j->rows / j->next_n)};
       dsa_kargs a;
       dsa__kargs_init(&a, q);
       dsa__karg_tensor(&a, &j->q, 4);
