@@ -28,7 +28,10 @@
  * clean) and leave. Variants: "h64db" (8 x 8 per item, HG 8, KG 16: 64
  * heads x 128 keys, 128 items, DC 16; two chunk buffers, one barrier a
  * chunk) for H > 16 where it fits, "h64" (the same with one buffer, 32
- * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16).
+ * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16); "h64pre"
+ * (FP8): h64db on operands decoded beforehand into f32 chunks by
+ * il_predecode_q / _k (the query; for the ragged operator the keys too),
+ * so that staging a chunk is float4 copies.
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -228,6 +231,24 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
                   qsc + qsrow + (ulong)h * qsc_hs + (ulong)(d / 32) * qsc_ds, fp4, q_al);
 }
 
+/* PRE: the float4 of the pre-decoded query (keys) chunk at dim nd that
+ * this item copies (il_tile: u-th at lid + u NT; a key float4 j holds dim
+ * j / (TK / 4), keys 4 (j % (TK / 4)) + 0..3). */
+#define IL_PRE_LOADQ(nd)                                                                      \
+  do {                                                                                        \
+    __global const float4 *src_ = pqi + (ulong)((nd) / DC) * (ulong)QV4;                      \
+    pq0 = src_[0];                                                                            \
+    if (QPI > 1) pq1 = src_[NT];                                                              \
+  } while (0)
+#define IL_PRE_KSRC(u, nd) pki[(ulong)((nd) + (u) * (NT / (TK / 4))) * np4]
+#define IL_PRE_LOADK(nd)                                                                      \
+  do {                                                                                        \
+    pk0 = IL_PRE_KSRC(0, nd);                                                                 \
+    if (KPI4 > 1) pk1 = IL_PRE_KSRC(1, nd);                                                   \
+    if (KPI4 > 2) pk2 = IL_PRE_KSRC(2, nd);                                                   \
+    if (KPI4 > 3) pk3 = IL_PRE_KSRC(3, nd);                                                   \
+  } while (0)
+
 /* The tile's work; skip: no key of the tile is valid (the group only writes
  * -inf, or nothing).
  *
@@ -240,17 +261,31 @@ DSA_INLINE uint4 il_qraw(IL_PARAMS, const int fp4, const ulong qrow, const ulong
  * 8 key groups, so a warp (NVIDIA) reads 4 distinct float4 of heads and 8 of
  * keys per read instruction: one 128-byte wavefront each, conflict-free.
  * The head-group partials (red) reuse the key chunk's local memory once the
- * dims are done. A group of NT = HG x KG items has TK = NT or 2 NT keys:
- * an item locates, reduces and stores TK / NT of them, and stages TK x DC /
- * 16 / NT key segments of 16 dims a chunk. */
+ * dims are done (PRE: their own). A group of NT = HG x KG items has TK = NT
+ * or 2 NT keys: an item locates, reduces and stores TK / NT of them, and
+ * stages TK x DC / 16 / NT key segments of 16 dims a chunk. */
 DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                                __local float *red, __local float *wl, __local ulong *koff,
                                __local ulong *ksoff, __local float *kscale, __local int *kstate,
                                const int HG, const int KG, const int RH, const int RK,
                                const int DC, const int NB, const int paged, const int fp4,
                                const uint lid, const uint r, const int n0, const uint b,
-                               const uint i, const int lo, const int hi, const int skip) {
+                               const uint i, const int lo, const int hi, const int skip,
+                               const int PRE, __global const float4 *pq,
+                               __global const float4 *pk, const ulong pk_np) {
   const int NT = HG * KG, TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
+  /* PRE (il_predecode_*): the query (PRE 1) and the keys (PRE 2) come as
+   * floats already in the chunks' layout; staging a chunk is QV4 (KV4)
+   * float4 copies, QPI (KPI4) an item. */
+  const int QV4 = TH * DC / 4, KV4 = TK * DC / 4;
+  const int QPI = PRE ? QV4 / NT : 1, KPI4 = PRE == 2 ? KV4 / NT : 1;
+  /* PRE: the head-group partials have their own local memory (red is not
+   * ks), so neither the barrier before the epilogue nor the one after the
+   * partials' sum is needed (H200 with PRE: paged B = 64 815 -> 811 us,
+   * prefill 6171 -> 5991; on h64db it measured slower: 813 -> 823 and
+   * 6350 -> 6428). */
+  const int RSEP = PRE != 0;
+  const int nch = (D + DC - 1) / DC, nhc = (H + TH - 1) / TH;
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
    * while the last is multiplied; one barrier a chunk, not two). */
@@ -313,9 +348,23 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
     /* Raw bytes of chunk 0, then inside the loop those of the next chunk
      * are loaded before this one's FMAs. */
     uint4 xq = (uint4)(0u), xk0 = (uint4)(0u), xk1 = (uint4)(0u);
-    if (qok && qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
-    if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
-    if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
+    /* PRE: the head chunk's query chunks from pq (row r, head chunk hc /
+     * TH: nch chunks of QV4 float4), the keys' chunk c at pk + c * DC *
+     * pk_np / 4 + n0 / 4, a dim's TK keys pk_np / 4 float4 apart. */
+    float4 pq0 = (float4)(0.0f), pq1 = pq0, pk0 = pq0, pk1 = pq0, pk2 = pq0, pk3 = pq0;
+    __global const float4 *pqr = pq + ((ulong)r * (ulong)nhc + (ulong)(hc / TH)) * (ulong)nch * QV4;
+    __global const float4 *pqi = pqr + lid;
+    const ulong np4 = pk_np / 4;
+    __global const float4 *pki =
+        pk + (ulong)(n0 / 4) + (lid / (uint)(TK / 4)) * np4 + lid % (uint)(TK / 4);
+    if (PRE)
+      IL_PRE_LOADQ(0);
+    else if (qok && qd < D)
+      xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
+    if (PRE != 2) {
+      if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
+      if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
+    }
     /* The head chunk's weights, read by the epilogue: staged while chunk 0's
      * bytes are in flight, ordered by the dims' first barrier (the last
      * epilogue's reads are behind its barriers). */
@@ -331,31 +380,54 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       __local float *qb = qs + bsel * QSZ, *kb = ks + bsel * KSZ;
       {
         float v[16];
-        if (qst) {
+        if (PRE) {
+          __local float4 *q4 = (__local float4 *)qb + lid;
+          q4[0] = pq0;
+          if (QPI > 1) q4[NT] = pq1;
+        } else if (qst) {
           il_dec16(xq, fp4, v, 65536.0f);
 #pragma unroll
           for (int e = 0; e < 16; e++) qb[(qd + e) * TH + qh] = v[e];
         }
-        il_dec16(xk0, fp4, v, 1.0f);
+        if (PRE == 2) {
+          /* Loaded here, not during the last chunk's products: held across
+           * them, 16 more registers gave 141 (three groups an SM, not four;
+           * prefill 6594 us against 6171 without RSEP on the H200). */
+          IL_PRE_LOADK(dc);
+          __local float4 *k4 = (__local float4 *)kb + lid;
+          k4[0] = pk0;
+          if (KPI4 > 1) k4[NT] = pk1;
+          if (KPI4 > 2) k4[2 * NT] = pk2;
+          if (KPI4 > 3) k4[3 * NT] = pk3;
+        } else {
+          il_dec16(xk0, fp4, v, 1.0f);
 #pragma unroll
-        for (int e = 0; e < 16; e++) kb[(kd0 + e) * TK + kk0] = v[e];
-        if (KSEG > 1) {
-          il_dec16(xk1, fp4, v, 1.0f);
+          for (int e = 0; e < 16; e++) kb[(kd0 + e) * TK + kk0] = v[e];
+          if (KSEG > 1) {
+            il_dec16(xk1, fp4, v, 1.0f);
 #pragma unroll
-          for (int e = 0; e < 16; e++) kb[(kd1 + e) * TK + kk1] = v[e];
+            for (int e = 0; e < 16; e++) kb[(kd1 + e) * TK + kk1] = v[e];
+          }
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       {
         const int nd = dc + DC;
-        xq = (uint4)(0u);
-        if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
-        xk0 = (uint4)(0u);
-        xk1 = (uint4)(0u);
-        if (kok0 && nd + kd0 < D)
-          xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
-        if (kok1 && nd + kd1 < D)
-          xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
+        /* (PRE: nothing past the last chunk.) */
+        if (PRE) {
+          if (nd < D) IL_PRE_LOADQ(nd);
+        } else {
+          xq = (uint4)(0u);
+          if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
+        }
+        if (PRE != 2) {
+          xk0 = (uint4)(0u);
+          xk1 = (uint4)(0u);
+          if (kok0 && nd + kd0 < D)
+            xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
+          if (kok1 && nd + kd1 < D)
+            xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
+        }
       }
       __local const float4 *qa = (__local const float4 *)qb + hg;
       __local const float4 *ka = (__local const float4 *)kb + kg;
@@ -381,7 +453,8 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       }
       if (NB == 1) barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (NB == 2) barrier(CLK_LOCAL_MEM_FENCE); /* red below aliases ks */
+    /* red below aliases ks (unless RSEP) */
+    if (NB == 2 && !RSEP) barrier(CLK_LOCAL_MEM_FENCE);
 
     float wv[8];
 #pragma unroll
@@ -408,7 +481,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
       for (int g = 0; g < HG; g++) sum += red[g * TK + (int)lid + NT];
       tot1 += sum;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    /* RSEP (NB 2): the next head chunk's red writes are behind its dims'
+     * barriers, its chunk-0 staging goes to the buffer whose last reader
+     * (chunk nch - 2) is behind chunk nch - 1's barrier, and its weights'
+     * staging after every wl read (before the red barrier above). */
+    if (!RSEP) barrier(CLK_LOCAL_MEM_FENCE);
   }
 
   il_store_key(out, o_off, o_rs, r, n0, (int)lid, kstate, ncols, clean, tot0, out_bf16);
@@ -421,7 +498,9 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
                                __local ulong *ksoff,
                                __local float *kscale, __local int *kstate, const int HG,
                                const int KG, const int RH, const int RK, const int DC,
-                               const int NB, const int paged, const int fp4) {
+                               const int NB, const int paged, const int fp4, const int PRE,
+                               __global const float4 *pq, __global const float4 *pk,
+                               const ulong pk_np) {
   const int TK = RK * KG;
   const uint lid = get_local_id(0);
   const uint g = get_group_id(0), gr = g / (uint)ntiles;
@@ -440,7 +519,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
    * per-item conditions for the whole group. Loop bounds are fine. */
   const int skip = n0 >= hi || n0 + TK <= lo;
   il_tile(IL_NAMES, qs, ks, red, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, paged,
-          fp4, lid, r, n0, b, i, lo, hi, skip);
+          fp4, lid, r, n0, b, i, lo, hi, skip, PRE, pq, pk, pk_np);
 }
 
 /* Local memory: NB chunks of TH x DC query and TK x DC key values, the
@@ -459,7 +538,24 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local int kstate[RK * KG];                                                               \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
             (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
-            PAGED, FP4);                                                                       \
+            PAGED, FP4, 0, 0, 0, 0);                                                           \
+  }
+/* The wide tile (two chunk buffers) on operands decoded beforehand
+ * (il_predecode_q / _k into the queue's scratch): pq the query's chunks,
+ * pq + pk_off (float4) the keys' (PRE 2; pk_np floats a dim); FP8 only. */
+#define IL_KERNEL_PRE(NAME, PAGED, PRE)                                                       \
+  __kernel IL_W_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
+                               ulong pk_np) {                                                  \
+    __local float4 qs[2 * (IL_W_RH * IL_W_HG) * IL_W_DC / 4];                                  \
+    __local float4 ks[2 * IL_KS_FLOATS(IL_W_HG, IL_W_KG, IL_W_RK, IL_W_DC) / 4];               \
+    __local float wl[IL_W_RH * IL_W_HG];                                                       \
+    __local ulong koff[IL_W_RK * IL_W_KG], ksoff[IL_W_RK * IL_W_KG];                           \
+    __local float kscale[IL_W_RK * IL_W_KG];                                                   \
+    __local int kstate[IL_W_RK * IL_W_KG];                                                     \
+    __local float red[IL_W_HG * IL_W_RK * IL_W_KG];                                            \
+    il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks, red, wl, koff,  \
+            ksoff, kscale, kstate, IL_W_HG, IL_W_KG, IL_W_RH,                                  \
+            IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                       \
   }
 
 /* The geometry must tile: NT items in 32-item blocks of 4 head x 8 key
@@ -498,6 +594,76 @@ IL_NARROW(mqa_logits_mxfp4_h16, 0, 1)
 IL_WIDE(paged_mqa_logits_mxfp4_h64db, 2, 1, 1)
 IL_WIDE(paged_mqa_logits_mxfp4_h64, 1, 1, 1)
 IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
+
+#if IL_W_RH * IL_W_HG * IL_W_DC / 4 > 2 * IL_W_NT || IL_W_RK * IL_W_KG * IL_W_DC / 4 > 4 * IL_W_NT || \
+    (IL_W_RH * IL_W_HG * IL_W_DC / 4) % IL_W_NT || (IL_W_RK * IL_W_KG * IL_W_DC / 4) % IL_W_NT || \
+    (IL_W_RH * IL_W_HG) % 64 || (IL_W_RK * IL_W_KG) % 64
+#error "indexer_logits.cl: the predecoded chunks are not 1-2 (query) and 1-4 (keys) float4 an item, or TH, TK not multiples of the predecode's 64-item groups"
+#endif
+
+/* Prefill: the keys decoded once for all query rows (each key chunk is
+ * otherwise decoded again by every row's group), the query once for all
+ * key tiles; paged: the query (its keys serve one row). The wide tile's
+ * staging is then float4 copies (H200, forced portable: docs/PERFORMANCE.md,
+ * "Portable logits, round 4"). */
+IL_KERNEL_PRE(mqa_logits_h64pre, 0, 2)
+IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
+
+/* pq: query row r (= b next_n + i), head h, dim d at float
+ *   ((r nhc + h / TH) nch + d / DC) TH DC + (d % DC) TH + h % TH
+ * times 2^8 (with the keys' 2^-8, products and sums are the unscaled ones,
+ * as il_dec16's staging), zeros for h >= H: the wide tile's chunks in
+ * order. One work-item a (head of a chunk, 16 dims, sequence); consecutive
+ * items take consecutive heads, so each dim's stores are contiguous. */
+__kernel void il_predecode_q(DSA_CTENSOR4(q), int H, int D, int next_n, __global float *pq) {
+  const int TH = IL_W_RH * IL_W_HG, DC = IL_W_DC, SEGC = DC / 16;
+  const int nhc = (H + TH - 1) / TH, nch = (D + DC - 1) / DC;
+  /* Grid (TH, D / 16, B): head hh of every head chunk, an item's next_n
+   * rows and head chunks in loops; no quotient and remainder of a variable
+   * pair (LLVM's freeze, which Oclgrind 21.10's --uninitialized cannot
+   * run), the segment's chunk by a constant (DC 16: itself). */
+  const int hh = (int)get_global_id(0), s = (int)get_global_id(1);
+  const uint b = (uint)get_global_id(2);
+  const int c = s / SEGC, d0 = (s - c * SEGC) * 16;
+  for (int i = 0; i < next_n; i++) {
+    const ulong r = (ulong)b * (ulong)next_n + (ulong)i;
+    for (int hc = 0; hc < nhc; hc++) {
+      const int h = hc * TH + hh;
+      uint4 x = (uint4)(0u);
+      if (h < H) {
+        __global const uchar *p = q_mem + q_off + (ulong)b * q_s0 + (ulong)i * q_s1 +
+                                  (ulong)h * q_s2 + (ulong)(16 * s);
+        x = il_raw16(p, p, 0, q_al >= 16u);
+      }
+      float v[16];
+      il_dec16(x, 0, v, 65536.0f);
+      __global float *o = pq + ((r * (ulong)nhc + (ulong)hc) * (ulong)nch + (ulong)c) *
+                                   (ulong)(TH * DC) + (ulong)(d0 * TH + hh);
+#pragma unroll
+      for (int e = 0; e < 16; e++) o[e * TH] = v[e];
+    }
+  }
+}
+
+/* pk (pk_off floats into pk_mem): key n, dim d at float d np + n (x 2^-8,
+ * as il_dec16 stages keys), zeros for n >= N up to np (a whole number of
+ * tiles). One work-item a (key, 16 dims). */
+__kernel void il_predecode_k(DSA_CTENSOR2(kv), int N, ulong np, __global float *pk_mem,
+                             ulong pk_off) {
+  __global float *pk = pk_mem + pk_off;
+  /* Grid (np, D / 16). */
+  const ulong n = get_global_id(0);
+  const int s = (int)get_global_id(1);
+  uint4 x = (uint4)(0u);
+  if (n < (ulong)N) {
+    __global const uchar *p = kv_mem + kv_off + n * kv_s0 + (ulong)(16 * s);
+    x = il_raw16(p, p, 0, kv_al >= 16u);
+  }
+  float v[16];
+  il_dec16(x, 0, v, 1.0f);
+#pragma unroll
+  for (int e = 0; e < 16; e++) pk[(ulong)(16 * s + e) * np + n] = v[e];
+}
 
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------

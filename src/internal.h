@@ -222,6 +222,9 @@ struct dsa_context {
   /* DSACL_IL_KEYS (op_indexer_logits.c): 0 auto, -1 off (the keys
    * variant refused), 128 or 256 (its group size forced). */
   int il_keys;
+  /* DSACL_IL_PRE (op_indexer_logits.c): "off" refuses portable-h64pre
+   * (the wide tile on operands decoded beforehand); -1 then, else 0. */
+  int il_pre;
   /* DSACL_MLA_TWO_STAGE (op_sparse_mla.c): "off" or "0" refuses the fused
    * decode's two-stage route (true here). */
   bool mla_route_off;
@@ -257,7 +260,8 @@ enum {
 };
 /* Parses DSACL_TOPK into c->topk_algo / topk_chunk (op_topk.c). */
 dsa_status dsa__topk_env(dsa_context *c);
-/* Parses DSACL_IL_KEYS into c->il_keys (op_indexer_logits.c). */
+/* Parses DSACL_IL_KEYS into c->il_keys and DSACL_IL_PRE into c->il_pre
+ * (op_indexer_logits.c). */
 dsa_status dsa__il_keys_env(dsa_context *c);
 /* Reads DSACL_MLA_TWO_STAGE into c (op_sparse_mla.c). */
 void dsa__mla_route_env(dsa_context *c);

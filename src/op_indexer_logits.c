@@ -254,6 +254,53 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   return refuse_wide_nb(c, shape, buf, n, 1);
 }
 
+/* portable-h64pre: the query (and for the ragged operator the keys) are
+ * decoded into f32 chunks in the queue's scratch first (cl/indexer_logits.cl,
+ * il_predecode_q / _k), so the wide tile's staging is float4 copies. The
+ * scratch: pq, rows x the head chunks x the chunks' TH x DC floats; pk
+ * (ragged), D x the keys rounded up to whole tiles. */
+#define PRE_MAX_BYTES ((uint64_t)1 << 30)
+static uint64_t pre_pk_np(const il_job *j) {
+  const uint64_t tk = (uint64_t)IL_W_RK * IL_W_KG;
+  return ((uint64_t)j->ncols + tk - 1) / tk * tk;
+}
+static uint64_t pre_pq_floats(const il_job *j) {
+  const uint64_t th = (uint64_t)IL_W_RH * IL_W_HG, dc = IL_W_DC;
+  return (uint64_t)j->rows * (((uint64_t)j->H + th - 1) / th * th) *
+         (((uint64_t)j->D + dc - 1) / dc * dc);
+}
+static uint64_t pre_bytes(const il_job *j) {
+  /* rows < 2^31, H and D <= 2^16, ncols < 2^31: no overflow. */
+  return 4 * (pre_pq_floats(j) + (j->paged ? 0 : pre_pk_np(j) * (uint64_t)j->D));
+}
+static const char *refuse_pre(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->il_pre < 0) return "DSACL_IL_PRE=off";
+  /* h64db's local memory and the head-group partials' own (IL_KERNEL_PRE):
+   * 32,000 B, within 32 KiB. */
+  const size_t lm = tile_local_bytes(IL_W_HG, IL_W_KG, IL_W_RH, IL_W_RK, IL_W_DC, 2) +
+                    (size_t)IL_W_HG * IL_W_RK * IL_W_KG * 4;
+  const char *r = dsa__refuse_local_mem(c, lm, buf, n);
+  if (r || !shape) return r;
+  const il_job *j = shape;
+  if (j->H <= IL_N_RH * IL_N_HG) {
+    snprintf(buf, n, "H = %d <= %d: the narrow tile", (int)j->H, IL_N_RH * IL_N_HG);
+    return buf;
+  }
+  if (j->fp4) return "FP8 only";
+  /* (The cap also keeps the predecode grids' second and third dimensions,
+   * D / 16 and the rows, below 65,536: NVIDIA's grid limit.) */
+  if (pre_bytes(j) > PRE_MAX_BYTES) {
+    snprintf(buf, n, "its scratch (%llu B) exceeds %llu B",
+             (unsigned long long)pre_bytes(j), (unsigned long long)PRE_MAX_BYTES);
+    return buf;
+  }
+  return NULL;
+}
+static const char *refuse_pre_no(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  (void)c, (void)shape, (void)buf, (void)n;
+  return "FP8 only";
+}
+
 static const char *refuse_narrow(const dsa_context *c, const void *shape, char *buf, size_t n) {
   (void)shape;
   return dsa__refuse_local_mem(
@@ -300,6 +347,16 @@ const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned en
  * lets the grid decide. */
 dsa_status dsa__il_keys_env(dsa_context *c) {
   c->il_keys = 0;
+  /* DSACL_IL_PRE: "off" refuses portable-h64pre (tests of portable-h64db
+   * on FP8; old-vs-new timing in one build), "on" or unset allows it. */
+  c->il_pre = 0;
+  const char *pv = getenv("DSACL_IL_PRE");
+  if (pv && !strcmp(pv, "off")) {
+    c->il_pre = -1;
+  } else if (pv && *pv && strcmp(pv, "on")) {
+    return dsa__fail(DSA_ERR_INVALID_ARGUMENT, 0,
+                     "DSACL_IL_PRE = \"%s\": known values are on and off", pv);
+  }
   const char *v = getenv("DSACL_IL_KEYS");
   if (!v || !*v || !strcmp(v, "auto")) return DSA_OK;
   if (!strcmp(v, "off")) {
@@ -348,21 +405,22 @@ static const char *refuse_keys_no(const dsa_context *c, const void *shape, char 
   return "FP8 only";
 }
 
-enum { V_KEYS, V_TILE, V_WIDE2, V_WIDE, V_NARROW };
-#define IL_VARIANTS(KEYS)                                                                      \
+enum { V_KEYS, V_TILE, V_PRE, V_WIDE2, V_WIDE, V_NARROW };
+#define IL_VARIANTS(KEYS, PRE)                                                                 \
   {"keys", 0, KEYS, "FP8, D = 128, H <= 64; a matrix back-end"},                             \
       {"tile", 0, refuse_tile, "D = 128, H <= 128 (64 portable); the context's matrix back-end"}, \
+      {"portable-h64pre", 0, PRE, "FP8, H > 16; operands decoded first (the queue's scratch)"}, \
       {"portable-h64db", 0, refuse_wide2, "H > 16; two chunk buffers"},                        \
       {"portable-h64", 0, refuse_wide, "H > 16"},                                              \
       {"portable-h16", 0, refuse_narrow, "any H"}
 
-DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS(refuse_keys));
+DSA_VARIANT_TABLE(dsa__variants_mqa_logits, "dsa_indexer_logits", IL_VARIANTS(refuse_keys, refuse_pre));
 DSA_VARIANT_TABLE(dsa__variants_mqa_logits_mxfp4, "dsa_indexer_logits (mxfp4)",
-                  IL_VARIANTS(refuse_keys_no));
+                  IL_VARIANTS(refuse_keys_no, refuse_pre_no));
 DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits, "dsa_indexer_paged_logits",
-                  IL_VARIANTS(refuse_keys));
+                  IL_VARIANTS(refuse_keys, refuse_pre));
 DSA_VARIANT_TABLE(dsa__variants_paged_mqa_logits_mxfp4, "dsa_indexer_paged_logits (mxfp4)",
-                  IL_VARIANTS(refuse_keys_no));
+                  IL_VARIANTS(refuse_keys_no, refuse_pre_no));
 
 static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table *table,
                          const dsa_events *ev) {
@@ -372,10 +430,21 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
       {{"mqa_logits_mxfp4_h16", "mqa_logits_mxfp4_h64", "mqa_logits_mxfp4_h64db"},
        {"paged_mqa_logits_mxfp4_h16", "paged_mqa_logits_mxfp4_h64",
         "paged_mqa_logits_mxfp4_h64db"}}};
-  const int v = dsa__pick(q, table, j);
+  int v = dsa__pick(q, table, j);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
+  /* portable-h64pre's scratch, had before anything is enqueued; without it
+   * (allocation failed) portable-h64db, which fits wherever h64pre does. */
+  cl_mem pre = NULL;
+  if (v == V_PRE && dsa__queue_scratch(q, (size_t)pre_bytes(j), &pre) != DSA_OK) {
+    dsa__clear_error();
+    dsa__log(2, "%s: portable-h64db (no scratch of %llu B for portable-h64pre)", table->op,
+             (unsigned long long)pre_bytes(j));
+    snprintf(q->last_variant, sizeof q->last_variant, "%s: portable-h64db (no scratch)",
+             table->op);
+    v = V_WIDE2;
+  }
   const char *kname = names[j->fp4][j->paged][v == V_WIDE2 ? 2 : v == V_WIDE ? 1 : 0];
-  const int wide = v == V_WIDE || v == V_WIDE2;
+  const int wide = v == V_WIDE || v == V_WIDE2 || v == V_PRE;
   cl_int tk = wide ? IL_W_RK * IL_W_KG : IL_N_RK * IL_N_KG;
   size_t nt = wide ? IL_W_NT : IL_NT;
   /* Rows of the grid: query rows, or for the tile kernels groups of tq
@@ -434,7 +503,47 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;
+  if (v == V_PRE) kname = j->paged ? "paged_mqa_logits_h64pre" : "mqa_logits_h64pre";
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
+  /* portable-h64pre: the operands decoded into the scratch first (the
+   * kernels had before anything is enqueued). */
+  int waited = 0; /* the predecode launches took ev's wait list */
+  const uint64_t pk_off = v == V_PRE ? pre_pq_floats(j) : 0, pk_np = v == V_PRE ? pre_pk_np(j) : 0;
+  if (v == V_PRE) {
+    cl_kernel kq, kk = NULL;
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_q", &kq));
+    if (!j->paged) DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, "il_predecode_k", &kk));
+    const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
+    /* Groups of 64 items along the heads of a chunk (TH, a multiple of 64)
+     * or the keys (rounded up to a tile). */
+    const size_t pl[3] = {64, 1, 1};
+    {
+      const size_t th = (size_t)IL_W_RH * IL_W_HG;
+      const size_t g[3] = {th, (size_t)j->D / 16, (size_t)(j->rows / j->next_n)};
+      dsa_kargs a;
+      dsa__kargs_init(&a, q);
+      dsa__karg_tensor(&a, &j->q, 4);
+      dsa__karg_i32(&a, j->H);
+      dsa__karg_i32(&a, j->D);
+      dsa__karg_i32(&a, j->next_n);
+      dsa__karg_mem(&a, pre);
+      DSA_CHECK(dsa__launch_args(q, kq, "il_predecode_q", &a, 3, g, pl, &first));
+    }
+    if (kk) {
+      const size_t g[2] = {(size_t)pk_np, (size_t)j->D / 16};
+      dsa_kargs a;
+      dsa__kargs_init(&a, q);
+      dsa__karg_tensor(&a, j->kv, 2);
+      dsa__karg_i32(&a, j->ncols);
+      dsa__karg_u64(&a, pk_np);
+      /* pk follows pq in the scratch (pk_off floats in). */
+      dsa__karg_mem(&a, pre);
+      dsa__karg_u64(&a, pk_off);
+      const dsa_events none = {0, NULL, NULL};
+      DSA_CHECK(dsa__launch_args(q, kk, "il_predecode_k", &a, 2, g, pl, &none));
+    }
+    waited = 1;
+  }
 
   /* Launches of at most MAX_GROUPS_PER_LAUNCH groups: tiles of the row in
    * chunks, rows in chunks. */
@@ -475,8 +584,14 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
       dsa__karg_i32(&a, tq);
       dsa__karg_i32(&a, (cl_int)j->rows);
     }
+    if (v == V_PRE) {
+      dsa__karg_mem(&a, pre);
+      dsa__karg_u64(&a, pk_off / 4);
+      dsa__karg_u64(&a, pk_np);
+    }
     /* In-order queue: the first launch waits, the last returns the event. */
-    const int first = t0 == 0 && r0 == 0, last = t0 + ntiles >= total_tiles && r0 + nr >= rows;
+    const int first = !waited && t0 == 0 && r0 == 0,
+              last = t0 + ntiles >= total_tiles && r0 + nr >= rows;
     dsa_events sub = {first && ev ? ev->num_wait : 0, first && ev ? ev->wait : NULL,
                       last && ev ? ev->done : NULL};
     const size_t global = (size_t)nr * (size_t)ntiles * nt, local = nt;

@@ -197,8 +197,11 @@ for opdir in "$golden"/*/; do
     if [ "$op/$c" = paged_mqa_logits/small ]; then
       # The one-buffer wide logits tile (portable-h64, 15,616 B), which a
       # 32 KiB device no longer picks (portable-h64db, 27,904 B, fits): as
-      # on a 27 KiB device.
+      # on a 27 KiB device. The run above is portable-h64pre (32,000 B) with
+      # il_predecode_q; portable-h64db as with DSACL_IL_PRE=off.
       job "$op/$c(27648B)" "$casedir" DSACL_LOCAL_MEM_LIMIT=27648 oclgrind \
+        --local-mem-size 131072 "${f[@]}" "$build/tools/dsacl-golden" @G
+      job "$op/$c(no pre)" "$casedir" DSACL_IL_PRE=off DSACL_LOCAL_MEM_LIMIT=32768 oclgrind \
         --local-mem-size 131072 "${f[@]}" "$build/tools/dsacl-golden" @G
     fi
     case " $twice " in
