@@ -645,8 +645,12 @@ DSA_INLINE void attn_body(
     SA_BF16_BODY(NBUF, 1);                                                                     \
   else                                                                                         \
     SA_BF16_BODY(NBUF, 0)
+#ifndef MLA9_ATT_OFF
+#define MLA9_ATT_OFF 0
+#endif
 #define SA_BF16_KERNEL(NAME, NBUF)                                                             \
   __kernel SA_WG_ATTR void NAME(SA_BF16_PARAMS) {                                              \
+    if (MLA9_ATT_OFF) return;                                                                  \
     ATTN_LOCALS(NBUF);                                                                         \
     dsa_iset sa = SA_ISET_BF16;                                                                \
     SA_BF16_BODIES(NBUF);                                                                      \
@@ -672,41 +676,61 @@ SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
 /* Two-stage decode, stage 1: gather the used entries and pack the indices
  * into the workspace: rows [T*Ktot, 512] bf16 (1024-byte rows), indices
  * [T, Ktot] i32, lengths [T] i32. */
+#ifndef MLA9_GU
+#define MLA9_GU 2
+#endif
 __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gather_pack(
     SA_SET(a), SA_SET(b), DSA_TENSOR2(wsr), DSA_TENSOR2(wsi), DSA_TENSOR1(wsl), int clean,
     DSA_FAULTS) {
   const uint lane = get_local_id(0);
-  const int j = get_global_id(1);
+  const int j0 = (int)get_group_id(1) * (GROWS * MLA9_GU) + (int)get_local_id(1);
   const ulong t = get_global_id(2);
   const int ktot = ka + kb;
-  if (j >= ktot) return;
+  if (j0 >= ktot) return;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
   int bad = 0;
+#ifdef MLA9_NOLEN
+  const int len_a = ka, len_b = kb;
+#else
   const int len_a = set_len(la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), ka, t, &bad);
   const int len_b = set_len(lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), kb, t, &bad);
+#endif
   const int len = len_a + len_b;
-  const ulong row = t * (ulong)ktot + (ulong)j;
-  if (j == 0 && lane == 0) {
+  if (j0 == 0 && lane == 0) {
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     *(__global int *)(wsl_mem + wsl_off + t * wsl_s0) = len;
   }
-  const dsa_raw raw = fetch_entry(&sa, &sb, len_a, len, t, j, lane, 1, faults);
-  if (lane == 0)
-    *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) = raw.valid ? (int)row : -1;
-  if (!raw.valid) return;
-  uint w[8];
-  lane_bf16(&raw, lane, 1, w);
-  /* clean (the attention is a portable kernel): NaN halves zeroed here,
-   * once an entry, and that kernel's stage skips it (kv_clean). The tile
-   * kernels mask their own tiles: left as it was for them. */
-  if (clean) {
+  dsa_lazy_ref lr[MLA9_GU];
 #pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+  for (int u = 0; u < MLA9_GU; u++) lr[u] = ref_read(&sa, &sb, len_a, len, t, j0 + u * GROWS);
+  dsa_raw raw[MLA9_GU];
+#pragma unroll
+  for (int u = 0; u < MLA9_GU; u++)
+    raw[u] = load_entry(&sa, &sb, ref_resolve(&sa, &sb, lr[u], lane, 1, faults), lane, 1);
+#pragma unroll
+  for (int u = 0; u < MLA9_GU; u++) {
+    const int j = j0 + u * GROWS;
+    if (j < ktot) {
+      const ulong row = t * (ulong)ktot + (ulong)j;
+      if (lane == 0)
+        *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) =
+            raw[u].valid ? (int)row : -1;
+      if (raw[u].valid) {
+        uint w[8];
+        lane_bf16(&raw[u], lane, 1, w);
+#ifndef MLA9_NOMASK
+        if (clean) {
+#pragma unroll
+          for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+        }
+#endif
+        __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
+        dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
+        dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
+      }
+    }
   }
-  __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
-  dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
-  dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
 }
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------
