@@ -31,10 +31,10 @@ echo "slots $(grep -h '64x640' $out/b_slots.txt | head -1)" >> $S
 for gu in 1 2; do
   MLA9_GU=$gu DSACL_LOG=5 DSACL_CACHE_DIR=off DSACL_BUILD_OPTIONS="-DMLA9_GU=$gu -cl-nv-verbose" DSACL_FORCE_PORTABLE=1 \
     timeout 30 $b/tools/dsacl-golden --only sparse_mla_decode $PWD/../../.deps/golden > $out/reg$gu.txt 2>&1
-  echo "gu$gu golden rc=$? $(grep -A2 "entry function 'sparse_mla_gather_pack'" $out/reg$gu.txt | grep -o 'Used [0-9]* registers' | head -1)" >> $S
+  echo "gu$gu golden rc=$? $(grep -A4 "entry function 'sparse_mla_gather_pack'" $out/reg$gu.txt | grep -o 'Used [0-9]* registers' | head -1)" >> $S
 done
 DSACL_LOG=5 DSACL_CACHE_DIR=off DSACL_BUILD_OPTIONS="-cl-nv-verbose" timeout 30 $MB/tools/dsacl-bench --only mla_gather_slots --runs 1 > $out/regslots.txt 2>&1
-echo "slots $(grep -A2 "entry function 'mla_gather_slots'" $out/regslots.txt | grep -o 'Used [0-9]* registers' | head -1)" >> $S
+echo "slots $(grep -A4 "entry function 'mla_gather_slots'" $out/regslots.txt | grep -o 'Used [0-9]* registers' | head -1)" >> $S
 bn main4 $MB 1 ""
 bn gu2d $b 2 ""
 cat $S
