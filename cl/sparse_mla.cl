@@ -676,61 +676,90 @@ SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
 /* Two-stage decode, stage 1: gather the used entries and pack the indices
  * into the workspace: rows [T*Ktot, 512] bf16 (1024-byte rows), indices
  * [T, Ktot] i32, lengths [T] i32. */
-#ifndef MLA9_GU
-#define MLA9_GU 2
+#ifndef MLA9_SPEC
+#define MLA9_SPEC 1
+#endif
+#ifndef MLA9_SELMASK
+#define MLA9_SELMASK 0
 #endif
 __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gather_pack(
     SA_SET(a), SA_SET(b), DSA_TENSOR2(wsr), DSA_TENSOR2(wsi), DSA_TENSOR1(wsl), int clean,
     DSA_FAULTS) {
   const uint lane = get_local_id(0);
-  const int j0 = (int)get_group_id(1) * (GROWS * MLA9_GU) + (int)get_local_id(1);
+  const int j = get_global_id(1);
   const ulong t = get_global_id(2);
   const int ktot = ka + kb;
-  if (j0 >= ktot) return;
+  if (j >= ktot) return;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
+#if MLA9_SPEC
+  const int spec = j < ka ? *(__global const int *)(ia_mem + ia_off + t * ia_s0 + (ulong)j * ia_s1)
+                          : *(__global const int *)(ib_mem + ib_off + t * ib_s0 +
+                                                    (ulong)(j - ka) * ib_s1);
+#endif
   int bad = 0;
-#ifdef MLA9_NOLEN
-  const int len_a = ka, len_b = kb;
-#else
   const int len_a = set_len(la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), ka, t, &bad);
   const int len_b = set_len(lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), kb, t, &bad);
-#endif
   const int len = len_a + len_b;
-  if (j0 == 0 && lane == 0) {
+  const ulong row = t * (ulong)ktot + (ulong)j;
+  if (j == 0 && lane == 0) {
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     *(__global int *)(wsl_mem + wsl_off + t * wsl_s0) = len;
   }
-  dsa_lazy_ref lr[MLA9_GU];
-#pragma unroll
-  for (int u = 0; u < MLA9_GU; u++) lr[u] = ref_read(&sa, &sb, len_a, len, t, j0 + u * GROWS);
-  dsa_raw raw[MLA9_GU];
-#pragma unroll
-  for (int u = 0; u < MLA9_GU; u++)
-    raw[u] = load_entry(&sa, &sb, ref_resolve(&sa, &sb, lr[u], lane, 1, faults), lane, 1);
-#pragma unroll
-  for (int u = 0; u < MLA9_GU; u++) {
-    const int j = j0 + u * GROWS;
-    if (j < ktot) {
-      const ulong row = t * (ulong)ktot + (ulong)j;
-      if (lane == 0)
-        *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) =
-            raw[u].valid ? (int)row : -1;
-      if (raw[u].valid) {
-        uint w[8];
-        lane_bf16(&raw[u], lane, 1, w);
-#ifndef MLA9_NOMASK
-        if (clean) {
-#pragma unroll
-          for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
-        }
+#if MLA9_SPEC
+  dsa_lazy_ref lr;
+  lr.in_b = j >= len_a;
+  lr.used = j < len;
+  lr.raw = spec;
+  if (lr.used && lr.in_b && len_a != ka)
+    lr.raw = *(__global const int *)(ib_mem + ib_off + t * ib_s0 + (ulong)(j - len_a) * ib_s1);
+  const dsa_raw raw = load_entry(&sa, &sb, ref_resolve(&sa, &sb, lr, lane, 1, faults), lane, 1);
+#else
+  const dsa_raw raw = fetch_entry(&sa, &sb, len_a, len, t, j, lane, 1, faults);
 #endif
-        __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
-        dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
-        dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
+  if (lane == 0)
+    *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) = raw.valid ? (int)row : -1;
+  if (!raw.valid) return;
+  uint w[8];
+#if MLA9_SELMASK
+  if (lane < NOPE_LANES) {
+    const uint u = (raw.u >> raw.ush) & 0xFFu;
+    const uint x[4] = {raw.r0.x, raw.r0.y, raw.r0.z, raw.r0.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      uint2 o;
+      if (dsa_dequant4_e4m3_special(x[i], u)) {
+        o = dsa_dequant4_e4m3_bf16_exact(x[i], u);
+        if (clean) o = (uint2)(sa_nonan(o.x), sa_nonan(o.y));
+      } else {
+        o = dsa_dequant4_e4m3_bf16_fast(x[i], u);
       }
+      w[2 * i] = o.x, w[2 * i + 1] = o.y;
+    }
+  } else {
+    w[0] = raw.r0.x, w[1] = raw.r0.y, w[2] = raw.r0.z, w[3] = raw.r0.w;
+    w[4] = raw.r1.x, w[5] = raw.r1.y, w[6] = raw.r1.z, w[7] = raw.r1.w;
+    uint any = 0u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) any |= (w[i] & 0x7FFF7FFFu) + 0x007F007Fu;
+    if (clean && (any & 0x80008000u)) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
     }
   }
+#else
+  lane_bf16(&raw, lane, 1, w);
+  /* clean (the attention is a portable kernel): NaN halves zeroed here,
+   * once an entry, and that kernel's stage skips it (kv_clean). The tile
+   * kernels mask their own tiles: left as it was for them. */
+  if (clean) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+  }
+#endif
+  __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
+  dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
+  dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
 }
 
 /* ---- Tile kernels (cl/dsa_tile.h): one body for every matrix back-end ------

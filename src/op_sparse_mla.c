@@ -668,8 +668,7 @@ static dsa_status two_stage_run(dsa_queue *q, const dsa_tensor *query,
    * kernels mask their tiles, so their gather is left as it was. */
   dsa__karg_i32(&a, clean);
   dsa__karg_faults(&a);
-  const int gu = getenv("MLA9_GU") ? atoi(getenv("MLA9_GU")) : 2;
-  const size_t global[3] = {32, (size_t)round_up((uint64_t)ktot, GROWS * gu) / gu, (size_t)t},
+  const size_t global[3] = {32, (size_t)round_up((uint64_t)ktot, GROWS), (size_t)t},
                local[3] = {32, GROWS, 1};
   const dsa_events first = {ev ? ev->num_wait : 0, ev ? ev->wait : NULL, NULL};
   DSA_CHECK(dsa__launch_args(q, kern, "sparse_mla_gather_pack", &a, 3, global, local, &first));
