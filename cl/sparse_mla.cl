@@ -677,23 +677,23 @@ SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
  * index read (and the data read after it) does not wait for the lengths
  * (on its own within noise on the H200; measured and kept with gp_lane,
  * docs/PERFORMANCE.md). */
-DSA_INLINE dsa_lazy_ref gp_ref(__global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs,
-                               int ka, __global const uchar *ib, ulong ib_off, ulong ib_ts,
-                               ulong ib_cs, __global const uchar *la, ulong la_off, ulong la_st,
-                               int has_la, __global const uchar *lb, ulong lb_off, ulong lb_st,
-                               int has_lb, int kb, ulong t, int j, int *len_a, int *len,
-                               int *bad) {
-  const int spec = j < ka ? *(__global const int *)(ia + ia_off + t * ia_ts + (ulong)j * ia_cs)
-                          : *(__global const int *)(ib + ib_off + t * ib_ts +
-                                                    (ulong)(j - ka) * ib_cs);
-  *len_a = set_len(la, la_off, la_st, has_la, ka, t, bad);
-  *len = *len_a + set_len(lb, lb_off, lb_st, has_lb, kb, t, bad);
+DSA_INLINE int gp_guess(__global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
+                        __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs,
+                        ulong t, int j) {
+  return j < ka ? *(__global const int *)(ia + ia_off + t * ia_ts + (ulong)j * ia_cs)
+                : *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - ka) * ib_cs);
+}
+
+/* Entry j of the virtual list from gp_guess's index, once the lengths are
+ * known (ref_read's result). */
+DSA_INLINE dsa_lazy_ref gp_ref(int guess, __global const uchar *ib, ulong ib_off, ulong ib_ts,
+                               ulong ib_cs, int ka, int len_a, int len, ulong t, int j) {
   dsa_lazy_ref r;
-  r.in_b = j >= *len_a;
-  r.used = j < *len;
-  r.raw = spec;
-  if (r.used && r.in_b && *len_a != ka)
-    r.raw = *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - *len_a) * ib_cs);
+  r.in_b = j >= len_a;
+  r.used = j < len;
+  r.raw = guess;
+  if (r.used && r.in_b && len_a != ka)
+    r.raw = *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - len_a) * ib_cs);
   return r;
 }
 
@@ -750,10 +750,12 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   if (j >= ktot) return;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
-  int bad = 0, len_a, len;
-  const dsa_lazy_ref lr = gp_ref(ia_mem, ia_off, ia_s0, ia_s1, ka, ib_mem, ib_off, ib_s0, ib_s1,
-                                 la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off,
-                                 lb_s0, SA_HAS_LEN(kb, hlb), kb, t, j, &len_a, &len, &bad);
+  const int guess = gp_guess(ia_mem, ia_off, ia_s0, ia_s1, ka, ib_mem, ib_off, ib_s0, ib_s1, t, j);
+  int bad = 0;
+  const int len_a = set_len(la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), ka, t, &bad);
+  const int len_b = set_len(lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), kb, t, &bad);
+  const int len = len_a + len_b;
+  const dsa_lazy_ref lr = gp_ref(guess, ib_mem, ib_off, ib_s0, ib_s1, ka, len_a, len, t, j);
   const ulong row = t * (ulong)ktot + (ulong)j;
   if (j == 0 && lane == 0) {
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
