@@ -133,6 +133,14 @@
 #ifndef TOPK_CSORT
 #define TOPK_CSORT 1
 #endif
+/* TOPK_GMERGE 0 compiles the split's merge in a row's last group out
+ * (split 2 is then never launched): PoCL builds with it, where the merge's
+ * barriers under data-dependent branches made its work-group compiler take
+ * minutes per kernel (test_topk over 10 minutes against about 1.5;
+ * dsa__topk_device_options and merge_in_group_ok, src/op_topk.c). */
+#ifndef TOPK_GMERGE
+#define TOPK_GMERGE 1
+#endif
 #ifndef TOPK_CSORT_RATIO
 #define TOPK_CSORT_RATIO 2u
 #endif
@@ -1021,6 +1029,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   } else {
     __global ulong *list = scratch + (r * nchunks + c) * (ulong)k;
     for (uint i = tid; i < m; i += wg) list[i] = res[i];
+#if TOPK_GMERGE
     if (split == 2) {
       /* The merge in the row's last group to finish (no topk_merge
        * launch): each group publishes its list (a device-scope fence, then
@@ -1060,6 +1069,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         }
       }
     }
+#endif
   }
 }
 

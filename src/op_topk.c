@@ -74,7 +74,7 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
  * (as the logits program's emulated tile back-end, src/op_indexer_logits.c).
  * Oclgrind and GPUs build the optimized program. */
 const char *dsa__topk_device_options(const dsa_caps *caps) {
-  if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0";
+  if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0 -DTOPK_GMERGE=0";
   if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -cl-opt-disable";
   return "";
 }
@@ -505,16 +505,18 @@ static dsa_status topk_counters(dsa_queue *q, int64_t rows, cl_mem *out) {
  * 2): that group reads lists other groups wrote in the same launch, which
  * OpenCL 1.2 orders by no fence of its own. Taken where it is known to
  * hold: NVIDIA with inline PTX (membar.gl, device scope; tested on an
- * H200) and the CPU runtimes (coherent caches; PoCL and Intel's, tested).
+ * H200) and Intel's CPU runtime (coherent caches; tested there).
  * Elsewhere (AMD and Intel GPUs, untested; Oclgrind, whose race checker
  * reports the lists' reads against their writes, as it would any
  * cross-group hand-over) topk_merge's second launch merges, unless
  * DSACL_TOPK_MERGE=group. */
 static bool merge_in_group_ok(const dsa_context *c) {
+  /* PoCL builds topk.cl without it (TOPK_GMERGE 0: its work-group
+   * compiler took minutes a kernel over the merge's barriers), so there
+   * topk_merge merges, DSACL_TOPK_MERGE=group included. */
+  if (c->caps.vendor == DSA_VENDOR_POCL) return false;
   if (c->topk_fuse != 1) return c->topk_fuse == 2;
-  if ((c->caps.type & CL_DEVICE_TYPE_CPU) &&
-      (c->caps.vendor == DSA_VENDOR_POCL || c->caps.vendor == DSA_VENDOR_INTEL))
-    return true;
+  if ((c->caps.type & CL_DEVICE_TYPE_CPU) && c->caps.vendor == DSA_VENDOR_INTEL) return true;
   return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
 }
 

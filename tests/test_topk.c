@@ -629,8 +629,8 @@ static void use_topk_env(const char *topk) {
  * inside calls that split), k = 1 and 2048, ragged and bad ranges, both
  * length ranks, events (two kernels for split). */
 static void test_forced(void) {
-  /* Where the device allows the merge in a row's last group (NVIDIA, the
-   * CPU runtimes: src/op_topk.c), split:300 merges short rows' lists there
+  /* Where the device allows the merge in a row's last group (NVIDIA,
+   * Intel's CPU runtime; not PoCL: src/op_topk.c), split:300 merges short rows' lists there
    * and long rows' (more lists than the arena holds) by topk_merge; split
    * (about four chunks) there, and by topk_merge under
    * DSACL_TOPK_MERGE=kernel. */
