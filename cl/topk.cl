@@ -281,15 +281,21 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 
 /* ==== register-resident select and sort (topk_rows) ======================= */
 
-/* Number of words above x in the descending list L of len words (local). */
-DSA_INLINE uint topk_count_above_l(__local const ulong *L, uint len, ulong x) {
-  uint pos = 0u;
-  for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {
-    const uint np = pos + step;
-    if (np <= len && L[np - 1u] > x) pos = np;
+/* Number of words above x in the descending list L of len words: one body
+ * for each address space (OpenCL 1.2 has no generic pointers): the split's
+ * merge reads the lists in local memory (its row's last group) or in global
+ * memory (topk_merge). */
+#define TOPK_COUNT_ABOVE(NAME, AS)                                      \
+  DSA_INLINE uint NAME(AS const ulong *L, uint len, ulong x) {          \
+    uint pos = 0u;                                                      \
+    for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {               \
+      const uint np = pos + step;                                       \
+      if (np <= len && L[np - 1u] > x) pos = np;                        \
+    }                                                                   \
+    return pos;                                                         \
   }
-  return pos;
-}
+TOPK_COUNT_ABOVE(topk_count_above_l, __local)
+TOPK_COUNT_ABOVE(topk_count_above, __global)
 
 /* Orders this work-item's global writes before its later global accesses
  * for every work-group of the device (the split's merge in its last group).
@@ -1105,16 +1111,6 @@ TOPK_LROWS_KERNEL(512)
 #endif
 
 /* ==== merge of the chunk lists (split's second pass) ====================== */
-
-/* Number of words above x in the descending list L of len words. */
-DSA_INLINE uint topk_count_above(__global const ulong *L, uint len, ulong x) {
-  uint pos = 0u;
-  for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {
-    const uint np = pos + step;
-    if (np <= len && L[np - 1u] > x) pos = np;
-  }
-  return pos;
-}
 
 /* Grid: rows * nchunks * pieces groups of WG items; item t of group (r, c,
  * p) ranks the mq (1 .. TOPK_MERGE_Q) consecutive entries from
