@@ -31,7 +31,8 @@
  * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16); "h64pre"
  * (FP8): h64db on operands decoded beforehand into f32 chunks by
  * il_predecode_q / _k (the query; for the ragged operator the keys too),
- * so that staging a chunk is float4 copies.
+ * so that staging a chunk is float4 copies (paged: two kernels, the one
+ * for H <= 64 with its single head chunk a constant).
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -82,7 +83,7 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
     const uint w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs (8 integer
+      /* Bytes 0 and 2, then 1 and 3, as the f16 pairs (7 integer
        * operations a word, 13 by pairs 0-1 and 2-3). */
       const uint h[2] = {dsa_e4m3x2_to_f16x2_scaled_even(w[j]),
                          dsa_e4m3x2_to_f16x2_scaled_odd(w[j])};
@@ -271,7 +272,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                                const int DC, const int NB, const int paged, const int fp4,
                                const uint lid, const uint r, const int n0, const uint b,
                                const uint i, const int lo, const int hi, const int skip,
-                               const int PRE, __global const float4 *pq,
+                               const int PRE, const int H1, __global const float4 *pq,
                                __global const float4 *pk, const ulong pk_np) {
   const int NT = HG * KG, TH = RH * HG, TK = RK * KG, SEGK = DC / 16;
   /* PRE (il_predecode_*): the query (PRE 1) and the keys (PRE 2) come as
@@ -285,7 +286,13 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * prefill 6171 -> 5991; on h64db it measured slower: 813 -> 823 and
    * 6350 -> 6428). */
   const int RSEP = PRE != 0;
-  const int nch = (D + DC - 1) / DC, nhc = (H + TH - 1) / TH;
+  /* PRE, paged: the dims (128: the cache's rows) and, with H1 (H <= TH),
+   * the one head chunk as constants, so that the chunk and head loops have
+   * trip counts the compiler knows (the same work in the same order: H200,
+   * paged B = 64 809.6 -> 781.8 us, each alone 806.8 / 801.6; unrolling the
+   * chunk loop by 2 or 8 was slower, 816 / 1067; docs/PERFORMANCE.md). */
+  const int DD = PRE && paged ? 128 : D;
+  const int nch = (DD + DC - 1) / DC, nhc = (H + TH - 1) / TH;
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
    * while the last is multiplied; one barrier a chunk, not two). */
@@ -333,7 +340,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * SM). */
   float tot0 = 0.0f, tot1 = 0.0f;
 
-  const int hend = skip ? 0 : H;
+  const int hend = skip ? 0 : H1 ? TH : H;
   for (int hc = 0; hc < hend; hc += TH) {
     /* acc[a][c]: head a, key c of the item (RK up to 16). The zeroing has
      * constant bounds: bounded by RH and RK, clang 15 left the loop of RK =
@@ -359,11 +366,11 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
         pk + (ulong)(n0 / 4) + (lid / (uint)(TK / 4)) * np4 + lid % (uint)(TK / 4);
     if (PRE)
       IL_PRE_LOADQ(0);
-    else if (qok && qd < D)
+    else if (qok && qd < DD)
       xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, qd);
     if (PRE != 2) {
-      if (kok0 && kd0 < D) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
-      if (kok1 && kd1 < D) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
+      if (kok0 && kd0 < DD) xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, kd0, fp4, k_al);
+      if (kok1 && kd1 < DD) xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, kd1, fp4, k_al);
     }
     /* The head chunk's weights, read by the epilogue: staged while chunk 0's
      * bytes are in flight, ordered by the dims' first barrier (the last
@@ -373,7 +380,7 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
                                                                (ulong)(hc + (int)lid) * w_hs)
                                   : 0.0f;
 
-    for (int dc = 0; dc < D; dc += DC) {
+    for (int dc = 0; dc < DD; dc += DC) {
       /* NB 2: chunk c in buffer c % 2, whose last reader (chunk c - 2's
        * products) is behind chunk c - 1's barrier. */
       const int bsel = NB == 2 ? (dc / DC) & 1 : 0;
@@ -415,17 +422,17 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
         const int nd = dc + DC;
         /* (PRE: nothing past the last chunk.) */
         if (PRE) {
-          if (nd < D) IL_PRE_LOADQ(nd);
+          if (nd < DD) IL_PRE_LOADQ(nd);
         } else {
           xq = (uint4)(0u);
-          if (qok && nd + qd < D) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
+          if (qok && nd + qd < DD) xq = il_qraw(IL_NAMES, fp4, qrow, qsrow, h, nd + qd);
         }
         if (PRE != 2) {
           xk0 = (uint4)(0u);
           xk1 = (uint4)(0u);
-          if (kok0 && nd + kd0 < D)
+          if (kok0 && nd + kd0 < DD)
             xk0 = il_kraw(kbase, sbase, koff[kk0], ksoff[kk0], sds, nd + kd0, fp4, k_al);
-          if (kok1 && nd + kd1 < D)
+          if (kok1 && nd + kd1 < DD)
             xk1 = il_kraw(kbase, sbase, koff[kk1], ksoff[kk1], sds, nd + kd1, fp4, k_al);
         }
       }
@@ -499,8 +506,8 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
                                __local float *kscale, __local int *kstate, const int HG,
                                const int KG, const int RH, const int RK, const int DC,
                                const int NB, const int paged, const int fp4, const int PRE,
-                               __global const float4 *pq, __global const float4 *pk,
-                               const ulong pk_np) {
+                               const int H1, __global const float4 *pq,
+                               __global const float4 *pk, const ulong pk_np) {
   const int TK = RK * KG;
   const uint lid = get_local_id(0);
   const uint g = get_group_id(0), gr = g / (uint)ntiles;
@@ -519,7 +526,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
    * per-item conditions for the whole group. Loop bounds are fine. */
   const int skip = n0 >= hi || n0 + TK <= lo;
   il_tile(IL_NAMES, qs, ks, red, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB, paged,
-          fp4, lid, r, n0, b, i, lo, hi, skip, PRE, pq, pk, pk_np);
+          fp4, lid, r, n0, b, i, lo, hi, skip, PRE, H1, pq, pk, pk_np);
 }
 
 /* Local memory: NB chunks of TH x DC query and TK x DC key values, the
@@ -538,12 +545,12 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local int kstate[RK * KG];                                                               \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
             (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
-            PAGED, FP4, 0, 0, 0, 0);                                                           \
+            PAGED, FP4, 0, 0, 0, 0, 0);                                                           \
   }
 /* The wide tile (two chunk buffers) on operands decoded beforehand
  * (il_predecode_q / _k into the queue's scratch): pq the query's chunks,
  * pq + pk_off (float4) the keys' (PRE 2; pk_np floats a dim); FP8 only. */
-#define IL_KERNEL_PRE(NAME, PAGED, PRE)                                                       \
+#define IL_KERNEL_PRE(NAME, PAGED, PRE, H1)                                                   \
   __kernel IL_W_ATTR void NAME(IL_KARGS, __global const float4 *pq, ulong pk_off,              \
                                ulong pk_np) {                                                  \
     __local float4 qs[2 * (IL_W_RH * IL_W_HG) * IL_W_DC / 4];                                  \
@@ -555,7 +562,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local float red[IL_W_HG * IL_W_RK * IL_W_KG];                                            \
     il_body(IL_FROM_KARGS(PAGED, 0), (__local float *)qs, (__local float *)ks, red, wl, koff,  \
             ksoff, kscale, kstate, IL_W_HG, IL_W_KG, IL_W_RH,                                  \
-            IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, pq, pq + pk_off, pk_np);                       \
+            IL_W_RK, IL_W_DC, 2, PAGED, 0, PRE, H1, pq, pq + pk_off, pk_np);                  \
   }
 
 /* The geometry must tile: NT items in 32-item blocks of 4 head x 8 key
@@ -606,8 +613,9 @@ IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
  * key tiles; paged: the query (its keys serve one row). The wide tile's
  * staging is then float4 copies (H200, forced portable: docs/PERFORMANCE.md,
  * "Portable logits, round 4"). */
-IL_KERNEL_PRE(mqa_logits_h64pre, 0, 2)
-IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1)
+IL_KERNEL_PRE(mqa_logits_h64pre, 0, 2, 0)
+IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1, 0)
+IL_KERNEL_PRE(paged_mqa_logits_h64pre1, 1, 1, 1)
 
 /* pq: query row r (= b next_n + i), head h, dim d at float
  *   ((r nhc + h / TH) nch + d / DC) TH DC + (d % DC) TH + h % TH

@@ -503,7 +503,12 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;
-  if (v == V_PRE) kname = j->paged ? "paged_mqa_logits_h64pre" : "mqa_logits_h64pre";
+  /* portable-h64pre, paged: the kernel with one head chunk as a constant
+   * where H fits one (cl/indexer_logits.cl, H1). */
+  if (v == V_PRE)
+    kname = !j->paged                   ? "mqa_logits_h64pre"
+            : j->H <= IL_W_RH * IL_W_HG ? "paged_mqa_logits_h64pre1"
+                                        : "paged_mqa_logits_h64pre";
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
   /* portable-h64pre: the operands decoded into the scratch first (the
    * kernels had before anything is enqueued). */

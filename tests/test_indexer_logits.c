@@ -533,6 +533,129 @@ static void test_paged(void) {
   }
 }
 
+/* ---- every e4m3 code in every byte position ------------------------------------ */
+
+/* The kernels decode a word's bytes in pairs by position (the portable
+ * tile: bytes 0 and 2, then 1 and 3, each pair its own bit operations), so
+ * each of the 256 codes must come out exactly in each of the 4 positions.
+ * Operand e (of 1024) holds code e / 4 at dim 4 ((7 e) % 32) + e % 4 and
+ * zeros elsewhere; its partner is 1.0 on every dim (head 1: -1.0); heads
+ * past 1 are zero and weigh 0. A per-operand power of two (the key's
+ * scale, or the row's weights) takes every nonzero value to [1, 2), so a
+ * wrong mantissa bit of any code (subnormals included) is an error of at
+ * least 1/16 of the largest logit, and a zero code that decodes to
+ * anything else is one too. Keys carry the codes (ragged and paged), then
+ * the query (ragged). */
+static int code_dim(int e) { return 4 * ((7 * e) % 32) + (e & 3); }
+static float code_pow2(uint8_t c) {
+  const double v = fabs(ref_il_e4m3(c));
+  return v == 0 ? 1.0f : pow2f(-(int)floor(log2(v)));
+}
+
+static void test_all_codes(void) {
+  const int64_t n = 1024, h = 64, d = 128;
+  /* Keys: ragged, then the same keys in a paged cache (16 blocks of 64). */
+  uint8_t *kv = dsa_test_xmalloc((size_t)(n * d)), *qv = dsa_test_xmalloc((size_t)(n * h * d));
+  float *ksc = dsa_test_xmalloc((size_t)n * 4), *w = dsa_test_xmalloc((size_t)(n * h) * 4);
+  memset(kv, 0, (size_t)(n * d));
+  for (int e = 0; e < n; e++) {
+    kv[e * d + code_dim(e)] = (uint8_t)(e >> 2);
+    ksc[e] = code_pow2((uint8_t)(e >> 2));
+  }
+  memset(qv, 0, (size_t)(h * d));
+  memset(qv, 0x38, (size_t)d);         /* head 0: 1.0 */
+  memset(qv + d, 0xB8, (size_t)d);     /* head 1: -1.0 */
+  memset(w, 0, (size_t)h * 4);
+  w[0] = 1.0f, w[1] = -2.0f;
+  {
+    int32_t ks = 0, ke = (int32_t)n;
+    dev_t_ dq = dev(qv, DSA_E4M3, 3, (int64_t[]){1, h, d}, 0, 1);
+    dev_t_ dk = dev(kv, DSA_E4M3, 2, (int64_t[]){n, d}, 0, 1);
+    dev_t_ dks = dev(ksc, DSA_F32, 1, (int64_t[]){n}, 0, 0);
+    dev_t_ dw = dev(w, DSA_F32, 2, (int64_t[]){1, h}, 0, 0);
+    dev_t_ da = dev(&ks, DSA_I32, 1, (int64_t[]){1}, 0, 0);
+    dev_t_ db = dev(&ke, DSA_I32, 1, (int64_t[]){1}, 0, 0);
+    out_buf o = out_make(1, n, 0, 0);
+    dsa_indexer_logits_params p;
+    dsa_indexer_logits_params_default(&p);
+    CHECK_OK(dsa_indexer_logits(q, &dq.t, NULL, &dk.t, &dks.t, &dw.t, &da.t, &db.t, &o.t, &p,
+                                NULL));
+    double *ref = dsa_test_xmalloc((size_t)n * sizeof *ref);
+    ref_mqa_logits(0, 1, h, d, n, qv, NULL, kv, ksc, w, &ks, &ke, 1, ref);
+    out_check(&o, ref, "all e4m3 codes as keys (ragged)");
+    free(ref);
+    dev_free(&dq), dev_free(&dk), dev_free(&dks), dev_free(&dw), dev_free(&da), dev_free(&db);
+    out_free(&o);
+  }
+  {
+    const int32_t bs = 64;
+    const int64_t nb = n / bs, stride = bs * 132;
+    uint8_t *img = dsa_test_xmalloc((size_t)(nb * stride));
+    int32_t *bt = dsa_test_xmalloc((size_t)nb * 4), cl = (int32_t)n;
+    for (int64_t j = 0; j < nb; j++) {
+      const int64_t blk = (j * 5) % nb; /* 5 is prime to 16: a permutation */
+      bt[j] = (int32_t)blk;
+      for (int32_t t = 0; t < bs; t++) {
+        memcpy(img + blk * stride + t * 128, kv + (j * bs + t) * d, 128);
+        memcpy(img + blk * stride + bs * 128 + t * 4, &ksc[j * bs + t], 4);
+      }
+    }
+    dev_t_ dq = dev(qv, DSA_E4M3, 4, (int64_t[]){1, 1, h, d}, 0, 1);
+    dev_t_ dw = dev(w, DSA_F32, 2, (int64_t[]){1, h}, 0, 0);
+    dev_t_ dcl = dev(&cl, DSA_I32, 1, (int64_t[]){1}, 0, 0);
+    dev_t_ dbt = dev(bt, DSA_I32, 2, (int64_t[]){1, nb}, 0, 0);
+    guarded_buf cb = gbuf_create(ctx, q, (size_t)(nb * stride), img);
+    dsa_paged_cache pc = {.mem = cb.mem, .offset = cb.off, .num_blocks = nb, .block_size = bs,
+                          .block_stride = stride, .format = DSA_CACHE_INDEXER_FP8};
+    out_buf o = out_make(1, n, 0, 0);
+    dsa_indexer_logits_params p;
+    dsa_indexer_logits_params_default(&p);
+    CHECK_OK(dsa_indexer_paged_logits(q, &dq.t, NULL, &dw.t, &dcl.t, &dbt.t, &pc, &o.t, &p, NULL));
+    double *ref = dsa_test_xmalloc((size_t)n * sizeof *ref);
+    ref_il_cache rc = {img, nb, bs, stride};
+    ref_paged_mqa_logits(0, 1, 1, h, qv, NULL, &rc, w, &cl, 1, bt, nb, n, 1, ref);
+    out_check(&o, ref, "all e4m3 codes as keys (paged)");
+    free(ref), free(img), free(bt);
+    dev_free(&dq), dev_free(&dw), dev_free(&dcl), dev_free(&dbt);
+    gbuf_release(&cb);
+    out_free(&o);
+  }
+  /* The query: row e's head 0 holds code e / 4 (head 1 its negation) at
+   * code_dim(e); one key of 1.0 on every dim; the row's weights scale. */
+  {
+    memset(qv, 0, (size_t)(n * h * d));
+    for (int e = 0; e < n; e++) {
+      const uint8_t c = (uint8_t)(e >> 2);
+      qv[(e * h + 0) * d + code_dim(e)] = c;
+      qv[(e * h + 1) * d + code_dim(e)] = (uint8_t)(c ^ 0x80);
+      for (int64_t k = 0; k < h; k++) w[e * h + k] = 0.0f;
+      w[e * h + 0] = code_pow2(c), w[e * h + 1] = -2.0f * code_pow2(c);
+    }
+    memset(kv, 0x38, (size_t)d);
+    float one = 1.0f;
+    int32_t *ks = dsa_test_xmalloc((size_t)n * 4), *ke = dsa_test_xmalloc((size_t)n * 4);
+    for (int e = 0; e < n; e++) ks[e] = 0, ke[e] = 1;
+    dev_t_ dq = dev(qv, DSA_E4M3, 3, (int64_t[]){n, h, d}, 0, 1);
+    dev_t_ dk = dev(kv, DSA_E4M3, 2, (int64_t[]){1, d}, 0, 1);
+    dev_t_ dks = dev(&one, DSA_F32, 1, (int64_t[]){1}, 0, 0);
+    dev_t_ dw = dev(w, DSA_F32, 2, (int64_t[]){n, h}, 0, 0);
+    dev_t_ da = dev(ks, DSA_I32, 1, (int64_t[]){n}, 0, 0);
+    dev_t_ db = dev(ke, DSA_I32, 1, (int64_t[]){n}, 0, 0);
+    out_buf o = out_make(n, 1, 0, 0);
+    dsa_indexer_logits_params p;
+    dsa_indexer_logits_params_default(&p);
+    CHECK_OK(dsa_indexer_logits(q, &dq.t, NULL, &dk.t, &dks.t, &dw.t, &da.t, &db.t, &o.t, &p,
+                                NULL));
+    double *ref = dsa_test_xmalloc((size_t)n * sizeof *ref);
+    ref_mqa_logits(0, n, h, d, 1, qv, NULL, kv, &one, w, ks, ke, 1, ref);
+    out_check(&o, ref, "all e4m3 codes in the query (ragged)");
+    free(ref), free(ks), free(ke);
+    dev_free(&dq), dev_free(&dk), dev_free(&dks), dev_free(&dw), dev_free(&da), dev_free(&db);
+    out_free(&o);
+  }
+  free(kv), free(qv), free(ksc), free(w);
+}
+
 /* ---- argument validation ------------------------------------------------------ */
 
 /* A valid call's arguments; each case breaks one thing. t[] per operator:
@@ -820,6 +943,7 @@ int main(void) {
   dsa_test_open(&ctx, &q, 0);
   test_ragged();
   test_paged();
+  test_all_codes();
   test_decode_shape();
   test_bad_args();
   test_empty_and_events();

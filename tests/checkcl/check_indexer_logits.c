@@ -86,8 +86,11 @@ static int paged_case(cc_env *e, int fp4, int64_t b, int64_t nn, int64_t h, int6
 static int check_paged(cc_env *e, int fp4, char *msg, size_t ms) {
   static const int64_t hs[] = {1, 8, 16, 64};
   static const int32_t bss[] = {1, 3, 16, 64};
+  /* (H = 128: two head chunks, the paged portable-h64pre's general
+   * kernel; H <= 64 takes its one-chunk twin.) */
   if (paged_case(e, fp4, 1, 1, 1, 1, 1, 1, 1, 0, msg, ms) ||
-      paged_case(e, fp4, 3, 2, 64, 5, 16, 64, 2, 0, msg, ms))
+      paged_case(e, fp4, 3, 2, 64, 5, 16, 64, 2, 0, msg, ms) ||
+      paged_case(e, fp4, 2, 1, 128, 3, 4, 64, 1, 0, msg, ms))
     return 1;
   for (int it = 0; it < (e->quick ? 2 : 10); it++)
     if (paged_case(e, fp4, 1 + cc_rnd(e, 4), 1 + cc_rnd(e, 3), hs[cc_rnd(e, 4)],
