@@ -421,20 +421,36 @@ DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __
   *m_run = m_new;
 }
 
-/* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads. */
+/* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads.
+ * skip (the one-buffer schedule): the rescale is left out when all 8 alphas
+ * are 1 (no head's running max moved this tile: most tiles once the max has
+ * settled; x * 1 = x, so the result is the same), a branch uniform over the
+ * warp (its items share ph). H200, forced portable at 32 KiB, T=64 H=64:
+ * 251.6 against 254.6 us; in the ring (nbuf 3) the same test read 0.9 us
+ * slower, so it stays off there (docs/PERFORMANCE.md, round 6). */
 DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
                              __local const float *pl, __local const float *al, uint ph,
-                             uint pd) {
+                             uint pd, int skip) {
   __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
+  float4 av[PV_H / 4];
+  int same = 1;
 #pragma unroll
   for (int h4 = 0; h4 < PV_H / 4; h4++) {
-    const float4 a = a4[h4];
+    av[h4] = a4[h4];
+    if (skip)
+      same &= av[h4].x == 1.0f && av[h4].y == 1.0f && av[h4].z == 1.0f && av[h4].w == 1.0f;
+  }
+  if (!skip || !same) {
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      acc[4 * h4][c] *= a.x;
-      acc[4 * h4 + 1][c] *= a.y;
-      acc[4 * h4 + 2][c] *= a.z;
-      acc[4 * h4 + 3][c] *= a.w;
+    for (int h4 = 0; h4 < PV_H / 4; h4++) {
+      const float4 a = av[h4];
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        acc[4 * h4][c] *= a.x;
+        acc[4 * h4 + 1][c] *= a.y;
+        acc[4 * h4 + 2][c] *= a.z;
+        acc[4 * h4 + 3][c] *= a.w;
+      }
     }
   }
 #pragma unroll
@@ -459,7 +475,7 @@ DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
 
 /* nbuf 3 (SA_NBUF): the phases pipelined over a ring of three tile buffers,
  * two barriers a tile. Step it runs, between its barriers,
- *   A: stage tile it+1, QK of tile it, softmax of tile it-1;
+ *   A: softmax of tile it-1 (items 0..127), stage tile it+1, QK of tile it;
  *   B: reduce of tile it (items 128..255), PV of tile it-1;
  * so the phases the 128 reduce items run alone (reduce, softmax) overlap the
  * whole group's (QK, PV), and a tile is read by PV a step after its QK
@@ -542,18 +558,21 @@ DSA_INLINE void attn_body(
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int it = 0; it <= ntiles; it++) {
       const int b0 = it % 3, b1 = (it + 1) % 3, bp = (it + 2) % 3; /* bp: tile it-1 */
-      /* A */
+      /* A. The softmax first: its exp2 and local reads then overlap the
+       * stage and QK rather than trailing them into the barrier (H200,
+       * forced portable T=64 H=64: 247.0 against 248.4 us; after the stage,
+       * 247.3; QK before the stage, 251.5; docs/PERFORMANCE.md, round 6). */
+      if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       if (it + 1 < ntiles) {
         sa_stage(&raw, lr, lane, fused, clean, ks + b1 * tw, vm + b1 * NT);
         if (it + 2 < ntiles)
           raw = fetch_entry(sa, sb, len_a, len, t, (it + 2) * NT + (int)lr, lane, fused, faults);
       }
       if (it < ntiles) sa_qk(qf, ks + b0 * tw, part, qh, ds);
-      if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
-      /* B */
+      /* B (PV before the reduce: 252.5 us) */
       if (it < ntiles && red2) sa_reduce(part, sl, vm + b0 * NT, rh2, rn2, lsc);
-      if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd);
+      if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd, 0);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
   } else {
@@ -568,7 +587,7 @@ DSA_INLINE void attn_body(
       barrier(CLK_LOCAL_MEM_FENCE);
       if (red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
-      sa_pv(acc, ks, pl, al, ph, pd);
+      sa_pv(acc, ks, pl, al, ph, pd, 1);
       barrier(CLK_LOCAL_MEM_FENCE); /* ks, vm rewritten next */
     }
   }
