@@ -697,7 +697,8 @@ SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
  * dsa_ref from an inlined ref_resolve passed by value to load_entry, which
  * its second caller left out of line in Oclgrind's optimised build) hit it,
  * and at -cl-opt-disable so does any DSA_INLINE_ALWAYS function returning a
- * struct (docs/TESTING.md, "Oclgrind"). load_lane (returns a dsa_raw) stays
+ * struct (docs/TESTING.md, "Oclgrind and
+ * llvm.experimental.noalias.scope.decl"). load_lane (returns a dsa_raw) stays
  * out of line there, as in the attention kernels. */
 
 /* The index of entry j, read before the lengths are known: row j of the
@@ -796,8 +797,8 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     *(__global int *)(wsl_mem + wsl_off + t * wsl_s0) = len;
   }
-  /* The data read is issued before the index store (mla9's measured order:
-   * load_entry, then the store). */
+  /* The data read is issued before the index store (mla9's measured order;
+   * the store first read the same, docs/PERFORMANCE.md, round 6). */
   dsa_raw raw;
   if (slot >= 0) raw = j >= len_a ? load_lane(&sb, slot, lane, 1) : load_lane(&sa, slot, lane, 1);
   if (lane == 0)
