@@ -421,20 +421,36 @@ DSA_INLINE_ALWAYS void sa_softmax(__local const float *sl, __local float *pl, __
   *m_run = m_new;
 }
 
-/* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads. */
+/* PV: acc = acc * alpha + P . K over the item's 4 dims x 8 heads.
+ * skip (the one-buffer schedule): the rescale is left out when all 8 alphas
+ * are 1 (no head's running max moved this tile: most tiles once the max has
+ * settled; x * 1 = x, so the result is the same), a branch uniform over the
+ * warp (its items share ph). H200, forced portable at 32 KiB, T=64 H=64:
+ * 251.6 against 254.6 us; in the ring (nbuf 3) the same test read 0.9 us
+ * slower, so it stays off there (docs/PERFORMANCE.md, round 6). */
 DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
                              __local const float *pl, __local const float *al, uint ph,
-                             uint pd) {
+                             uint pd, int skip) {
   __local const float4 *a4 = (__local const float4 *)(al + ph * PV_H);
+  float4 av[PV_H / 4];
+  int same = 1;
 #pragma unroll
   for (int h4 = 0; h4 < PV_H / 4; h4++) {
-    const float4 a = a4[h4];
+    av[h4] = a4[h4];
+    if (skip)
+      same &= av[h4].x == 1.0f && av[h4].y == 1.0f && av[h4].z == 1.0f && av[h4].w == 1.0f;
+  }
+  if (!skip || !same) {
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      acc[4 * h4][c] *= a.x;
-      acc[4 * h4 + 1][c] *= a.y;
-      acc[4 * h4 + 2][c] *= a.z;
-      acc[4 * h4 + 3][c] *= a.w;
+    for (int h4 = 0; h4 < PV_H / 4; h4++) {
+      const float4 a = av[h4];
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        acc[4 * h4][c] *= a.x;
+        acc[4 * h4 + 1][c] *= a.y;
+        acc[4 * h4 + 2][c] *= a.z;
+        acc[4 * h4 + 3][c] *= a.w;
+      }
     }
   }
 #pragma unroll
@@ -459,7 +475,7 @@ DSA_INLINE_ALWAYS void sa_pv(float acc[PV_H][4], __local const uint *kt,
 
 /* nbuf 3 (SA_NBUF): the phases pipelined over a ring of three tile buffers,
  * two barriers a tile. Step it runs, between its barriers,
- *   A: stage tile it+1, QK of tile it, softmax of tile it-1;
+ *   A: softmax of tile it-1 (items 0..127), stage tile it+1, QK of tile it;
  *   B: reduce of tile it (items 128..255), PV of tile it-1;
  * so the phases the 128 reduce items run alone (reduce, softmax) overlap the
  * whole group's (QK, PV), and a tile is read by PV a step after its QK
@@ -542,18 +558,21 @@ DSA_INLINE void attn_body(
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int it = 0; it <= ntiles; it++) {
       const int b0 = it % 3, b1 = (it + 1) % 3, bp = (it + 2) % 3; /* bp: tile it-1 */
-      /* A */
+      /* A. The softmax first: its exp2 and local reads then overlap the
+       * stage and QK rather than trailing them into the barrier (H200,
+       * forced portable T=64 H=64: 247.0 against 248.4 us; after the stage,
+       * 247.3; QK before the stage, 251.5; docs/PERFORMANCE.md, round 6). */
+      if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       if (it + 1 < ntiles) {
         sa_stage(&raw, lr, lane, fused, clean, ks + b1 * tw, vm + b1 * NT);
         if (it + 2 < ntiles)
           raw = fetch_entry(sa, sb, len_a, len, t, (it + 2) * NT + (int)lr, lane, fused, faults);
       }
       if (it < ntiles) sa_qk(qf, ks + b0 * tw, part, qh, ds);
-      if (it > 0 && red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
-      /* B */
+      /* B (PV before the reduce: 252.5 us) */
       if (it < ntiles && red2) sa_reduce(part, sl, vm + b0 * NT, rh2, rn2, lsc);
-      if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd);
+      if (it > 0) sa_pv(acc, ks + bp * tw, pl, al, ph, pd, 0);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
   } else {
@@ -568,7 +587,7 @@ DSA_INLINE void attn_body(
       barrier(CLK_LOCAL_MEM_FENCE);
       if (red) sa_softmax(sl, pl, al, rh, rn, &m_run, &l_run);
       barrier(CLK_LOCAL_MEM_FENCE);
-      sa_pv(acc, ks, pl, al, ph, pd);
+      sa_pv(acc, ks, pl, al, ph, pd, 1);
       barrier(CLK_LOCAL_MEM_FENCE); /* ks, vm rewritten next */
     }
   }
@@ -669,6 +688,90 @@ SA_BF16_KERNEL(sparse_attn_bf16_lm32, 1)
 SA_FUSED_KERNEL(sparse_mla_decode_fused, 3)
 SA_FUSED_KERNEL(sparse_mla_decode_fused_lm32, 1)
 
+/* ---- The gather's helpers. None of them takes or returns a struct by
+ * value: Oclgrind 21.10 cannot run llvm.experimental.noalias.scope.decl
+ * ("Undefined external function", WorkItem.cpp:1681) and refuses to create
+ * any kernel of a program holding one. LLVM's inliner emits that call for
+ * each noalias argument of a function it inlines, a struct return (sret)
+ * among them; it stays when the memory it scopes does: mla9's gather (a
+ * dsa_ref from an inlined ref_resolve passed by value to load_entry, which
+ * its second caller left out of line in Oclgrind's optimised build) hit it,
+ * and at -cl-opt-disable so does any DSA_INLINE_ALWAYS function returning a
+ * struct (docs/TESTING.md, "Oclgrind and
+ * llvm.experimental.noalias.scope.decl"). load_lane (returns a dsa_raw) stays
+ * out of line there, as in the attention kernels. */
+
+/* The index of entry j, read before the lengths are known: row j of the
+ * list with both sets at full length (set A's j, else set B's j - ka). It is
+ * the virtual list's entry whenever j < len_a or set A is full (len_a = ka,
+ * as in every decode step past the window's fill); only a row of set B after
+ * a short set A reads its index again, once the lengths are in (gp_slot).
+ * So the index read (and the data read after it) does not wait for the
+ * lengths (on its own within noise on the H200; measured and kept with
+ * gp_lane, docs/PERFORMANCE.md, round 5). */
+DSA_INLINE int gp_guess(__global const uchar *ia, ulong ia_off, ulong ia_ts, ulong ia_cs, int ka,
+                        __global const uchar *ib, ulong ib_off, ulong ib_ts, ulong ib_cs,
+                        ulong t, int j) {
+  return j < ka ? *(__global const int *)(ia + ia_off + t * ia_ts + (ulong)j * ia_cs)
+                : *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - ka) * ib_cs);
+}
+
+/* Entry j's slot from gp_guess's index once the lengths are known, as
+ * ref_entry resolves it (fused): -1 for an unused entry or one past its
+ * set's capacity (the latter also a fault). */
+DSA_INLINE int gp_slot(int guess, __global const uchar *ib, ulong ib_off, ulong ib_ts,
+                       ulong ib_cs, long cap_a, long cap_b, int ka, int len_a, int len, ulong t,
+                       int j, uint lane, __global volatile uint *faults) {
+  const int in_b = j >= len_a;
+  int raw = guess;
+  if (j < len && in_b && len_a != ka)
+    raw = *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - len_a) * ib_cs);
+  const int live = j < len && raw >= 0;
+  const int valid = live && (long)raw < (in_b ? cap_b : cap_a);
+  if (live && !valid && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
+  return valid ? raw : -1;
+}
+
+/* Lane `lane` of a gathered entry as 8 bf16 pairs; clean: NaN halves zeroed
+ * (equal to lane_bf16 then sa_nonan on every word). A NaN can only come from
+ * the dequantization's exact path (the integer path never makes one:
+ * dsa_dequant4_e4m3_bf16_fast) or from the RoPE lanes' raw bf16, so only
+ * those are masked, the RoPE lanes after one test of all 8 words: the warp
+ * runs both lane kinds' code, and masking every word took ~40 integer
+ * operations on each (H200, forced portable T=64 H=64: 248.8 against 250.1
+ * us, docs/PERFORMANCE.md, round 5). */
+DSA_INLINE void gp_lane(const dsa_raw *raw, uint lane, int clean, uint w[8]) {
+  if (lane < NOPE_LANES) {
+    const uint u = (raw->u >> raw->ush) & 0xFFu;
+    const uint x[4] = {raw->r0.x, raw->r0.y, raw->r0.z, raw->r0.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      uint2 o;
+      if (dsa_dequant4_e4m3_special(x[i], u)) {
+        o = dsa_dequant4_e4m3_bf16_exact(x[i], u);
+        if (clean) o = (uint2)(sa_nonan(o.x), sa_nonan(o.y));
+      } else {
+        o = dsa_dequant4_e4m3_bf16_fast(x[i], u);
+      }
+      w[2 * i] = o.x, w[2 * i + 1] = o.y;
+    }
+  } else {
+    w[0] = raw->r0.x, w[1] = raw->r0.y, w[2] = raw->r0.z, w[3] = raw->r0.w;
+    w[4] = raw->r1.x, w[5] = raw->r1.y, w[6] = raw->r1.z, w[7] = raw->r1.w;
+    if (clean) {
+      /* sa_nonan's carry test on all words at once: bit 15 or 31 of some
+       * (w & 0x7FFF7FFF) + 0x007F007F is set iff some half is a NaN. */
+      uint any = 0u;
+#pragma unroll
+      for (int i = 0; i < 8; i++) any |= (w[i] & 0x7FFF7FFFu) + 0x007F007Fu;
+      if (any & 0x80008000u) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
+      }
+    }
+  }
+}
+
 /* Two-stage decode, stage 1: gather the used entries and pack the indices
  * into the workspace: rows [T*Ktot, 512] bf16 (1024-byte rows), indices
  * [T, Ktot] i32, lengths [T] i32. */
@@ -682,28 +785,30 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
   if (j >= ktot) return;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
+  const int guess = gp_guess(ia_mem, ia_off, ia_s0, ia_s1, ka, ib_mem, ib_off, ib_s0, ib_s1, t, j);
   int bad = 0;
   const int len_a = set_len(la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), ka, t, &bad);
   const int len_b = set_len(lb_mem, lb_off, lb_s0, SA_HAS_LEN(kb, hlb), kb, t, &bad);
   const int len = len_a + len_b;
+  const int slot = gp_slot(guess, ib_mem, ib_off, ib_s0, ib_s1, sa.capacity, sb.capacity, ka,
+                           len_a, len, t, j, lane, faults);
   const ulong row = t * (ulong)ktot + (ulong)j;
   if (j == 0 && lane == 0) {
     if (bad) dsa_fault(faults, DSA_FAULT_LENGTH_RANGE);
     *(__global int *)(wsl_mem + wsl_off + t * wsl_s0) = len;
   }
-  const dsa_raw raw = fetch_entry(&sa, &sb, len_a, len, t, j, lane, 1, faults);
+  /* The data read is issued before the index store (mla9's measured order;
+   * the store first read the same, docs/PERFORMANCE.md, round 6). */
+  dsa_raw raw;
+  if (slot >= 0) raw = j >= len_a ? load_lane(&sb, slot, lane, 1) : load_lane(&sa, slot, lane, 1);
   if (lane == 0)
-    *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) = raw.valid ? (int)row : -1;
-  if (!raw.valid) return;
-  uint w[8];
-  lane_bf16(&raw, lane, 1, w);
+    *(__global int *)(wsi_mem + wsi_off + t * wsi_s0 + (ulong)j * wsi_s1) = slot >= 0 ? (int)row : -1;
+  if (slot < 0) return;
   /* clean (the attention is a portable kernel): NaN halves zeroed here,
    * once an entry, and that kernel's stage skips it (kv_clean). The tile
    * kernels mask their own tiles: left as it was for them. */
-  if (clean) {
-#pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = sa_nonan(w[i]);
-  }
+  uint w[8];
+  gp_lane(&raw, lane, clean, w);
   __global uchar *dst = wsr_mem + wsr_off + row * wsr_s0 + lane * 32u;
   dsa_store16(dst, (uint4)(w[0], w[1], w[2], w[3]), wsr_al >= 16);
   dsa_store16(dst + 16, (uint4)(w[4], w[5], w[6], w[7]), wsr_al >= 16);
