@@ -1,7 +1,7 @@
 /* checkcl: checks every kernel variant of every operator against tests/ref
  * and times them side by side (checkasm's shape, for OpenCL).
  *
- *   checkcl [--quick] [--seed N] [--ops a,b] [--list] [--bench [--small] [--json]]
+ *   checkcl [--quick] [--masked-only] [--seed N] [--ops a,b] [--list] [--bench [--small] [--json]]
  *
  * The loop: for each capability mask the device allows (all enabled, then
  * each enabled capability disabled in turn, then all disabled) and once more
@@ -10,10 +10,15 @@
  * table, judged for the device) are the same as under a mask already run.
  * One line per (operator, variant): ok or FAIL with the first difference.
  * Operators whose family has no variant table yet run under the first mask
- * and with every capability disabled, named "(no table)". */
+ * and with every capability disabled, named "(no table)". Each operator's
+ * last line gives its wall seconds under that mask (program builds
+ * included). --masked-only records the all-enabled mask's picks without
+ * running them: the test suite's per-family tests run those on the same
+ * device (the meson test `checkcl-cases` runs so, as `checkcl` does). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common.h"
 #include "cases.h"
@@ -253,7 +258,13 @@ static int list(unsigned has) {
 
 /* ---- check ------------------------------------------------------------------ */
 
-static int check(unsigned has, uint64_t seed, int quick) {
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int check(unsigned has, uint64_t seed, int quick, int masked_only) {
   mask_run masks[16];
   const int nm = make_masks(has, masks);
   int fails = 0, lines = 0;
@@ -265,22 +276,33 @@ static int check(unsigned has, uint64_t seed, int quick) {
     cc_env e = {c, q, dsa_context_cl_context(c), dsa_queue_cl(q), 0, quick, {{0}}, 0, ""};
     for (int oi = 0; oi < nops; oi++) {
       if (!should_run(c, oi, &masks[mi], has)) continue;
+      /* --masked-only: the first mask's picks are recorded (a later mask
+       * runs an operator only where its pick differs) but not run: the
+       * test suite's per-family tests run them, on richer cases. */
+      if (masked_only && mi == 0) continue;
       e.rng = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(oi + 1));
       e.nseen = 0;
       e.last[0] = '\0';
       char msg[512] = "";
+      /* Wall seconds an operator took under this mask (its programs' builds
+       * included: a CPU runtime compiles in the first call), printed on its
+       * last line: what CI's time budget is spent on (docs/TESTING.md). */
+      const double t0 = now_s();
       int bad = ops[oi]->check(&e, msg, sizeof msg);
+      const double dt = now_s() - t0;
       if (bad) fails++;
       for (int s = 0; s < e.nseen; s++) {
         const int this_bad = bad && !strcmp(e.seen[s], e.last);
-        printf("%-4s %-34s %-12s [%s]%s%s\n", this_bad ? "FAIL" : "ok", ops[oi]->name,
+        printf("%-4s %-34s %-12s [%s]%s%s", this_bad ? "FAIL" : "ok", ops[oi]->name,
                variant_part(e.seen[s]), masks[mi].label, this_bad ? "  " : "",
                this_bad ? msg : "");
+        if (s == e.nseen - 1) printf("  (%.1f s)", dt);
+        printf("\n");
         lines++;
       }
       if (!e.nseen) {
-        printf("%-4s %-34s %-12s [%s]%s%s\n", bad ? "FAIL" : "ok", ops[oi]->name, "-",
-               masks[mi].label, bad ? "  " : "", bad ? msg : "");
+        printf("%-4s %-34s %-12s [%s]%s%s  (%.1f s)\n", bad ? "FAIL" : "ok", ops[oi]->name, "-",
+               masks[mi].label, bad ? "  " : "", bad ? msg : "", dt);
         lines++;
       }
       fflush(stdout);
@@ -453,11 +475,12 @@ static int bench(unsigned has, int small, int json, int runs) {
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, do_list = 0, do_bench = 0, json = 0, small = 0, runs = 11;
+  int quick = 0, masked_only = 0, do_list = 0, do_bench = 0, json = 0, small = 0, runs = 11;
   uint64_t seed = 0xC4EC4C1ull;
   const char *filter = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--masked-only")) masked_only = 1;
     else if (!strcmp(argv[i], "--list")) do_list = 1;
     else if (!strcmp(argv[i], "--bench")) do_bench = 1;
     else if (!strcmp(argv[i], "--json")) json = 1;
@@ -467,7 +490,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ops") && i + 1 < argc) filter = argv[++i];
     else {
       fprintf(stderr,
-              "usage: checkcl [--quick] [--seed N] [--ops a,b] [--list]\n"
+              "usage: checkcl [--quick] [--masked-only] [--seed N] [--ops a,b] [--list]\n"
               "               [--bench [--small] [--json] [--runs N]]\n");
       return 2;
     }
@@ -505,5 +528,5 @@ int main(int argc, char **argv) {
   dsa_context_destroy(&c);
   if (do_list) return list(has);
   if (do_bench) return bench(has, small, json, runs);
-  return check(has, seed, quick);
+  return check(has, seed, quick, masked_only);
 }
