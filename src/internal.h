@@ -155,7 +155,7 @@ const char *dsa__program_defines(dsa_program_id id);
  * context's capability mask (what its build options were made for). */
 const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps,
                                         unsigned enabled);
-const char *dsa__sparse_mla_device_options(const dsa_caps *caps);
+const char *dsa__sparse_mla_device_options(const dsa_caps *caps, unsigned enabled);
 const char *dsa__topk_device_options(const dsa_caps *caps);
 const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled);
 

@@ -333,8 +333,8 @@ static int km_tq(int H, int next_n, int lanes) {
  * emulated as 64-128 shuffles and FMAs: Intel's CPU compiler took 1-2
  * minutes a back-end at its default -O (amd-wmma: 130 s; 4 s with
  * -cl-opt-disable; test_indexer_logits 123 -> 25 CPU s, the same 923
- * checks passing). The sparse MLA program is left optimised: its emulated
- * kernels build in 17-73 s and run its tests faster than unoptimised. */
+ * checks passing). The sparse MLA program does the same
+ * (dsa__sparse_mla_device_options). */
 const char *dsa__indexer_logits_device_options(const dsa_caps *caps, unsigned enabled) {
   bool emu = false;
   (void)dsa__tile_backend(caps, enabled, &emu);

@@ -58,8 +58,19 @@ const char dsa__defines_sparse_mla[] =
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
             DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP)
                 DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL) DSA_KDEF(FD_EB);
-/* The attention kernels' NVIDIA register cap (SA_NV_MAXRREG above). */
-const char *dsa__sparse_mla_device_options(const dsa_caps *caps) {
+/* The attention kernels' NVIDIA register cap (SA_NV_MAXRREG above).
+ * An emulated matrix back-end (DSACL_MMA / DSACL_EMULATE=amd on Intel's
+ * sub-groups: a test device, never a fast one) builds the program
+ * unoptimised, as the logits program does (src/op_indexer_logits.c): its
+ * tile kernels unroll their MMAs, each emulated as shuffles and FMAs, and
+ * Intel's CPU compiler (2026.2) spent 136 CPU s on the nv-mma program and
+ * 186 on the amd-mfma one at its default -O, where test_sparse_mla then
+ * ran in 13 and 20 s; with -cl-opt-disable the whole test took 46 and 43
+ * CPU s (the same 624 checks passing; 2026-11-27, machine under load). */
+const char *dsa__sparse_mla_device_options(const dsa_caps *caps, unsigned enabled) {
+  bool emu = false;
+  (void)dsa__tile_backend(caps, enabled, &emu);
+  if (emu) return " -cl-opt-disable";
   if (!caps->nv_compiler_options || !SA_NV_MAXRREG) return "";
   return " -DSA_NV_MAXRREG=" DSA_KSTR_(SA_NV_MAXRREG) " -cl-nv-maxrregcount=" DSA_KSTR_(
       SA_NV_MAXRREG);

@@ -146,7 +146,7 @@ const char *dsa__program_defines(dsa_program_id id) {
 const char *dsa__program_device_options(dsa_program_id id, const dsa_caps *caps,
                                         unsigned enabled) {
   switch (id) {
-    case DSA_PROG_SPARSE_MLA: return dsa__sparse_mla_device_options(caps);
+    case DSA_PROG_SPARSE_MLA: return dsa__sparse_mla_device_options(caps, enabled);
     case DSA_PROG_TOPK: return dsa__topk_device_options(caps);
     case DSA_PROG_INDEXER_LOGITS: return dsa__indexer_logits_device_options(caps, enabled);
     default: return "";
