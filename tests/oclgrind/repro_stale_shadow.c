@@ -7,12 +7,17 @@
  *
  * Here one split top-k decode (DSACL_TOPK=split DSACL_TOPK_MERGE=kernel:
  * topk_lrows writes the chunk lists to the queue's scratch buffer, topk_merge
- * reads them) runs on the simulator. With STALE=1 a 64-byte buffer is written
- * by the host and released first, so the scratch buffer made by the top-k call
- * gets its index: the plugin reports "Controlflow depends on uninitialized
- * value" in topk_merge's binary search (topk_count_above) on list entries
- * topk_lrows did write; without STALE, nothing. The output matches the C
- * reference either way. Built, not run by the suite:
+ * reads them) runs on the simulator. With STALE=1 the first 64 bytes of a
+ * 4 KiB buffer are written by the host (the plugin sizes a buffer's shadow to
+ * each host store) and the buffer released, so the scratch buffer made by the
+ * top-k call gets its index and a 64-byte shadow: the plugin reports
+ * "Controlflow depends on uninitialized value" in topk_merge's binary search
+ * (topk_count_above) on list entries past byte 64 that topk_lrows did write.
+ * STALE=fill: the released buffer was filled by clEnqueueFillBuffer, which
+ * Oclgrind stores a byte at a time (a one-byte shadow), as tools/cases/
+ * cases.c filled the golden outputs before this was found. Without STALE,
+ * nothing. The output matches the C reference either way. Built, not run by
+ * the suite:
  *   STALE=1 oclgrind --uninitialized --max-errors 5 build/tests/repro_stale_shadow */
 #include <stdlib.h>
 
@@ -35,13 +40,17 @@ int main(void) {
   guarded_buf lb = gbuf_create(ctx, q, sizeof l, l), nb = gbuf_create(ctx, q, sizeof lens, lens),
               ob = gbuf_create(ctx, q, sizeof got, NULL);
   /* After the operands: the next buffer made is the top-k scratch. */
-  if (getenv("STALE")) {
+  const char *stale = getenv("STALE");
+  if (stale) {
     uint8_t zero[64] = {0};
     cl_int e;
-    cl_mem m = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, sizeof zero, NULL,
-                              &e);
+    cl_mem m = clCreateBuffer(dsa_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &e);
     if (!m) return 1;
-    clEnqueueWriteBuffer(dsa_queue_cl(q), m, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
+    if (!strcmp(stale, "fill")) /* a one-byte shadow: every entry "uninitialized" */
+      clEnqueueFillBuffer(dsa_queue_cl(q), m, zero, 1, 0, 4096, 0, NULL, NULL);
+    else /* a 64-byte shadow: the entries past byte 64 */
+      clEnqueueWriteBuffer(dsa_queue_cl(q), m, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
+    clFinish(dsa_queue_cl(q));
     clReleaseMemObject(m);
   }
   dsa_tensor lt = dsa_tensor_make(lb.mem, lb.off, DSA_F32, 2, (int64_t[]){B, N});
