@@ -34,8 +34,8 @@ known=(
 # the flag off below. The sparse MLA goldens pass under it (no diagnostic
 # since tools/cases/cases.c writes its fills whole: the two-stage
 # workspace's one-byte shadow was sparse_attn_bf16's set_len report), but
-# it makes them about three times slower (32 KiB case: ~360 s without,
-# ~1000 with, on a loaded machine), so only DSACL_OCLGRIND_FULL=1 runs
+# it makes them about 2.6 times slower (32 KiB case: 357 s without,
+# 923 with, side by side on a loaded machine), so only DSACL_OCLGRIND_FULL=1 runs
 # them with it.
 no_uninit="sparse_mla_decode"
 [ "${DSACL_OCLGRIND_FULL:-0}" = 0 ] || no_uninit=""
