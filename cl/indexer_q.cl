@@ -94,31 +94,56 @@ __kernel void indexer_q_quant(DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR3(qin),
         /* Whole block inside the rope section: pairs i0 .. i0+15. */
         __global const uchar *cp = row + (uint)((c0 - nope) >> 1) * esz;
         __global const uchar *sp = cp + (uint)(R >> 1) * esz;
-        float16 c16, s16;
         if (cs_aligned && !cs_bf16) {
-          /* 16-byte aligned rows (the usual case): 8 vector loads, not 32. */
+          /* 16-byte aligned rows (the usual case): 8 vector loads, not 32,
+           * taken apart element by element. Not gathered into a float16 by
+           * a vector literal ((float16)(c4[0], ..)): clang lowers one to
+           * shufflevectors with undefined lanes (mask -1), and Oclgrind
+           * 21.10's --uninitialized plugin reads its shadow out of bounds
+           * on those (it tests the mask against the wrong constant) and
+           * crashes (docs/PORTING.md, "Oclgrind"). The same loads and
+           * values. */
           __global const float4 *c4 = (__global const float4 *)cp, *s4 = (__global const float4 *)sp;
-          c16 = (float16)(c4[0], c4[1], c4[2], c4[3]);
-          s16 = (float16)(s4[0], s4[1], s4[2], s4[3]);
+#pragma unroll
+          for (int v = 0; v < 4; v++) {
+            const float4 a = c4[v], b = s4[v];
+            cv[4 * v] = a.x, cv[4 * v + 1] = a.y, cv[4 * v + 2] = a.z, cv[4 * v + 3] = a.w;
+            sv[4 * v] = b.x, sv[4 * v + 1] = b.y, sv[4 * v + 2] = b.z, sv[4 * v + 3] = b.w;
+          }
         } else if (cs_aligned) {
+          /* bf16: two pairs a word, the lower half first (as_ushort16 of the
+           * words, widened: bits << 16). */
           __global const uint4 *c4 = (__global const uint4 *)cp, *s4 = (__global const uint4 *)sp;
-          c16 = as_float16(convert_uint16(as_ushort16((uint8)(c4[0], c4[1]))) << 16);
-          s16 = as_float16(convert_uint16(as_ushort16((uint8)(s4[0], s4[1]))) << 16);
-        } else if (cs_bf16) {
-          c16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)cp)) << 16);
-          s16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)sp)) << 16);
+#pragma unroll
+          for (int v = 0; v < 2; v++) {
+            const uint4 a = c4[v], b = s4[v];
+            const uint aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              cv[8 * v + 2 * i] = as_float(aw[i] << 16);
+              cv[8 * v + 2 * i + 1] = as_float(aw[i] & 0xFFFF0000u);
+              sv[8 * v + 2 * i] = as_float(bw[i] << 16);
+              sv[8 * v + 2 * i + 1] = as_float(bw[i] & 0xFFFF0000u);
+            }
+          }
         } else {
-          c16 = vload16(0, (__global const float *)cp);
-          s16 = vload16(0, (__global const float *)sp);
+          float16 c16, s16;
+          if (cs_bf16) {
+            c16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)cp)) << 16);
+            s16 = as_float16(convert_uint16(vload16(0, (__global const ushort *)sp)) << 16);
+          } else {
+            c16 = vload16(0, (__global const float *)cp);
+            s16 = vload16(0, (__global const float *)sp);
+          }
+          cv[0] = c16.s0, cv[1] = c16.s1, cv[2] = c16.s2, cv[3] = c16.s3;
+          cv[4] = c16.s4, cv[5] = c16.s5, cv[6] = c16.s6, cv[7] = c16.s7;
+          cv[8] = c16.s8, cv[9] = c16.s9, cv[10] = c16.sa, cv[11] = c16.sb;
+          cv[12] = c16.sc, cv[13] = c16.sd, cv[14] = c16.se, cv[15] = c16.sf;
+          sv[0] = s16.s0, sv[1] = s16.s1, sv[2] = s16.s2, sv[3] = s16.s3;
+          sv[4] = s16.s4, sv[5] = s16.s5, sv[6] = s16.s6, sv[7] = s16.s7;
+          sv[8] = s16.s8, sv[9] = s16.s9, sv[10] = s16.sa, sv[11] = s16.sb;
+          sv[12] = s16.sc, sv[13] = s16.sd, sv[14] = s16.se, sv[15] = s16.sf;
         }
-        cv[0] = c16.s0, cv[1] = c16.s1, cv[2] = c16.s2, cv[3] = c16.s3;
-        cv[4] = c16.s4, cv[5] = c16.s5, cv[6] = c16.s6, cv[7] = c16.s7;
-        cv[8] = c16.s8, cv[9] = c16.s9, cv[10] = c16.sa, cv[11] = c16.sb;
-        cv[12] = c16.sc, cv[13] = c16.sd, cv[14] = c16.se, cv[15] = c16.sf;
-        sv[0] = s16.s0, sv[1] = s16.s1, sv[2] = s16.s2, sv[3] = s16.s3;
-        sv[4] = s16.s4, sv[5] = s16.s5, sv[6] = s16.s6, sv[7] = s16.s7;
-        sv[8] = s16.s8, sv[9] = s16.s9, sv[10] = s16.sa, sv[11] = s16.sb;
-        sv[12] = s16.sc, sv[13] = s16.sd, sv[14] = s16.se, sv[15] = s16.sf;
       } else {
         /* The block straddles the NoPE/rope boundary. */
 #pragma unroll

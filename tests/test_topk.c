@@ -13,7 +13,7 @@
 #include <stdarg.h>
 
 #include "common.h"
-#include "internal.h" /* dsa__topk_env */
+#include "internal.h" /* dsa__topk_env, dsa__queue_scratch */
 #include "ref_topk.h"
 
 _Static_assert((int)REF_TOPK_FAULT_LENGTH_RANGE == (int)DSA_FAULT_LENGTH_RANGE, "fault bit");
@@ -23,6 +23,32 @@ static dsa_queue *q;
 static uint64_t rng = 0x70C4A11CE5ull;
 
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(dsa_test_rand(&rng) % (uint64_t)n) : 0; }
+
+/* Set by test_poisoned: before each call the queue's scratch (the split's
+ * chunk lists, src/op_topk.c) is made at least as large as any split of
+ * the call can use (64 chunks a row) and filled with 0xFF bytes. A list word
+ * 0xFFFF...FF outranks every real word (key << 32 | ~column), so a merge
+ * that read a list entry its chunk group did not write this call (past a
+ * list shorter than k, or a chunk with no columns) would rank it first and
+ * write column 0 or shift every rank: the outputs would differ from the
+ * reference. (An Oclgrind --uninitialized report on those lists,
+ * docs/PORTING.md "Oclgrind", was the simulator's; this test is the check
+ * on real runtimes that the merge reads only what was written.) */
+static int poison_scratch;
+static void poison(int64_t rows, int32_t k) {
+  if (!poison_scratch || rows == 0) return;
+  cl_mem m;
+  CHECK_OK(dsa__queue_scratch(q, (size_t)rows * 64 * (size_t)k * 8, &m));
+  /* One whole-buffer write, not clEnqueueFillBuffer: under Oclgrind's
+   * --uninitialized a fill leaves the buffer a one-byte shadow state, and
+   * the split's lists would read as uninitialized (tools/cases/cases.c). */
+  unsigned char *ff = dsa_test_xmalloc(q->scratch_size);
+  memset(ff, 0xFF, q->scratch_size);
+  const cl_int e = clEnqueueWriteBuffer(dsa_queue_cl(q), m, CL_TRUE, 0, q->scratch_size, ff, 0,
+                                        NULL, NULL);
+  free(ff);
+  CHECK(e == CL_SUCCESS, "poisoning the scratch: OpenCL error %d", (int)e);
+}
 
 
 
@@ -210,6 +236,7 @@ static void run_prefill(const pf_case *tc) {
   dsa_topk_params p;
   dsa_topk_params_default(&p);
   if (rnd(2)) p.k = k;
+  poison(rows, k);
   CHECK_OK(dsa_topk_prefill(q, &lt, &stt, &ent, &ot, rnd(4) ? &p : NULL, NULL));
   uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
@@ -334,6 +361,7 @@ static void run_decode(const dc_case *tc) {
   if (rnd(2)) p.k = k;
   if (tc->rank == 1 || rnd(2)) p.next_n = (int32_t)nn;
   if (tc->rank == 1 && nn == 1 && rnd(2)) p.next_n = 0;
+  poison(rows, k);
   CHECK_OK(dsa_topk_decode(q, &lt, &nt, &ot, &p, NULL));
   uint32_t f = dsa_test_read_faults(q);
   gbuf_read(q, &ob, got);
@@ -682,6 +710,30 @@ static void test_forced(void) {
     check_bad_env("DSACL_TOPK_WG", bad_wg[i]);
 }
 
+/* The split with its scratch poisoned (poison above): lists shorter than k
+ * (k above the chunk), tail chunks with fewer columns than k, chunks with
+ * none (short and ragged rows, bad ranges), rows of n <= k among split ones;
+ * merged by topk_merge (DSACL_TOPK_MERGE=kernel) and in each row's last
+ * group (where the device allows it, else topk_merge again). */
+static void test_poisoned(void) {
+  static const char *const algos[] = {"split:300", "split:300", "split", "split"};
+  static const char *const merge[] = {"kernel", "group", "kernel", "group"};
+  poison_scratch = 1;
+  for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    setenv("DSACL_TOPK_MERGE", merge[a], 1);
+    use_topk_env(algos[a]);
+    const pf_case pf[] = {{4, 3000, 512, -1, 0, 0}, {5, 700, 64, 3, 3, 0}, {6, 1000, 100, 9, 2, 0},
+                          {3, 2500, 2048, -1, 0, 1}};
+    for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) run_prefill(&pf[i]);
+    const dc_case dc[] = {{3, 2, 3000, 512, 2, -1, 0, 0}, {2, 2, 1500, 64, 2, 3, 3, 0},
+                          {4, 1, 1000, 300, 1, -1, 2, 0}};
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
+  }
+  poison_scratch = 0;
+  unsetenv("DSACL_TOPK_MERGE");
+  use_topk_env(NULL);
+}
+
 /* lrow's sampled select (cl/topk.cl; the register kernels have none):
  * DSACL_TOPK_SAMPLE=fallback runs the sample and then the radix select on
  * every row (the path a row takes when the sample's threshold lets fewer
@@ -732,6 +784,7 @@ int main(void) {
   test_decode();
   test_many_rows();
   test_forced();
+  test_poisoned();
   test_sample();
   dsa_test_close(&ctx, &q);
   return dsa_test_summary();
