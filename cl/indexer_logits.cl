@@ -287,23 +287,19 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * 6350 -> 6428). */
   const int RSEP = PRE != 0;
   /* The dims as a constant where they are known: paged, 128 (the cache's
-   * rows), and in the H1 kernels (H <= TH; the ragged operator takes any D,
-   * a multiple of 32, so its H1 twin is picked for D = 128 only); with H1
-   * the one head chunk too. The chunk and head loops then have trip counts
-   * the compiler knows (the same work in the same order, so the same
-   * logits). H200, paged B = 64 (h64pre) 809.6 -> 781.8 us, each alone
-   * 806.8 / 801.6; unrolling the chunk loop by 2 or 8 was slower, 816 /
-   * 1067. H100, ragged prefill (h64pre1) 5988 -> 5751-5794 us; paged h64
-   * 817.6 -> 808.9, h64db unchanged (docs/PERFORMANCE.md). The head chunks'
-   * count as a constant (the query's chunk offset) only in the ragged twin:
-   * in the paged one it took 127 registers to 130 (three groups an SM) and
-   * B = 64 from 782 to 837-842 us. */
+   * rows), and in the H1 kernels (H <= TH: the loop's one head chunk is a
+   * constant too). The ragged operator takes any D (a multiple of 32), so
+   * its H1 twin is picked for D = 128 only. The chunk and head loops then
+   * have trip counts the compiler knows; the same work in the same order,
+   * so the same logits. H200, paged h64pre B = 64: 809.6 -> 781.8 us (each
+   * alone 806.8 / 801.6; unrolling the chunk loop by 2 or 8 was slower, 816
+   * / 1067). H100, ragged h64pre prefill 5988 -> 5794 us; paged h64 (27
+   * KiB) 817.8 -> 809.3; h64db unchanged. The head chunks' count nhc as a
+   * constant too (the query's chunk offset) gained nothing in the ragged
+   * twin and took the paged one from 127 registers to 130 (three groups an
+   * SM: B = 64 782 -> 837-842 us). docs/PERFORMANCE.md. */
   const int DD = paged || H1 ? 128 : D;
-#ifdef IL_X_NHC_RT
   const int nch = (DD + DC - 1) / DC, nhc = (H + TH - 1) / TH;
-#else
-  const int nch = (DD + DC - 1) / DC, nhc = H1 && !paged ? 1 : (H + TH - 1) / TH;
-#endif
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
    * while the last is multiplied; one barrier a chunk, not two). */
