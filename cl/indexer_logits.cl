@@ -31,8 +31,8 @@
  * KiB), "h16" (4 x 4, HG 4, KG 64: 16 x 256, 256 items, DC 16); "h64pre"
  * (FP8): h64db on operands decoded beforehand into f32 chunks by
  * il_predecode_q / _k (the query; for the ragged operator the keys too),
- * so that staging a chunk is float4 copies (paged: two kernels, the one
- * for H <= 64 with its single head chunk a constant).
+ * so that staging a chunk is float4 copies (two kernels each, the "1"
+ * twin for H <= 64 and D = 128 with its loop counts as constants).
  *
  * Two matrix-engine families follow the portable kernels: the tile kernels
  * (*_tile: one body over cl/dsa_tile.h for every back-end, D = 128, H <=
@@ -286,12 +286,19 @@ DSA_INLINE_ALWAYS void il_tile(IL_PARAMS, __local float *qs, __local float *ks,
    * prefill 6171 -> 5991; on h64db it measured slower: 813 -> 823 and
    * 6350 -> 6428). */
   const int RSEP = PRE != 0;
-  /* PRE, paged: the dims (128: the cache's rows) and, with H1 (H <= TH),
-   * the one head chunk as constants, so that the chunk and head loops have
-   * trip counts the compiler knows (the same work in the same order: H200,
-   * paged B = 64 809.6 -> 781.8 us, each alone 806.8 / 801.6; unrolling the
-   * chunk loop by 2 or 8 was slower, 816 / 1067; docs/PERFORMANCE.md). */
-  const int DD = PRE && paged ? 128 : D;
+  /* The dims as a constant where they are known: paged, 128 (the cache's
+   * rows), and in the H1 kernels (H <= TH: the loop's one head chunk is a
+   * constant too). The ragged operator takes any D (a multiple of 32), so
+   * its H1 twin is picked for D = 128 only. The chunk and head loops then
+   * have trip counts the compiler knows; the same work in the same order,
+   * so the same logits. H200, paged h64pre B = 64: 809.6 -> 781.8 us (each
+   * alone 806.8 / 801.6; unrolling the chunk loop by 2 or 8 was slower, 816
+   * / 1067). H100, ragged h64pre prefill 5988 -> 5794 us; paged h64 (27
+   * KiB) 817.8 -> 809.3; h64db unchanged. The head chunks' count nhc as a
+   * constant too (the query's chunk offset) gained nothing in the ragged
+   * twin and took the paged one from 127 registers to 130 (three groups an
+   * SM: B = 64 782 -> 837-842 us). docs/PERFORMANCE.md. */
+  const int DD = paged || H1 ? 128 : D;
   const int nch = (DD + DC - 1) / DC, nhc = (H + TH - 1) / TH;
   const int KPI = TK / NT, KSEG = TK * SEGK / NT; /* 1 or 2 each (IL_GEOM_BAD) */
   /* Floats of one chunk buffer of each (NB 2: two of each, the chunk staged
@@ -614,6 +621,7 @@ IL_NARROW(paged_mqa_logits_mxfp4_h16, 1, 1)
  * staging is then float4 copies (H200, forced portable: docs/PERFORMANCE.md,
  * "Portable logits, round 4"). */
 IL_KERNEL_PRE(mqa_logits_h64pre, 0, 2, 0)
+IL_KERNEL_PRE(mqa_logits_h64pre1, 0, 2, 1)
 IL_KERNEL_PRE(paged_mqa_logits_h64pre, 1, 1, 0)
 IL_KERNEL_PRE(paged_mqa_logits_h64pre1, 1, 1, 1)
 

@@ -503,12 +503,14 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
     nt = wide ? 2 * KM_NT : KM_NT;
   }
   cl_kernel k;
-  /* portable-h64pre, paged: the kernel with one head chunk as a constant
-   * where H fits one (cl/indexer_logits.cl, H1). */
-  if (v == V_PRE)
-    kname = !j->paged                   ? "mqa_logits_h64pre"
-            : j->H <= IL_W_RH * IL_W_HG ? "paged_mqa_logits_h64pre1"
-                                        : "paged_mqa_logits_h64pre";
+  /* portable-h64pre: the twin with one head chunk (and D = 128) as
+   * constants where H fits one chunk and D is 128 (always, paged; the
+   * prefill shape, ragged; cl/indexer_logits.cl, H1). */
+  if (v == V_PRE) {
+    const int h1 = j->H <= IL_W_RH * IL_W_HG && j->D == 128;
+    kname = j->paged ? (h1 ? "paged_mqa_logits_h64pre1" : "paged_mqa_logits_h64pre")
+                     : (h1 ? "mqa_logits_h64pre1" : "mqa_logits_h64pre");
+  }
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_INDEXER_LOGITS, kname, &k));
   /* portable-h64pre: the operands decoded into the scratch first (the
    * kernels had before anything is enqueued). */
