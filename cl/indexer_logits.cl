@@ -552,7 +552,7 @@ DSA_INLINE_ALWAYS void il_body(IL_PARAMS, __local float *qs, __local float *ks,
     __local int kstate[RK * KG];                                                               \
     il_body(IL_FROM_KARGS(PAGED, FP4), (__local float *)qs, (__local float *)ks,               \
             (__local float *)ks, wl, koff, ksoff, kscale, kstate, HG, KG, RH, RK, DC, NB,      \
-            PAGED, FP4, 0, 0, 0, 0, 0);                                                           \
+            PAGED, FP4, 0, 0, 0, 0, 0);                                                        \
   }
 /* The wide tile (two chunk buffers) on operands decoded beforehand
  * (il_predecode_q / _k into the queue's scratch): pq the query's chunks,

@@ -278,18 +278,26 @@ DSA_INLINE dsa_lazy_ref ref_read(const dsa_iset *a, const dsa_iset *b, int len_a
   return r;
 }
 
+/* A read index word checked: its slot, or -1 for an unused entry (used 0,
+ * or a negative index) or one at or past its set's capacity cap, the
+ * latter also a fault (fused: a cache slot, else a row index). Scalars
+ * only: the gather's gp_slot calls it too (see the note above gp_guess). */
+DSA_INLINE int ref_check(int raw, int used, long cap, uint lane, int fused,
+                         __global volatile uint *faults) {
+  const int live = used && raw >= 0;
+  const int valid = live && (long)raw < cap;
+  if (live && !valid && lane == 0)
+    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
+  return valid ? raw : -1;
+}
+
 /* ref_read's entry resolved as ref_entry would have: the same slot, the same
  * fault for an index past the set's capacity. */
 DSA_INLINE dsa_ref ref_resolve(const dsa_iset *a, const dsa_iset *b, dsa_lazy_ref l, uint lane,
                                int fused, __global volatile uint *faults) {
   dsa_ref r;
   r.in_b = l.in_b;
-  const long cap = l.in_b ? b->capacity : a->capacity;
-  const int live = l.used && l.raw >= 0;
-  const int valid = live && (long)l.raw < cap;
-  if (live && !valid && lane == 0)
-    dsa_fault(faults, fused ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE);
-  r.slot = valid ? l.raw : -1;
+  r.slot = ref_check(l.raw, l.used, l.in_b ? b->capacity : a->capacity, lane, fused, faults);
   return r;
 }
 
@@ -726,10 +734,7 @@ DSA_INLINE int gp_slot(int guess, __global const uchar *ib, ulong ib_off, ulong 
   int raw = guess;
   if (j < len && in_b && len_a != ka)
     raw = *(__global const int *)(ib + ib_off + t * ib_ts + (ulong)(j - len_a) * ib_cs);
-  const int live = j < len && raw >= 0;
-  const int valid = live && (long)raw < (in_b ? cap_b : cap_a);
-  if (live && !valid && lane == 0) dsa_fault(faults, DSA_FAULT_SLOT_RANGE);
-  return valid ? raw : -1;
+  return ref_check(raw, j < len, in_b ? cap_b : cap_a, lane, 1, faults);
 }
 
 /* Lane `lane` of a gathered entry as 8 bf16 pairs; clean: NaN halves zeroed
