@@ -1176,6 +1176,11 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #ifndef KM_BTP
 #define KM_BTP 1
 #endif
+/* The uint2 index of (token tk, n-tile nt, k-step ks, word pair w2, slot)
+ * in the B fragments' local copy. */
+#define KM_QF(tk, nt, ks, w2, slot)                                                          \
+  (((((tk) * KM_NTW + (nt)) * KM_KS + (ks)) * (DSA_TILE_BW / 2) + (w2)) * DSA_TILE_B_SLOTS +   \
+   (slot))
 /* KM_RR (paged, not ll; needs KM_BTP): the set-up without the row ranges'
  * barrier. Every work-item reads its group's row ranges itself (nq <= 2
  * words a group, broadcast reads), so its block-table entries (read before
@@ -1368,9 +1373,8 @@ DSA_INLINE_ALWAYS void km_qfill(IL_PARAMS, __local uint2 *qf, __local float2 *wf
           const dsa_tile_b bq = dsa_tile_b_kp_e4m3(xq, s);
 #pragma unroll
           for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++)
-            qf[(((tk * KM_NTW + nt) * KM_KS + c2 * KM_BKS + s) * (DSA_TILE_BW / 2) + w2) *
-                   DSA_TILE_B_SLOTS +
-               (int)slot] = (uint2)(bq.v[2 * w2], bq.v[2 * w2 + 1]);
+            qf[KM_QF(tk, nt, c2 * KM_BKS + s, w2, (int)slot)] =
+                (uint2)(bq.v[2 * w2], bq.v[2 * w2 + 1]);
         }
       }
     }
@@ -1726,9 +1730,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #if KM_QL
 #pragma unroll
             for (int w2 = 0; w2 < DSA_TILE_BW / 2; w2++) {
-              const uint2 q2 = qf[(((tk * KM_NTW + nt) * KM_KS + ks) * (DSA_TILE_BW / 2) + w2) *
-                                      DSA_TILE_B_SLOTS +
-                                  (int)dsa_tile_b_slot()];
+              const uint2 q2 = qf[KM_QF(tk, nt, ks, w2, (int)dsa_tile_b_slot())];
               bf.v[2 * w2] = q2.x;
               bf.v[2 * w2 + 1] = q2.y;
             }
@@ -1842,20 +1844,20 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
  * grids too small to fill the device otherwise (the host picks). LL:
  * km_body's ll (no per-key arrays then). */
 #if KM_QL
-#define KM_KERNEL(NAME, NT, PAGED, TPW, LL)                                                   \
+#define KM_KERNEL(NAME, NT, PAGED, TPW, LL, NTOK)                                             \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
     __local ulong koff[(LL) ? 1 : KM_KPG];                                                    \
     __local float kscale[(LL) ? 1 : KM_KPG];                                                  \
     __local KM_ST kstate[(LL) ? 1 : KM_KPG];                                                  \
-    __local uint2 qf[KM_TQ * KM_NTW * KM_KS * (DSA_TILE_BW / 2) * DSA_TILE_B_SLOTS];           \
-    __local float2 wf[KM_TQ * KM_NTW * (DSA_TILE_N / 2)];                                     \
+    __local uint2 qf[(NTOK) * KM_NTW * KM_KS * (DSA_TILE_BW / 2) * DSA_TILE_B_SLOTS];          \
+    __local float2 wf[(NTOK) * KM_NTW * (DSA_TILE_N / 2)];                                    \
     __local int tlo[4], thi[4];                                                               \
     km_body(IL_FROM_KARGS(PAGED, 0), PAGED, TPW, LL, NT, tq, nrows, koff, kscale, kstate, 0,  \
             qf, wf, tlo, thi);                                                                \
   }
 #else
-#define KM_KERNEL(NAME, NT, PAGED, TPW, LL)                                                   \
+#define KM_KERNEL(NAME, NT, PAGED, TPW, LL, NTOK)                                             \
   __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) DSA_TILE_KERNEL void NAME(         \
       IL_KARGS, int tq, int nrows) {                                                          \
     __local ulong koff[KM_KPG];                                                               \
@@ -1868,11 +1870,16 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   }
 #endif
 /* Paged: one token a warp for next_n = 1 (_keys, _keys2), two for tq = 2
- * (_t2); ragged prefill: two. */
-KM_KERNEL(paged_mqa_logits_keys, KM_NT, 1, 1, KM_LL & 1)
-KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT, 1, 1, KM_LL & 1)
-KM_KERNEL(paged_mqa_logits_keys_t2, KM_NT, 1, 2, KM_LL & 2)
-KM_KERNEL(paged_mqa_logits_keys2_t2, 2 * KM_NT, 1, 2, KM_LL & 2)
-KM_KERNEL(mqa_logits_keys, KM_NT, 0, 2, KM_LL & 4)
-KM_KERNEL(mqa_logits_keys2, 2 * KM_NT, 0, 2, KM_LL & 4)
+ * (_t2); ragged prefill: two. NTOK: the tokens whose B fragments a group
+ * holds. The one-token kernels run only where a group has one (tq = 1:
+ * src/op_indexer_logits.c picks _t2 otherwise), so they hold one: 46,592 ->
+ * 29,952 B of local memory, which with NVIDIA's compiler at 96 registers
+ * (106 before) gives 5 groups an SM instead of 4. H200, B = 64 next_n = 1:
+ * 146.9 -> 145.4 us (docs/PERFORMANCE.md, session 17). */
+KM_KERNEL(paged_mqa_logits_keys, KM_NT, 1, 1, KM_LL & 1, 1)
+KM_KERNEL(paged_mqa_logits_keys2, 2 * KM_NT, 1, 1, KM_LL & 1, 1)
+KM_KERNEL(paged_mqa_logits_keys_t2, KM_NT, 1, 2, KM_LL & 2, KM_TQ)
+KM_KERNEL(paged_mqa_logits_keys2_t2, 2 * KM_NT, 1, 2, KM_LL & 2, KM_TQ)
+KM_KERNEL(mqa_logits_keys, KM_NT, 0, 2, KM_LL & 4, KM_TQ)
+KM_KERNEL(mqa_logits_keys2, 2 * KM_NT, 0, 2, KM_LL & 4, KM_TQ)
 #endif

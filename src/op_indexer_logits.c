@@ -310,10 +310,11 @@ static const char *refuse_narrow(const dsa_context *c, const void *shape, char *
 /* keys: local memory of a group (cl/indexer_logits.cl, km_body), the same
  * on every back-end: the B fragments hold each f16 element of a token's
  * KM_COLS columns x 128 dims once (the kernel's #error checks its layout). */
-static size_t km_local_bytes(void) {
+static size_t km_local_bytes(size_t ntok) {
   const size_t tq = 128 / KM_COLS; /* most tokens a group */
-  if (KM_QL) /* offsets, scales, byte states; per token 16 KiB of B fragments, 256 B of weights */
-    return (size_t)KM_KPG * (8 + 4 + 1) + tq * (KM_COLS * 128 * 2 + KM_COLS * 4) + 32;
+  if (KM_QL) /* offsets, scales, byte states; per token held 16 KiB of B fragments, 256 B of
+                weights (the one-token kernels hold one, the others tq) */
+    return (size_t)KM_KPG * (8 + 4 + 1) + ntok * (KM_COLS * 128 * 2 + KM_COLS * 4) + 32;
   return (size_t)KM_KPG * (8 + 4 + 4) + tq * KM_KPG * 4 + 32;
 }
 
@@ -385,9 +386,12 @@ static const char *refuse_keys(const dsa_context *c, const void *shape, char *bu
     return "needs a matrix back-end (native or emulated; the portable one has no f16 "
            "fragments)";
   if (c->il_keys < 0) return "DSACL_IL_KEYS=off";
-  const char *r = dsa__refuse_local_mem(c, km_local_bytes(), buf, n);
-  if (r || !shape) return r;
+  /* Without a shape: whether some job (paged next_n = 1) fits. */
   const il_job *j = shape;
+  const int one = !j || (j->paged && km_tq((int)j->H, (int)j->next_n,
+                                            tl_geometry(c, 1).be->lanes) == 1);
+  const char *r = dsa__refuse_local_mem(c, km_local_bytes(one ? 1 : 128 / KM_COLS), buf, n);
+  if (r || !shape) return r;
   if (j->D != 128) {
     snprintf(buf, n, "D = %d, needs 128", (int)j->D);
     return buf;
