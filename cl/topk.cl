@@ -165,9 +165,10 @@
  * -0.0 to +0.0's, so both pairs tie and fall back to the column order. */
 DSA_INLINE uint topk_key(float x) {
   uint u = as_uint(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0xFF800000u;
-  if (u == 0x80000000u) u = 0u;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  u = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0xFF800000u : u;
+  u = u == 0x80000000u ? 0u : u;
+  /* negative: ~u; else u | 2^31 (one shift and one three-input logic op) */
+  return u ^ ((uint)((int)u >> 31) | 0x80000000u);
 }
 
 /* max(a - b, 0) for a, b < 2^31, written so that compilers do not turn it
@@ -585,18 +586,23 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                       \
         const uint i = i0 + ii, c4 = (i * wg + tid) << 2;                           \
         VT x = (VT)(0);                                                             \
-        if (vec && c4 + 4u <= nc) {                                                 \
+        uint k0, k1, k2, k3;                                                        \
+        if (vec && c4 + 4u <= nc) { /* four columns: no masks */                    \
           x = *(__global const VT *)(row + c4);                                     \
+          k0 = topk_key(VAL(x.s0)), k1 = topk_key(VAL(x.s1));                       \
+          k2 = topk_key(VAL(x.s2)), k3 = topk_key(VAL(x.s3));                       \
         } else { /* unaligned, or the row's tail: no read past its end */           \
           if (c4 < nc) x.s0 = row[c4];                                              \
           if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                    \
           if (c4 + 2u < nc) x.s2 = row[c4 + 2u];                                    \
           if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                    \
+          /* the keys, then the columns past nc zeroed: selects, not a      \
+           * branch around each key (docs/PERFORMANCE.md, session 17) */     \
+          const uint q0 = topk_key(VAL(x.s0)), q1 = topk_key(VAL(x.s1));            \
+          const uint q2 = topk_key(VAL(x.s2)), q3 = topk_key(VAL(x.s3));            \
+          k0 = c4 < nc ? q0 : 0u, k1 = c4 + 1u < nc ? q1 : 0u;                      \
+          k2 = c4 + 2u < nc ? q2 : 0u, k3 = c4 + 3u < nc ? q3 : 0u;                 \
         }                                                                           \
-        const uint k0 = c4 < nc ? topk_key(VAL(x.s0)) : 0u;                         \
-        const uint k1 = c4 + 1u < nc ? topk_key(VAL(x.s1)) : 0u;                    \
-        const uint k2 = c4 + 2u < nc ? topk_key(VAL(x.s2)) : 0u;                    \
-        const uint k3 = c4 + 3u < nc ? topk_key(VAL(x.s3)) : 0u;                    \
         keys[4u * i * wg + tid] = k0;                                               \
         keys[(4u * i + 1u) * wg + tid] = k1;                                        \
         keys[(4u * i + 2u) * wg + tid] = k2;                                        \
@@ -698,9 +704,25 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       tb = total >= q ? sel[0] : 0u; /* 0: the sample says nothing */
       uint cm = 0u;
       if (tb != 0u) {
-        TOPK_EACH(alive, {
-          if (TOPK_DIGIT0(TOPK_KV(j)) >= tb) cm |= 1u << j;
-        })
+        /* TOPK_DIGIT0(key) >= tb >= 1 <=> key >= (base + tb) << 18 (base +
+         * tb <= kmax >> 18 < 2^14: no overflow), one compare a key. Every
+         * slot is alive here but for a row's tail, so the slots are walked
+         * in order (unrolled: constant offsets and bits) rather than bit by
+         * bit, whose chain
+         * (bit -> index -> load -> digit) was 16 % of topk_lrows_256's
+         * instructions (H200, 8192 x 8192 k = 512; docs/PERFORMANCE.md,
+         * session 17). Same words, same set. */
+        const uint thr = (base + tb) << 18;
+        if (lk) {
+          /* (alive is still every slot below nc, and the others' key 0 <
+           * thr: no test of alive needed) */
+          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++)
+            cm |= keys[j * wg + tid] >= thr ? 1u << j : 0u;
+        } else {
+          TOPK_EACH(alive, {
+            if (TOPK_KV(j) >= thr) cm |= 1u << j;
+          })
+        }
       }
       uint c_all;
       const uint cp = TOPK_SCAN(popcount(cm), 1u, &c_all);
