@@ -258,6 +258,52 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
   if (dsa_dequant4_e4m3_special(x, u)) return dsa_dequant4_e4m3_bf16_exact(x, u);
   return dsa_dequant4_e4m3_bf16_fast(x, u);
 }
+/* The same two for the fused attention's dequantization (cl/sparse_mla.cl,
+ * fd_dequant), the integer chain of a latency-bound kernel: the special
+ * test in fewer operations, and on NVIDIA the fast path by prmt. Equal to
+ * dsa_dequant4_e4m3_special / _bf16_fast on every (x, u) (checked on the
+ * host with prmt emulated, all byte pairs in both halves, every u). H200,
+ * fused T = 64 H = 64: 115.6 -> 111.7 us, the other shapes -3.6 %; the
+ * gathers keep the first form, with which the slots gather ran 6 % faster
+ * (25.2 against 26.9 us: not analysed; docs/PERFORMANCE.md, session 17). */
+DSA_INLINE int dsa_dequant4_e4m3_special_t(uint x, uint u) {
+  /* Per byte, t = its magnitude: NaN is t = 0x7F (t + 1 carries into bit
+   * 7), a nonzero subnormal 1 <= t <= 7 (t + 0x7F reaches bit 7, t + 0x78
+   * does not); no byte's sum carries into the next. Equal to the form with
+   * a separate exponent test on every (x, u) (checked on the host). */
+  const uint t = x & 0x7F7F7F7Fu;
+  const uint special =
+      ((t + 0x01010101u) | ((t + 0x7F7F7F7Fu) & ~(t + 0x78787878u))) & 0x80808080u;
+  return special != 0u || u - 8u > 238u;
+}
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_prmt(uint x, uint u) {
+#if DSA_HAS_NV_PTX
+  const uint bias = ((u - 7u) << 7) * 0x00010001u; /* (E-7) + (u-127) + 127, per half */
+  uint r[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    /* Three prmt: the pair's bytes at bits 0 and 16 (p), the nonzero masks
+     * (the sign of byte 0 and 2 of mag + 0x7F: set iff mag != 0, replicated
+     * over each half), and the bytes at bits 8 and 24, whose top bits are
+     * the signs: 8 operations a half where the masks-and-shifts form takes
+     * ~15. */
+    uint p, m, q;
+    if (h) {
+      __asm__("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(p) : "r"(x), "r"(0u));
+      __asm__("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(q) : "r"(x), "r"(0u));
+    } else {
+      __asm__("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(p) : "r"(x), "r"(0u));
+      __asm__("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(q) : "r"(x), "r"(0u));
+    }
+    const uint mag = p & 0x007F007Fu;
+    __asm__("prmt.b32 %0, %1, %2, 0xAA88;" : "=r"(m) : "r"(mag + 0x007F007Fu), "r"(0u));
+    r[h] = ((mag * 16u + bias) & m) | (q & 0x80008000u);
+  }
+  return (uint2)(r[0], r[1]);
+#else
+  return dsa_dequant4_e4m3_bf16_fast(x, u);
+#endif
+}
 
 /* e = ceil(log2(amax / 448)) exactly, for a positive normal amax given by its
  * bits. amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so the ratio is

@@ -1090,12 +1090,12 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
     const uint4 x = *(__local const uint4 *)(rs + 16u * L);
     const uint u = rs[MLA_DATA_BYTES + (L >> 2)];
     const uint xs[4] = {x.x, x.y, x.z, x.w};
-    const int sp = dsa_dequant4_e4m3_special(x.x, u) | dsa_dequant4_e4m3_special(x.y, u) |
-                   dsa_dequant4_e4m3_special(x.z, u) | dsa_dequant4_e4m3_special(x.w, u);
+    const int sp = dsa_dequant4_e4m3_special_t(x.x, u) | dsa_dequant4_e4m3_special_t(x.y, u) |
+                   dsa_dequant4_e4m3_special_t(x.z, u) | dsa_dequant4_e4m3_special_t(x.w, u);
     if (!sp) {
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const uint2 v = dsa_dequant4_e4m3_bf16_fast(xs[i], u);
+        const uint2 v = dsa_dequant4_e4m3_bf16_prmt(xs[i], u);
         w[2 * i] = v.x, w[2 * i + 1] = v.y;
       }
     } else {
@@ -1158,7 +1158,7 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
   int sp0 = 0, sp1 = 0;
 #pragma unroll
   for (int i = 0; i < 4; i++)
-    sp0 |= dsa_dequant4_e4m3_special(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special(a1[i], u1);
+    sp0 |= dsa_dequant4_e4m3_special_t(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special_t(a1[i], u1);
   /* (An unused entry's ring bytes are stale: its lanes store zeros.) */
   if (!((v0 && sp0) || (v1 && !rope1 && sp1))) {
     /* The common case as one block: both rounds' integer paths side by
@@ -1166,8 +1166,8 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
     uint w0[8], w1[8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const uint2 f0 = dsa_dequant4_e4m3_bf16_fast(a0[i], u0);
-      const uint2 f1 = dsa_dequant4_e4m3_bf16_fast(a1[i], u1);
+      const uint2 f0 = dsa_dequant4_e4m3_bf16_prmt(a0[i], u0);
+      const uint2 f1 = dsa_dequant4_e4m3_bf16_prmt(a1[i], u1);
       w0[2 * i] = v0 ? f0.x : 0u, w0[2 * i + 1] = v0 ? f0.y : 0u;
       w1[2 * i] = f1.x, w1[2 * i + 1] = f1.y;
     }
