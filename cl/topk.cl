@@ -708,10 +708,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
          * tb <= kmax >> 18 < 2^14: no overflow), one compare a key. Every
          * slot is alive here but for a row's tail, so the slots are walked
          * in order (unrolled: constant offsets and bits) rather than bit by
-         * bit, whose chain
-         * (bit -> index -> load -> digit) was 16 % of topk_lrows_256's
-         * instructions (H200, 8192 x 8192 k = 512; docs/PERFORMANCE.md,
-         * session 17). Same words, same set. */
+         * bit, whose chain (bit -> index -> load -> digit) was 16 % of
+         * topk_lrows_256's instructions (H200, 8192 x 8192 k = 512;
+         * docs/PERFORMANCE.md, session 17). Same words, same set. */
         const uint thr = (base + tb) << 18;
         if (lk) {
           /* (alive is still every slot below nc, and the others' key 0 <
