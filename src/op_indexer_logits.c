@@ -320,9 +320,12 @@ static size_t km_local_bytes(size_t ntok) {
 
 /* Tokens per keys group: a power of two with tq * HP <= 128 columns (HP =
  * H rounded up to a unit's KM_COLS), so the column slices (tq * HP /
- * KM_COLS) divide the units (KM_NT / lanes). */
-static int km_tq(int H, int next_n, int lanes) {
-  const int cols = KM_COLS, hp = (H + cols - 1) / cols * cols;
+ * KM_COLS) divide the units (KM_NT / lanes); paged, at most next_n. The
+ * kernels for tq = 1 (paged) hold one token's B fragments, the others
+ * 128 / KM_COLS (cl/indexer_logits.cl, KM_KERNEL's NTOK): km_local_bytes. */
+static int km_tq(const dsa_context *c, const il_job *j) {
+  const int lanes = tl_geometry(c, 1).be->lanes, next_n = j->paged ? (int)j->next_n : 1 << 20;
+  const int cols = KM_COLS, hp = ((int)j->H + cols - 1) / cols * cols;
   int tq = 1;
   while (tq * 2 <= next_n && tq * 2 * hp <= 128 && tq * 2 * hp / cols <= KM_NT / lanes) tq *= 2;
   return tq;
@@ -388,8 +391,7 @@ static const char *refuse_keys(const dsa_context *c, const void *shape, char *bu
   if (c->il_keys < 0) return "DSACL_IL_KEYS=off";
   /* Without a shape: whether some job (paged next_n = 1) fits. */
   const il_job *j = shape;
-  const int one = !j || (j->paged && km_tq((int)j->H, (int)j->next_n,
-                                            tl_geometry(c, 1).be->lanes) == 1);
+  const int one = !j || (j->paged && km_tq(c, j) == 1);
   const char *r = dsa__refuse_local_mem(c, km_local_bytes(one ? 1 : 128 / KM_COLS), buf, n);
   if (r || !shape) return r;
   if (j->D != 128) {
@@ -484,7 +486,7 @@ static dsa_status launch(dsa_queue *q, const il_job *j, const dsa_variant_table 
      * rows) x KM_KPG keys. */
     tk = KM_KPG;
     const int lanes = tl_geometry(q->ctx, 1).be->lanes;
-    tq = (cl_int)km_tq((int)j->H, j->paged ? (int)j->next_n : 1 << 20, lanes);
+    tq = (cl_int)km_tq(q->ctx, j);
     rows = j->paged ? (j->rows / j->next_n) * ((j->next_n + tq - 1) / tq)
                     : (j->rows + tq - 1) / tq;
     /* Groups of 2 KM_NT work-items when KM_NT ones would leave the device
