@@ -711,17 +711,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
          * bit, whose chain (bit -> index -> load -> digit) was 16 % of
          * topk_lrows_256's instructions (H200, 8192 x 8192 k = 512;
          * docs/PERFORMANCE.md, session 17). Same words, same set. */
+        /* (lk only, as the whole sampled select. alive is still every slot
+         * below nc, and the others' key is 0 < thr: no test of alive.) */
         const uint thr = (base + tb) << 18;
-        if (lk) {
-          /* (alive is still every slot below nc, and the others' key 0 <
-           * thr: no test of alive needed) */
-          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++)
-            cm |= keys[j * wg + tid] >= thr ? 1u << j : 0u;
-        } else {
-          TOPK_EACH(alive, {
-            if (TOPK_KV(j) >= thr) cm |= 1u << j;
-          })
-        }
+        TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++)
+          cm |= keys[j * wg + tid] >= thr ? 1u << j : 0u;
       }
       uint c_all;
       const uint cp = TOPK_SCAN(popcount(cm), 1u, &c_all);
