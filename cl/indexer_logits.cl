@@ -1228,18 +1228,21 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #define KM_L DSA_TILE_KP_NLD
 DSA_INLINE_ALWAYS void km_load(uint4 x[KM_MT][KM_R][KM_L], __global const uchar *cache,
                                __local const ulong *koff, __local const KM_ST *kstate,
-                               const int c, const int k_al) {
+                               const int c, const int k_al, int *okm) {
+  int o = 0;
 #pragma unroll
   for (int m = 0; m < KM_MT; m++)
 #pragma unroll
     for (int hr = 0; hr < KM_R; hr++) {
       const int kk = c * KM_CH + m * DSA_TILE_M + (int)dsa_tile_kp_row(hr);
       const int ok = kstate[kk] == IL_KEY_OK;
+      o |= ok << (m * KM_R + hr);
       __global const uchar *kp = cache + koff[kk] + (ulong)dsa_tile_kp_k0();
 #pragma unroll
       for (int c2 = 0; c2 < KM_L; c2++)
         x[m][hr][c2] = ok ? dsa_tile_kp_load(kp + DSA_TILE_KP_CHUNK * c2, k_al) : (uint4)(0u);
     }
+  *okm = o;
 }
 
 #if KM_LL_OK
@@ -1656,6 +1659,13 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
   /* A ring of KM_PF chunks in flight: [slot][m-tile][the lane's rows][its
    * loads of a row] (NVIDIA: rows g, g + 8; 64-dim halves). */
   uint4 x[KM_PF][KM_MT][KM_R][KM_L];
+  /* The keys' OK bits of each slot's chunk (km_load: bit m KM_R + hr), so
+   * that the store needs no kstate read where the lane stores the rows it
+   * loaded (DSA_TILE_KP_OWN). H200, same call: B = 64 next_n = 2 251.5 ->
+   * 248.0 us, next_n = 1 144.1 -> 143.7 (docs/PERFORMANCE.md, session 18). */
+  int xok[KM_PF];
+#pragma unroll
+  for (int p = 0; p < KM_PF; p++) xok[p] = 0;
   float xsc[KM_R];
 #pragma unroll
   for (int hr = 0; hr < KM_R; hr++) xsc[hr] = 0.0f;
@@ -1673,7 +1683,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
     for (int p = 0; p < KM_PF; p++)
-      if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al);
+      if (c + p * NKS < c_hi) km_load(x[p], kbase, koff, kstate, c + p * NKS, k_al, &xok[p]);
   }
   for (; c < c_hi; c += NKS) {
     uint4 cur[KM_MT][KM_R][KM_L];
@@ -1687,6 +1697,10 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
           for (int p = 0; p + 1 < KM_PF; p++) x[p][m][hr][c2] = x[p + 1][m][hr][c2];
         }
+    const int cok = xok[0];
+#pragma unroll
+    for (int p = 0; p + 1 < KM_PF; p++) xok[p] = xok[p + 1];
+    (void)cok;
     float csc[KM_R];
 #pragma unroll
     for (int hr = 0; hr < KM_R; hr++) csc[hr] = xsc[hr];
@@ -1703,7 +1717,7 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
     } else
 #endif
     if (c + KM_PF * NKS < c_hi)
-      km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al);
+      km_load(x[KM_PF - 1], kbase, koff, kstate, c + KM_PF * NKS, k_al, &xok[KM_PF - 1]);
 #pragma unroll
     for (int m = 0; m < KM_MT; m++) {
       /* The chunk's A fragments, converted once for the warp's tokens
@@ -1797,9 +1811,15 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #pragma unroll
           for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
             const int k2 = kk + KM_DR(hr), col = n0 + k2;
+            /* In the token's range the key is OK or MASKED (kstate's OUT is
+             * outside the group's union of ranges, which holds it). */
             const int st = col < my_lo || col >= my_hi ? IL_KEY_OUT
                            : ll ? ((cmsk >> hr) & 1 ? IL_KEY_MASKED : IL_KEY_OK)
+#if DSA_TILE_KP_OWN
+                                : ((cok >> (m * KM_R + hr)) & 1 ? IL_KEY_OK : IL_KEY_MASKED);
+#else
                                 : (int)kstate[k2];
+#endif
             if (col < ncols && (st != IL_KEY_OUT || clean))
               il_store(out, o_off, o_rs, r_base + (uint)tk, col,
                        st == IL_KEY_OK ? p[hr] : -INFINITY, out_bf16);
