@@ -227,11 +227,15 @@ DSA_INLINE uint dsa_dequant_e4m3_bf16(uint b, float scale) {
  * The dequantizing gathers are bound by this arithmetic, not by memory,
  * without the fast path. */
 DSA_INLINE int dsa_dequant4_e4m3_special(uint x, uint u) {
+  /* Per byte, t = its magnitude: NaN is t = 0x7F (t + 1 carries into bit
+   * 7), a nonzero subnormal 1 <= t <= 7 (t + 0x7F reaches bit 7, t + 0x78
+   * does not); no byte's sum carries into the next. Six operations a word
+   * where a separate exponent test took nine; equal to it on every (x, u)
+   * (tools/probes/dequant_prmt.c). u - 8 > 238 is u < 8 or u > 246. */
   const uint t = x & 0x7F7F7F7Fu;
-  const uint nonzero = (t + 0x7F7F7F7Fu) & 0x80808080u;
-  const uint exp_zero = ~((x & 0x78787878u) + 0x78787878u) & 0x80808080u;
-  const uint special = ((t + 0x01010101u) & 0x80808080u) | (nonzero & exp_zero);
-  return special != 0u || u < 8u || u > 246u;
+  const uint special =
+      ((t + 0x01010101u) | ((t + 0x7F7F7F7Fu) & ~(t + 0x78787878u))) & 0x80808080u;
+  return special != 0u || u - 8u > 238u;
 }
 /* The integer path alone, for x and u where dsa_dequant4_e4m3_special is 0
  * (its bf16 exponent fields are at most 15 + 246 - 7 < 255: never NaN). */
@@ -258,24 +262,15 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16(uint x, uint u) {
   if (dsa_dequant4_e4m3_special(x, u)) return dsa_dequant4_e4m3_bf16_exact(x, u);
   return dsa_dequant4_e4m3_bf16_fast(x, u);
 }
-/* The same two for the fused attention's dequantization (cl/sparse_mla.cl,
- * fd_dequant), the integer chain of a latency-bound kernel: the special
- * test in fewer operations, and on NVIDIA the fast path by prmt. Equal to
- * dsa_dequant4_e4m3_special / _bf16_fast on every (x, u) (checked on the
- * host with prmt emulated, all byte pairs in both halves, every u). H200,
- * fused T = 64 H = 64: 115.6 -> 111.7 us, the other shapes -3.6 %; the
- * gathers keep the first form, with which the slots gather ran 6 % faster
- * (25.2 against 26.9 us: not analysed; docs/PERFORMANCE.md, session 17). */
-DSA_INLINE int dsa_dequant4_e4m3_special_t(uint x, uint u) {
-  /* Per byte, t = its magnitude: NaN is t = 0x7F (t + 1 carries into bit
-   * 7), a nonzero subnormal 1 <= t <= 7 (t + 0x7F reaches bit 7, t + 0x78
-   * does not); no byte's sum carries into the next. Equal to the form with
-   * a separate exponent test on every (x, u) (checked on the host). */
-  const uint t = x & 0x7F7F7F7Fu;
-  const uint special =
-      ((t + 0x01010101u) | ((t + 0x7F7F7F7Fu) & ~(t + 0x78787878u))) & 0x80808080u;
-  return special != 0u || u - 8u > 238u;
-}
+/* The fast path by prmt (NVIDIA) for the fused attention's dequantization
+ * (cl/sparse_mla.cl, fd_dequant), the integer chain of a latency-bound
+ * kernel. Equal to dsa_dequant4_e4m3_bf16_fast on every (x, u) (checked on
+ * the host with prmt emulated, all byte pairs in both halves, every u:
+ * tools/probes/dequant_prmt.c). H200, fused T = 64 H = 64: 115.6 -> 111.7
+ * us, the other shapes -3.6 %. The gathers keep the shift form: with this
+ * one the slots gather ran 25.2 -> 26.9 us (session 17; session 18 found
+ * the shorter special test above neutral there, so the conversion did it;
+ * docs/PERFORMANCE.md). */
 DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_prmt(uint x, uint u) {
 #if DSA_HAS_NV_PTX
   const uint bias = ((u - 7u) << 7) * 0x00010001u; /* (E-7) + (u-127) + 127, per half */

@@ -1090,8 +1090,8 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
     const uint4 x = *(__local const uint4 *)(rs + 16u * L);
     const uint u = rs[MLA_DATA_BYTES + (L >> 2)];
     const uint xs[4] = {x.x, x.y, x.z, x.w};
-    const int sp = dsa_dequant4_e4m3_special_t(x.x, u) | dsa_dequant4_e4m3_special_t(x.y, u) |
-                   dsa_dequant4_e4m3_special_t(x.z, u) | dsa_dequant4_e4m3_special_t(x.w, u);
+    const int sp = dsa_dequant4_e4m3_special(x.x, u) | dsa_dequant4_e4m3_special(x.y, u) |
+                   dsa_dequant4_e4m3_special(x.z, u) | dsa_dequant4_e4m3_special(x.w, u);
     if (!sp) {
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -1158,7 +1158,7 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
   int sp0 = 0, sp1 = 0;
 #pragma unroll
   for (int i = 0; i < 4; i++)
-    sp0 |= dsa_dequant4_e4m3_special_t(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special_t(a1[i], u1);
+    sp0 |= dsa_dequant4_e4m3_special(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special(a1[i], u1);
   /* (An unused entry's ring bytes are stale: its lanes store zeros.) */
   if (!((v0 && sp0) || (v1 && !rope1 && sp1))) {
     /* The common case as one block: both rounds' integer paths side by

@@ -1,7 +1,8 @@
 /* dequant_prmt: the e4m3 -> bf16 dequantization's NVIDIA prmt form
- * (cl/dsa_common.h, dsa_dequant4_e4m3_bf16_prmt) and its shorter special
- * test (dsa_dequant4_e4m3_special_t) against the portable forms
- * (dsa_dequant4_e4m3_bf16_fast, dsa_dequant4_e4m3_special), copied here
+ * (cl/dsa_common.h, dsa_dequant4_e4m3_bf16_prmt) and the shorter special
+ * test (dsa_dequant4_e4m3_special since session 18: special_new here)
+ * against the portable fast path (dsa_dequant4_e4m3_bf16_fast) and the
+ * special test with a separate exponent test it replaced, copied here
  * with prmt.b32 emulated: every byte pair in both halves of the word, every
  * scale byte u. A standalone probe (not built by meson):
  *   cc -O2 tools/probes/dequant_prmt.c -o dequant_prmt && ./dequant_prmt
