@@ -34,9 +34,12 @@
  *   else the radix select below runs. lrow then sorts by counting (the
  *   candidates whole, which skips their radix levels): each word's rank is
  *   the words in higher bins of a digit plus the larger ones in its bin,
- *   with the merge sort below as the fallback for crowded bins. The
- *   select is bound by latency (short phases between barriers), so what
- *   pays is more groups per compute unit: on an H200 (ptxas) topk_lrows_256
+ *   with the merge sort below as the fallback for crowded bins.
+ *   topk_rows_512 (the few-row split's chunks: decode) sorts by counting
+ *   too, in a side room of local memory that the host gives it (keys,
+ *   keys_words) where that fits beside the arena. The select is bound by
+ *   latency (short phases between barriers), so what pays is more groups
+ *   per compute unit: on an H200 (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
  *   on the H100 with the sampled select, 56 with the counting sort: four;
  *   48 again since round 9, see topk_rows_body's prologue: five),
@@ -159,6 +162,18 @@
 #define TOPK_UNROLL
 #else
 #define TOPK_UNROLL _Pragma("unroll")
+#endif
+
+/* The register kernels that sort by counting in a side room of local
+ * memory (topk_rows_body's sk): topk_rows_512 on GPUs, where it holds the
+ * few-row split's chunks (decode); every size on CPU devices, whose
+ * register kernels stop at 128 items (the driver's limit), so that the
+ * tests run that code there (src/op_topk.c gives the room to the same
+ * kernels). */
+#if defined(DSA_DEVICE_CPU) && DSA_DEVICE_CPU
+#define TOPK_SK_ALL 1
+#else
+#define TOPK_SK_ALL 0
 #endif
 
 /* Order-preserving key: larger float -> larger key. NaN maps to -inf's key,
@@ -500,12 +515,13 @@ TOPK_SORT_FN(topk_wsort, 16, TOPK_WARP_SORT, 512u)
   DSA_CTENSOR2(logits), int lbf16, long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b),  \
       int next_n, DSA_TENSOR2(out), int k, __global ulong *scratch, __global uint *cnt,         \
       uint chunk, uint nchunks, int split,                                                     \
-      uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys, uint samp, \
-      DSA_FAULTS
+      uint emin, __local ulong *arena, uint arena_words, uint dbl, __local uint *keys,           \
+      uint keys_words, uint samp, DSA_FAULTS
 #define TOPK_ROWS_ARGS                                                                         \
   logits_mem, logits_off, logits_s0, logits_s1, logits_al, lbf16, n_cols, mode, a_mem, a_off,  \
       a_s0, a_s1, a_al, b_mem, b_off, b_s0, b_al, next_n, out_mem, out_off, out_s0, out_s1, out_al, k, \
-      scratch, cnt, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, samp, faults
+      scratch, cnt, chunk, nchunks, split, emin, arena, arena_words, dbl, keys, keys_words, samp, \
+      faults
 
 /* The body of every topk_rows_<WG> kernel: wg is a compile-time constant
  * there, so the TOPK_VPT loads of an item address one base register with
@@ -518,6 +534,17 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   __local ulong *buf = arena;                           /* the sort buffer (after select) */
 
   const uint tid = get_local_id(0);
+  /* keys[]'s room for the counting sort (and lrow's candidate levels), in
+   * words: lrow's keys, dead by then; topk_rows_512 (the few-row split's
+   * chunk kernel; every register kernel on a CPU, TOPK_SK_ALL) the host's
+   * side room, keys_words (0 where it did not fit). No other register
+   * kernel (sk false: the code is compiled out there). H200: topk_rows_512
+   * 82 -> 86 registers, 64 x 32768 k = 512 28.6 -> 26.4 us; topk_rows_256
+   * with it measured no faster at the decode step's 64 x 8192 and 1 %
+   * slower at 8192 x 8192 k = 2048 (745 -> 752 us; docs/PERFORMANCE.md,
+   * session 18). */
+  const bool sk = lk || wg == 512u || TOPK_SK_ALL;
+  const uint room = lk ? wg * TOPK_VPT : sk ? keys_words : 0u;
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
   /* Set before the range read rather than after the early returns: with
@@ -668,8 +695,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * (H100, 8192 x 8192 k = 512: the select 131 -> 70 us, in all 362 ->
      * 337 us; docs/PERFORMANCE.md, round 7). */
     /* lk only: in the register kernels the extra code cost more than it
-     * saved (their registers grew from 76 to 128 at topk_rows_256; see
-     * docs/PERFORMANCE.md, round 7). */
+     * saved (topk_rows_256's registers grew from 76 to 128, round 7;
+     * topk_rows_512 with it beside the counting sort, H200, 64 x 32768
+     * k = 512: 27.4 against 26.4 us, and the decode step's top-k at
+     * 131072 27.2 against 23.9; docs/PERFORMANCE.md, session 18). */
     if (TOPK_SAMPLE && lk && samp != 0u && nc >= 4u * m && arena_words >= 2u * m) {
       const uint smask =
           alive & (TOPK_SAMPLE_PAT << (tid & ((1u << TOPK_SAMPLE_LOG) - 1u)));
@@ -867,7 +896,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     const uint nw = ncand ? ncand : m;
     uint nb = 2u;
     while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
-    if (lk && nw <= 4u * wg && nb + 2u * nw <= wg * TOPK_VPT) {
+    if (sk && nw <= 4u * wg && nb + 2u * nw <= room) {
       __local uint *cb = keys;      /* nb bins: counts, then starts */
       __local uint *cw = keys + nb; /* the words by bin, as pairs */
       const uint ks = lbf16 ? 16u : 0u;

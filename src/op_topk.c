@@ -619,7 +619,18 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_local(&ka, p.local_bytes);
   dsa__karg_u32(&ka, (cl_uint)arena_words);
   dsa__karg_u32(&ka, p.dbl);
-  dsa__karg_local(&ka, lk ? p.keys_bytes : 4); /* a local argument is never empty */
+  /* topk_rows_512 (the few-row split's chunk kernel; on CPUs every
+   * register kernel, cl/topk.cl's TOPK_SK_ALL): a side room for the
+   * counting sort (sk there), its bins (at most 2 p2) and 2 p2 words, where
+   * it fits beside the arena; lrow has its keys' room. A local argument is
+   * never empty. */
+  size_t keys_bytes = lk ? p.keys_bytes : 4, keys_words = lk ? p.keys_bytes / 4 : 0;
+  const size_t side = (size_t)4 * p.p2 * 4;
+  const bool sk = p.wg == 512 || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
+  if (!lk && sk && p.local_bytes + side <= q->ctx->caps.local_mem)
+    keys_bytes = side, keys_words = side / 4;
+  dsa__karg_local(&ka, keys_bytes);
+  dsa__karg_u32(&ka, (cl_uint)keys_words);
   dsa__karg_u32(&ka, q->ctx->topk_sample);
   dsa__karg_faults(&ka);
   const size_t global[1] = {(size_t)rows * p.nch * p.wg}, local[1] = {p.wg};

@@ -758,6 +758,26 @@ static void sample_cases(void) {
   for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
 }
 
+/* topk_rows_512's counting sort (cl/topk.cl, sk: the few-row split's chunk
+ * kernel, decode; on CPU devices every register kernel sorts so, in the
+ * same side room, since their register kernels stop at 128 items): rows of
+ * 40000 columns split (the library's pick and "split" forced: chunks of
+ * 16384 or 32768, the last one shorter), uniform rows, 64 levels with
+ * ties, an ascending row, NaN / -inf rows, a tie-heavy bf16 family, k =
+ * 2048 (the side room's largest need, 4 p2 words), 300 and 1. */
+static void test_rows_csort(void) {
+  static const char *const algos[] = {NULL, "split"};
+  const dc_case dc[] = {{1, 1, 40000, 512, 1, 0, 1, 0},  {1, 2, 40000, 512, 2, 11, 1, 0},
+                        {1, 1, 40000, 512, 1, 12, 1, 1}, {2, 1, 40000, 300, 1, 4, 1, 0},
+                        {1, 1, 40000, 2048, 1, 0, 1, 0}, {1, 1, 40000, 1, 1, 11, 1, 1},
+                        {1, 1, 40000, 512, 1, 5, 1, 1}};
+  for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    use_topk_env(algos[a]);
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
+  }
+  use_topk_env(NULL);
+}
+
 static void test_sample(void) {
   static const char *const modes[] = {"fallback", "off"};
   /* PoCL builds lrow without the sampled select (src/op_topk.c): there
@@ -788,6 +808,7 @@ int main(void) {
   test_forced();
   test_poisoned();
   test_sample();
+  test_rows_csort();
   dsa_test_close(&ctx, &q);
   return dsa_test_summary();
 }
