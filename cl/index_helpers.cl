@@ -13,6 +13,15 @@
 #include "dsa_common.h"
 
 /* IH_LANES comes from the launcher (src/op_index_helpers.c) as a build option. */
+/* Entries an item of ih_global_topk has in flight: their loads (the entry,
+ * then its block) issued for IH_B entries before any store, which the
+ * compiler may not move a later load above (the buffers could alias). A
+ * loop of load, dependent load, store per entry was a chain of 8 such
+ * round trips at K = 512: H200, the decode step's global slots 10.8 ->
+ * 9.8 us (L = 32768), 12.1 -> 10.9 (131072). ih_swa_indices (two entries
+ * an item at window 128) got 0.5 us slower so: it keeps the plain loop
+ * (docs/PERFORMANCE.md, session 18). */
+#define IH_B 8
 #define IH_INT_MAX 2147483647L
 #define IH_POS_LIMIT 2147483647L /* positions must be < this (p + 1 fits i32) */
 
@@ -156,14 +165,27 @@ void ih_global_topk(DSA_CTENSOR2(tk), int K, DSA_CTENSOR1(t2r), int has_t2r, DSA
   if (!r_ok && ok_tok && lane == 0) fb |= DSA_FAULT_INDEX_RANGE;
   const ulong row = bt_off + (ulong)(r_ok ? r : 0) * bt_s0;
   int n = 0;
-  for (int j = lane; j < K; j += IH_LANES) {
-    const int i = LD_I32(tk_mem, tk_off + t * tk_s0 + (ulong)j * tk_s1);
-    int v = -1;
-    if (i >= 0) {
-      n++;
-      if (r_ok) v = ih_map(bt_mem, row, bt_s1, W, i, bs, &fb);
+  for (int j0 = lane; j0 < K; j0 += IH_B * IH_LANES) {
+    int v[IH_B];
+#pragma unroll
+    for (int u = 0; u < IH_B; u++) {
+      const int j = j0 + u * IH_LANES;
+      v[u] = j < K ? LD_I32(tk_mem, tk_off + t * tk_s0 + (ulong)j * tk_s1) : -1;
     }
-    ST_I32(out_mem, out_off + t * out_s0 + (ulong)j * out_s1, v);
+#pragma unroll
+    for (int u = 0; u < IH_B; u++) {
+      if (v[u] >= 0) {
+        n++;
+        v[u] = r_ok ? ih_map(bt_mem, row, bt_s1, W, v[u], bs, &fb) : -1;
+      } else {
+        v[u] = -1; /* any negative entry is unused */
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < IH_B; u++) {
+      const int j = j0 + u * IH_LANES;
+      if (j < K) ST_I32(out_mem, out_off + t * out_s0 + (ulong)j * out_s1, v[u]);
+    }
   }
   n = ih_group_sum(cnt, n);
   if (has_lens && lane == 0) ST_I32(lens_mem, lens_off + t * lens_s0, ok_tok && r_ok ? n : 0);
