@@ -1470,7 +1470,21 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
  * o [T, nsplit, H, 512] f32 (unscaled), then (m, l) [T, nsplit, H, 2] f32;
  * sparse_mla_split_combine finishes. */
 #if FD_LOCAL_BYTES <= DSA_LOCAL_MEM_BYTES
-__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1))) DSA_TILE_KERNEL void
+/* NVIDIA (SA_NV_MAXRREG: the program's -cl-nv-maxrregcount=128): the
+ * kernel goes without reqd_work_group_size, whose PTX .reqntid makes ptxas
+ * ignore the cap. With it: 214 registers, one group an SM; without: 128
+ * (136 bytes spilled), two groups an SM, and the host splits the keys of
+ * few tokens so that two groups an SM are busy (split_plan). H200, T = 64 /
+ * 128 tokens x H = 64 / 128 heads: 112.4 / 217.1 / 372.6 / 733 -> 106.2 /
+ * 175.3 / 295.5 / 580 us (docs/PERFORMANCE.md, session 18). The bf16 tile
+ * kernel keeps its attribute: capped, it was slower (134.7 -> 172.0 us at
+ * T = 64 H = 64, the same at H = 128). */
+#if SA_NV_MAXRREG
+#define FD_WG_ATTR
+#else
+#define FD_WG_ATTR __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
+#endif
+__kernel FD_WG_ATTR DSA_TILE_KERNEL void
 sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uchar *ws) {
   FD_LOCALS;
   dsa_iset sa = SA_ISET(a);

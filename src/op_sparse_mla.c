@@ -443,7 +443,11 @@ static uint64_t split_bytes(int64_t t, int64_t h, int64_t s) {
  * entries of a token go to *ns work-groups of *chunk entries each (a multiple
  * of MT_NT), and sparse_mla_split_combine merges their rows by their running
  * max and sum. A GPU whose work-groups would fill at most half its compute
- * units gets about one work-group a unit, each at least 4 tiles long;
+ * units gets about one work-group a unit, each at least 4 tiles long. On
+ * NVIDIA, where the kernel is capped at 128 registers (SA_NV_MAXRREG,
+ * cl/sparse_mla.cl) and two groups share an SM, groups up to one a unit
+ * are split into at most two a unit (rounded down: H200, T = 64 H = 64,
+ * 128 groups, split 2 106.2 us, 3 137.2, 4 120.6, unsplit 133.4).
  * DSACL_MLA_SPLIT=N forces N (at most 64; tests). Unsplit: *ns = 1. */
 static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot, cl_int *ns,
                        cl_int *chunk) {
@@ -455,6 +459,11 @@ static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot,
     char *end;
     const long v = strtol(f, &end, 10);
     if (*end == '\0' && v > 1) n = v;
+  } else if ((c->caps.type & CL_DEVICE_TYPE_GPU) && c->caps.nv_compiler_options && SA_NV_MAXRREG) {
+    if (groups <= (int64_t)c->caps.compute_units) {
+      n = 2 * (int64_t)c->caps.compute_units / groups;
+      if (n > tiles / 4) n = tiles / 4;
+    }
   } else if ((c->caps.type & CL_DEVICE_TYPE_GPU) && groups * 2 <= (int64_t)c->caps.compute_units) {
     n = ((int64_t)c->caps.compute_units + groups - 1) / groups;
     if (n > tiles / 4) n = tiles / 4;
