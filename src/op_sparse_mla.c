@@ -50,9 +50,11 @@ _Static_assert(PSTRIDE == NT * DSL, "PSTRIDE");
 #define FD_EB 592 /* ring bytes an entry: 576 data + 8 scale bytes, 16-byte pieces */
 /* 1: the fused kernel takes the softmax's max by sub-group shuffles where
  * the back-end has them (one barrier a tile fewer), as the bf16 kernel
- * always does. Off: slower on the H200 (T=64 H=64: 142.9 vs 132.5 us, same
- * call; docs/PERFORMANCE.md). */
-#define FD_SHFL 0
+ * always does. With one group an SM (214 registers) it was slower on the
+ * H200 (T=64 H=64: 142.9 vs 132.5 us); with two (the 128-register cap,
+ * session 18) 1 % faster at every shape (T=64 H=64 105.4-106.0 against
+ * 106.6-107.1 us, T=128 H=128 577.6 against 583.4; docs/PERFORMANCE.md). */
+#define FD_SHFL 1
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
