@@ -1008,12 +1008,13 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  *   QK, logits, softmax, P x V   as for the bf16 kernel, except that P x V
  *             reads V as kd's rows transposed (dsa_tile_load_bt: ldmatrix
  *             .trans on NVIDIA), so there is no transposed copy vt, and P
- *             hi and lo live in the partials' space (FD_PW);
+ *             hi and lo live in the logits' space (FD_PW: sl with FD_SHFL,
+ *             the head's max by shuffles; else the partials');
  *   wait      for tile it + 1's copies (cp.async.wait_group MT_ST - 1),
  *             barrier.
  * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
  * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
- * ring's and the tile's masks: 46,272 B on NVIDIA. The portable back-end's
+ * ring's and the tile's masks: 47,312 B on NVIDIA. The portable back-end's
  * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
 /* FD_EB (ring bytes an entry, 592) comes from the launcher
@@ -1340,8 +1341,9 @@ DSA_INLINE void tile_body(
     /* The head's largest logit of the tile. With sub-group shuffles
      * (DSA_TILE_MAX8) the head's 8 items are 8 lanes of one unit: no round
      * trip through local memory, one barrier fewer; the bf16 kernel takes
-     * that (2-3 % on the H200), the fused one only with FD_SHFL (it was 8 %
-     * slower there, docs/PERFORMANCE.md). */
+     * that (2-3 % on the H200), the fused one with FD_SHFL (on since
+     * session 18: 1 % faster with two groups an SM, 8 % slower with one;
+     * docs/PERFORMANCE.md). */
     float mt;
 #if DSA_TILE_MAX8
     if (!fused || FD_SHFL)
