@@ -461,7 +461,8 @@ static void split_plan(const dsa_context *c, int64_t t, int64_t h, int64_t ktot,
     char *end;
     const long v = strtol(f, &end, 10);
     if (*end == '\0' && v > 1) n = v;
-  } else if ((c->caps.type & CL_DEVICE_TYPE_GPU) && c->caps.nv_compiler_options && SA_NV_MAXRREG) {
+  } else if ((c->caps.type & CL_DEVICE_TYPE_GPU) && c->caps.nv_compiler_options &&
+             SA_NV_MAXRREG > 0) {
     if (groups <= (int64_t)c->caps.compute_units) {
       n = 2 * (int64_t)c->caps.compute_units / groups;
       if (n > tiles / 4) n = tiles / 4;
