@@ -8,7 +8,8 @@
  * RUNS launches (default 20) with a 128 MiB buffer overwritten before each,
  * as dsacl-bench does, and prints the median in microseconds.
  * %envreg registers (NVIDIA OpenCL's group and global offsets; dsacl passes
- * none) are replaced by 0 before the JIT.
+ * none) are replaced by 0 before the JIT. PTXREPLAY_MAXREG=N caps the JIT's
+ * registers as a program's -cl-nv-maxrregcount=N does.
  * Build: gcc -O2 -Wall -Wextra -Werror ptxreplay.c -I$CUDA/include -lcuda */
 #include <cuda.h>
 #include <stdio.h>
@@ -173,11 +174,17 @@ int main(int argc, char **argv) {
   CK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CK(cuCtxSetCurrent(ctx));
   static char info[1 << 16], err[1 << 16];
+  /* PTXREPLAY_MAXREG=N: the JIT's register cap, as the OpenCL build's
+   * -cl-nv-maxrregcount=N (an option to ptxas, not in the PTX; e.g. the
+   * sparse MLA program's 128). */
+  const char *mr = getenv("PTXREPLAY_MAXREG");
   CUjit_option jo[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                       CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *jv[] = {info, (void *)(size_t)sizeof info, err, (void *)(size_t)sizeof err};
+                       CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                       CU_JIT_MAX_REGISTERS};
+  void *jv[] = {info, (void *)(size_t)sizeof info, err, (void *)(size_t)sizeof err,
+                (void *)(size_t)(mr ? atoi(mr) : 0)};
   CUmodule mod;
-  CUresult lr = cuModuleLoadDataEx(&mod, ptx, 4, jo, jv);
+  CUresult lr = cuModuleLoadDataEx(&mod, ptx, mr && atoi(mr) > 0 ? 5 : 4, jo, jv);
   if (lr != CUDA_SUCCESS) {
     fprintf(stderr, "JIT failed (%d): %s\n", (int)lr, err);
     return 1;
