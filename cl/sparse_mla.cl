@@ -63,16 +63,18 @@
 #endif
 #define PV_H (HG / 2) /* heads a PV item: 128 items x 4 dims cover 512, twice */
 /* SA_NV_MAXRREG (NVIDIA only, src/op_sparse_mla.c): the portable attention
- * kernels go without reqd_work_group_size, so the build's
- * -cl-nv-maxrregcount binds them (two groups an SM). */
+ * kernels and the fused tile decode go without reqd_work_group_size (its PTX
+ * .reqntid makes ptxas ignore the cap), so the build's -cl-nv-maxrregcount
+ * binds them (two groups an SM). SA_REQD(n): the attribute elsewhere. */
 #ifndef SA_NV_MAXRREG
 #define SA_NV_MAXRREG 0
 #endif
 #if SA_NV_MAXRREG
-#define SA_WG_ATTR
+#define SA_REQD(n)
 #else
-#define SA_WG_ATTR __attribute__((reqd_work_group_size(WG, 1, 1)))
+#define SA_REQD(n) __attribute__((reqd_work_group_size(n, 1, 1)))
 #endif
+#define SA_WG_ATTR SA_REQD(WG)
 
 /* The argument groups of the attention kernels (cl/dsa_args.h), laid by the
  * launcher in this order. A set over a paged MLA cache: the cache, the
@@ -1473,20 +1475,15 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
  * sparse_mla_split_combine finishes. */
 #if FD_LOCAL_BYTES <= DSA_LOCAL_MEM_BYTES
 /* NVIDIA (SA_NV_MAXRREG: the program's -cl-nv-maxrregcount=128): the
- * kernel goes without reqd_work_group_size, whose PTX .reqntid makes ptxas
- * ignore the cap. With it: 214 registers, one group an SM; without: 128
- * (136 bytes spilled), two groups an SM, and the host splits the keys of
+ * kernel goes without reqd_work_group_size (SA_REQD), whose PTX .reqntid
+ * makes ptxas ignore the cap. With it: 214 registers, one group an SM;
+ * without: 128 (136 bytes spilled), two groups an SM, and the host splits the keys of
  * few tokens so that two groups an SM are busy (split_plan). H200, T = 64 /
  * 128 tokens x H = 64 / 128 heads: 112.4 / 217.1 / 372.6 / 733 -> 106.2 /
  * 175.3 / 295.5 / 580 us (docs/PERFORMANCE.md, session 18). The bf16 tile
  * kernel keeps its attribute: capped, it was slower (134.7 -> 172.0 us at
  * T = 64 H = 64, the same at H = 128). */
-#if SA_NV_MAXRREG
-#define FD_WG_ATTR
-#else
-#define FD_WG_ATTR __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
-#endif
-__kernel FD_WG_ATTR DSA_TILE_KERNEL void
+__kernel SA_REQD(MT_WG) DSA_TILE_KERNEL void
 sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uchar *ws) {
   FD_LOCALS;
   dsa_iset sa = SA_ISET(a);

@@ -91,9 +91,9 @@
 #include "dsa_common.h"
 
 /* TOPK_MAX_K (= DSA_TOPK_MAX_K), TOPK_MAX_WG, TOPK_VPT, TOPK_E_MAX,
- * TOPK_MERGE_Q and TOPK_BINS (the radix histogram's bins, which the host
- * sizes local memory by) come from the launcher (src/op_topk.c) as build
- * options. */
+ * TOPK_MERGE_Q, TOPK_SK_WG and TOPK_BINS (the radix histogram's bins, which
+ * the host sizes local memory by) come from the launcher (src/op_topk.c)
+ * as build options. */
 /* topk_lrows: 4-column loads in flight per item and batch (a build option
  * for tuning). */
 #ifndef TOPK_LK_VB
@@ -165,11 +165,11 @@
 #endif
 
 /* The register kernels that sort by counting in a side room of local
- * memory (topk_rows_body's sk): topk_rows_512 on GPUs, where it holds the
- * few-row split's chunks (decode); every size on CPU devices, whose
- * register kernels stop at 128 items (the driver's limit), so that the
- * tests run that code there (src/op_topk.c gives the room to the same
- * kernels). */
+ * memory (topk_rows_body's sk): topk_rows_<TOPK_SK_WG> (512, from the
+ * host) on GPUs, where it holds the few-row split's chunks (decode); every
+ * size on CPU devices, whose register kernels stop at 128 items (the
+ * driver's limit), so that the tests run that code there (src/op_topk.c
+ * gives the room to the same kernels). */
 #if defined(DSA_DEVICE_CPU) && DSA_DEVICE_CPU
 #define TOPK_SK_ALL 1
 #else
@@ -543,7 +543,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * with it measured no faster at the decode step's 64 x 8192 and 1 %
    * slower at 8192 x 8192 k = 2048 (745 -> 752 us; docs/PERFORMANCE.md,
    * session 18). */
-  const bool sk = lk || wg == 512u || TOPK_SK_ALL;
+  const bool sk = lk || wg == (uint)TOPK_SK_WG || TOPK_SK_ALL;
   const uint room = lk ? wg * TOPK_VPT : sk ? keys_words : 0u;
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);

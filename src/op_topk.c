@@ -41,8 +41,12 @@
 #define TOPK_LROWS_MAX_WG 512 /* the largest topk_lrows_<WG> */
 #define TOPK_MERGE_Q 4   /* list entries per merge item at most (1 for few rows) */
 #define TOPK_BINS 2048 /* radix histogram bins a pass (11 bits) */
+/* The register kernel that sorts its winners by counting in a side room of
+ * local memory on GPUs (the few-row split's chunk kernel; on CPUs every
+ * register kernel does: cl/topk.cl's TOPK_SK_ALL). */
+#define TOPK_SK_WG 512
 const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_KDEF(TOPK_VPT)
-    DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q) DSA_KDEF(TOPK_BINS);
+    DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q) DSA_KDEF(TOPK_BINS) DSA_KDEF(TOPK_SK_WG);
 /* Split: at most this many chunks per row (topk_merge's work grows with
  * their square) and this much scratch. */
 #define TOPK_MAX_CHUNKS 64
@@ -619,14 +623,13 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_local(&ka, p.local_bytes);
   dsa__karg_u32(&ka, (cl_uint)arena_words);
   dsa__karg_u32(&ka, p.dbl);
-  /* topk_rows_512 (the few-row split's chunk kernel; on CPUs every
-   * register kernel, cl/topk.cl's TOPK_SK_ALL): a side room for the
-   * counting sort (sk there), its bins (at most 2 p2) and 2 p2 words, where
-   * it fits beside the arena; lrow has its keys' room. A local argument is
-   * never empty. */
+  /* topk_rows_<TOPK_SK_WG> (on CPUs every register kernel, cl/topk.cl's
+   * TOPK_SK_ALL): a side room for the counting sort (sk there), its bins
+   * (at most 2 p2) and 2 p2 words, where it fits beside the arena; lrow has
+   * its keys' room. A local argument is never empty. */
   size_t keys_bytes = lk ? p.keys_bytes : 4, keys_words = lk ? p.keys_bytes / 4 : 0;
   const size_t side = (size_t)4 * p.p2 * 4;
-  const bool sk = p.wg == 512 || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
+  const bool sk = p.wg == TOPK_SK_WG || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
   if (!lk && sk && p.local_bytes + side <= q->ctx->caps.local_mem)
     keys_bytes = side, keys_words = side / 4;
   dsa__karg_local(&ka, keys_bytes);

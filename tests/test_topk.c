@@ -758,13 +758,14 @@ static void sample_cases(void) {
   for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) run_decode(&dc[i]);
 }
 
-/* topk_rows_512's counting sort (cl/topk.cl, sk: the few-row split's chunk
- * kernel, decode; on CPU devices every register kernel sorts so, in the
- * same side room, since their register kernels stop at 128 items): rows of
- * 40000 columns split (the library's pick and "split" forced: chunks of
- * 16384 or 32768, the last one shorter), uniform rows, 64 levels with
- * ties, an ascending row, NaN / -inf rows, a tie-heavy bf16 family, k =
- * 2048 (the side room's largest need, 4 p2 words), 300 and 1. */
+/* The register kernels' counting sort (cl/topk.cl, sk: on GPUs
+ * topk_rows_512, the few-row split's chunk kernel, decode; on CPU devices
+ * every register kernel sorts so, in the same side room, since theirs stop
+ * at 128 items): rows of 40000 columns split (the library's pick and
+ * "split" forced; the last chunk shorter), checked against the reference:
+ * uniform rows, 64 levels with ties, an ascending row, NaN / -inf rows, a
+ * tie-heavy bf16 family, k = 2048 (the side room's largest need, 4 p2
+ * words), 300 and 1. */
 static void test_rows_csort(void) {
   static const char *const algos[] = {NULL, "split"};
   const dc_case dc[] = {{1, 1, 40000, 512, 1, 0, 1, 0},  {1, 2, 40000, 512, 2, 11, 1, 0},
