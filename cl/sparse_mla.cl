@@ -1037,13 +1037,6 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  * ring's and the tile's masks: 47,312 B on NVIDIA. The portable back-end's
  * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
-/* FD_RSKIP (a build option for tuning, 0 by default): the P x V step skips
- * the accumulators' rescale where none of a unit's rows moved its running
- * max (session 17, one group an SM: 2 % slower; to be measured again with
- * two groups an SM). The same bytes either way (alpha is exactly 1 there). */
-#ifndef FD_RSKIP
-#define FD_RSKIP 0
-#endif
 /* FD_EB (ring bytes an entry, 592) comes from the launcher
  * (src/op_sparse_mla.c), which sizes the ring's local memory by it. */
 #define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
@@ -1417,25 +1410,9 @@ DSA_INLINE void tile_body(
 #pragma unroll
       for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
       __local const uint *vp = vt;
-#if FD_RSKIP
-      /* The rescale only where one of the unit's rows moved its max (the
-       * same for every lane of the unit: a uniform branch). */
-      bool moved = false;
-      {
-        __local const float4 *a4 = (__local const float4 *)(al + rb * DSA_TILE_M);
-#pragma unroll
-        for (int q = 0; q < DSA_TILE_M / 4; q++) {
-          const float4 x = a4[q];
-          moved |= x.x != 1.0f || x.y != 1.0f || x.z != 1.0f || x.w != 1.0f;
-        }
-      }
-#endif
 #pragma unroll
       for (int j = 0; j < MT_PJ; j++) {
         dsa_tile_c c = acc[j];
-#if FD_RSKIP
-        if (moved)
-#endif
 #pragma unroll
         for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] *= ae[e];
 #pragma unroll
@@ -1474,7 +1451,7 @@ DSA_INLINE void tile_body(
   __local uint4 pw4[2 * MT_HG * MT_PP / 4];                                  \
   __local float part[MT_DS * MT_HG * MT_NT] __attribute__((aligned(16)));    \
   __local float sl[MT_HG * MT_NT] __attribute__((aligned(16)));              \
-  __local float al[MT_HG] __attribute__((aligned(16)));                      \
+  __local float al[MT_HG];                                                   \
   __local float fin[MT_HG];                                                  \
   __local int vm[MT_NT]
 
@@ -1502,7 +1479,7 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local uint4 qst4[MT_QST_WORDS / 4];                                      \
   __local float part[FD_PART] __attribute__((aligned(16)));                  \
   __local float sl[FD_SL] __attribute__((aligned(16)));                     \
-  __local float al[MT_HG] __attribute__((aligned(16)));                      \
+  __local float al[MT_HG];                                                   \
   __local float fin[MT_HG];                                                  \
   __local int vm[(MT_ST + 1) * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
