@@ -48,6 +48,8 @@
  *   dsa_tile_zero(), dsa_tile_mma(c, a, b)
  *   DSA_TILE_CE                         accumulator elements per lane: c.v[e]
  *   dsa_tile_row(e), dsa_tile_col(e)    their coordinates in the atom
+ *   DSA_TILE_CPAIR                      1: c.v[2i] and c.v[2i + 1] are one row's
+ *                                       columns 2c and 2c + 1 (an 8-byte store)
  *   DSA_TILE_CCOLS, dsa_tile_slot(e)    the distinct columns a lane holds and
  *   dsa_tile_slot_col(s)                which one element e is in
  *   dsa_tile_col_sum(v)                 sum of v over the lanes that hold the
@@ -158,6 +160,7 @@ DSA_INLINE uint dsa_tile_byte16(const uint4 x, const int i) {
 #define DSA_TILE_K 16
 #define DSA_TILE_CE 4
 #define DSA_TILE_CCOLS 2
+#define DSA_TILE_CPAIR 1
 typedef struct { uint v[4]; } dsa_tile_a;
 typedef struct { uint v[2]; } dsa_tile_b;
 typedef struct { float v[4]; } dsa_tile_c;
@@ -333,6 +336,7 @@ typedef struct { uint v[8]; } dsa_tile_a;
 #define DSA_TILE_K 16
 #define DSA_TILE_CE 8
 #define DSA_TILE_CCOLS 1
+#define DSA_TILE_CPAIR 0
 typedef struct { uint v[8]; } dsa_tile_b;
 typedef struct { float v[8]; } dsa_tile_c;
 DSA_INLINE uint dsa_tile_lane(void) { return get_sub_group_local_id(); }
@@ -542,6 +546,7 @@ DSA_INLINE int dsa_tile_row_leader(void) { return dsa_tile_lane() == 0u; }
 #endif
 #define DSA_TILE_K 16
 #define DSA_TILE_CCOLS 1
+#define DSA_TILE_CPAIR 0
 typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_a;
 typedef struct { uint v[DSA_TILE_AW]; } dsa_tile_b;
 typedef struct { float v[DSA_TILE_CE]; } dsa_tile_c;
@@ -781,6 +786,7 @@ DSA_INLINE int dsa_tile_row_leader(void) { return (dsa_tile_lane() & 15u) == 0u;
 #define DSA_TILE_KERNEL
 #define DSA_TILE_CE 16
 #define DSA_TILE_CCOLS 4
+#define DSA_TILE_CPAIR 1
 typedef struct { float v[4][8]; } dsa_tile_a;
 typedef struct { float v[4][8]; } dsa_tile_b;
 typedef struct { float v[16]; } dsa_tile_c;

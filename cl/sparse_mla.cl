@@ -867,6 +867,19 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #error "sparse_mla.cl: the tile mappings need MT_NT 16, MT_HG * 8 = 32 * 8 = MT_WG items"
 #endif
 #define MT_U (MT_WG / DSA_TILE_LANES)    /* units */
+/* The tile kernels' softmax (tile_body): the lazy running max (MT_LAZY)
+ * and, in the fused kernel, log2 units (MT_EXP2), each 1 on, 0 off (build
+ * options for measurements); MT_TAU, MT_TAU2 its step in e and 2 units. */
+#ifndef MT_LAZY
+#define MT_LAZY 1
+#endif
+#ifndef MT_EXP2
+#define MT_EXP2 1
+#endif
+#define MT_TAU 8.0f   /* e^8 */
+#define MT_TAU2 11.0f /* 2^11 */
+/* e^x, or 2^x where the softmax is in log2 units (e2). */
+DSA_INLINE float mt_exp(float x, int e2) { return e2 ? exp2(x) : exp(x); }
 #define MT_RB (MT_HG / DSA_TILE_M)       /* row blocks */
 #define MT_NBK (MT_NT / DSA_TILE_N)      /* key blocks */
 #if DSA_TILE_A_REGS
@@ -945,30 +958,23 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
       ml[0] = m_run;
       ml[1] = l_run;
     }
-    /* The partial rows: elements 2i, 2i + 1 of a lane that are one row's
-     * consecutive columns (NVIDIA's and the portable back-end's C layout)
-     * as one 8-byte store, else one by one. (Session 18's profile: the
-     * scalar stores' block took 8.5 % of the stall samples at T=64 H=64,
-     * 64 STG a work-item.) */
+    /* The partial rows; where a lane's elements 2i, 2i + 1 are one row's
+     * consecutive columns (DSA_TILE_CPAIR), as one 8-byte store. (Session
+     * 18's profile: the scalar stores' block took 8.5 % of the stall
+     * samples at T=64 H=64, 64 STG a work-item.) */
 #pragma unroll
     for (int j = 0; j < MT_PJ; j++)
 #pragma unroll
-      for (int e = 0; e < DSA_TILE_CE; e += 2) {
+      for (int e = 0; e < DSA_TILE_CE; e += 1 + DSA_TILE_CPAIR) {
         const int hd = g * MT_HG + (int)(rb * DSA_TILE_M + dsa_tile_row(e));
         const uint col = ps * MT_PD + (uint)j * DSA_TILE_N + dsa_tile_col(e);
-        __global float *pr = (__global float *)ws + (prow + (ulong)hd) * MLA_DIM;
-        const bool pair = e + 1 < DSA_TILE_CE && dsa_tile_row(e + 1) == dsa_tile_row(e) &&
-                          dsa_tile_col(e + 1) == dsa_tile_col(e) + 1u && (col & 1u) == 0u;
-        if (pair) {
-          if (hd < n_heads) *(__global float2 *)(pr + col) = (float2)(acc[j].v[e], acc[j].v[e + 1]);
-        } else {
-          if (hd < n_heads) pr[col] = acc[j].v[e];
-          if (e + 1 < DSA_TILE_CE) {
-            const int hd1 = g * MT_HG + (int)(rb * DSA_TILE_M + dsa_tile_row(e + 1));
-            const uint col1 = ps * MT_PD + (uint)j * DSA_TILE_N + dsa_tile_col(e + 1);
-            if (hd1 < n_heads)
-              ((__global float *)ws)[(prow + (ulong)hd1) * MLA_DIM + col1] = acc[j].v[e + 1];
-          }
+        __global float *pr = (__global float *)ws + (prow + (ulong)hd) * MLA_DIM + col;
+        if (hd < n_heads) {
+#if DSA_TILE_CPAIR
+          *(__global float2 *)pr = (float2)(acc[j].v[e], acc[j].v[e + 1]);
+#else
+          *pr = acc[j].v[e];
+#endif
         }
       }
     return; /* after the last barrier */
@@ -1155,6 +1161,14 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
 #if MT_NT != 2 * (MT_WG / 32) || NOPE_LANES != 28
 #error "sparse_mla.cl: fd_dequant maps 2 entries (56 + 8 dim lanes) onto each warp"
 #endif
+/* FD_CVT: the conversion instructions' dequantization where the device has
+ * them (DSA_DEQUANT_CVT, NVIDIA sm_89+); 0 forces the integer path. */
+#ifndef FD_CVT
+#define FD_CVT DSA_DEQUANT_CVT
+#endif
+#if FD_CVT && !DSA_DEQUANT_CVT
+#error "sparse_mla.cl: FD_CVT needs DSA_DEQUANT_CVT"
+#endif
 DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uint tid,
                            __local uint *kd, __local int *vk) {
   const uint w = tid / 32u, l = tid % 32u;
@@ -1177,9 +1191,18 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
   const uint a0[4] = {x0.x, x0.y, x0.z, x0.w}, a1[4] = {x1.x, x1.y, x1.z, x1.w};
   const uint b1[4] = {y1.x, y1.y, y1.z, y1.w};
   int sp0 = 0, sp1 = 0;
+#if FD_CVT
+  /* The conversion instructions' form: only a NaN (code or u = 255) takes
+   * fd_lane's exact path. */
+  const float sc0 = dsa_ue8m0_to_f32(u0), sc1 = dsa_ue8m0_to_f32(u1);
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    sp0 |= dsa_dequant4_e4m3_nan(a0[i], u0), sp1 |= dsa_dequant4_e4m3_nan(a1[i], u1);
+#else
 #pragma unroll
   for (int i = 0; i < 4; i++)
     sp0 |= dsa_dequant4_e4m3_special(a0[i], u0), sp1 |= dsa_dequant4_e4m3_special(a1[i], u1);
+#endif
   /* (An unused entry's ring bytes are stale: its lanes store zeros.) */
   if (!((v0 && sp0) || (v1 && !rope1 && sp1))) {
     /* The common case as one block: both rounds' integer paths side by
@@ -1187,8 +1210,13 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
     uint w0[8], w1[8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
+#if FD_CVT
+      const uint2 f0 = dsa_dequant4_e4m3_bf16_cvt(a0[i], sc0);
+      const uint2 f1 = dsa_dequant4_e4m3_bf16_cvt(a1[i], sc1);
+#else
       const uint2 f0 = dsa_dequant4_e4m3_bf16_prmt(a0[i], u0);
       const uint2 f1 = dsa_dequant4_e4m3_bf16_prmt(a1[i], u1);
+#endif
       w0[2 * i] = v0 ? f0.x : 0u, w0[2 * i + 1] = v0 ? f0.y : 0u;
       w1[2 * i] = f1.x, w1[2 * i + 1] = f1.y;
     }
@@ -1259,8 +1287,10 @@ DSA_INLINE void tile_body(
   barrier(CLK_LOCAL_MEM_FENCE); /* the tile buffer is rewritten next */
 #endif
 
-  /* Stage and softmax items. */
+  /* Stage and softmax items; the logits' scale (e2: in log2 units). */
   const uint sp = tid % (MT_NT / 2), sg = tid / (MT_NT / 2);
+  const int e2 = MT_EXP2 && fused;
+  const float sc = e2 ? scale * M_LOG2E_F : scale;
   float m_run = -INFINITY, l_part = 0.0f;
   dsa_tile_c acc[MT_PJ];
 #pragma unroll
@@ -1339,12 +1369,21 @@ DSA_INLINE void tile_body(
                                                   (uint)ks * (DSA_TILE_K / 2),
                                               MT_KDP));
       }
+      /* The fused kernel stores pairs of one row's columns as 8 bytes where
+       * DSA_TILE_CPAIR (-0.3 %); the bf16 kernel (176 registers) lost with
+       * it and log2 units together (docs/PERFORMANCE.md, session 19). */
+      const int cpair = DSA_TILE_CPAIR && fused;
 #pragma unroll
       for (int i = 0; i < MT_NKB; i++)
 #pragma unroll
-        for (int e = 0; e < DSA_TILE_CE; e++)
-          part[(ds * MT_HG + rb * DSA_TILE_M + dsa_tile_row(e)) * MT_NT +
-               (kg + (uint)(i * MT_KG)) * DSA_TILE_N + dsa_tile_col(e)] = c[i].v[e];
+        for (int e = 0; e < DSA_TILE_CE; e++) {
+          __local float *pp = part + (ds * MT_HG + rb * DSA_TILE_M + dsa_tile_row(e)) * MT_NT +
+                              (kg + (uint)(i * MT_KG)) * DSA_TILE_N + dsa_tile_col(e);
+          if (!cpair)
+            *pp = c[i].v[e];
+          else if (!(e & 1))
+            *(__local float2 *)pp = (float2)(c[i].v[e], c[i].v[e + 1 < DSA_TILE_CE ? e + 1 : e]);
+        }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -1355,8 +1394,8 @@ DSA_INLINE void tile_body(
       s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
     {
       __local const int *vs = vm + (fused ? MT_ST * MT_NT : 0); /* fused: the dequant's copy */
-      s.x = vs[2u * sp] ? s.x * scale : -INFINITY;
-      s.y = vs[2u * sp + 1u] ? s.y * scale : -INFINITY;
+      s.x = vs[2u * sp] ? s.x * sc : -INFINITY;
+      s.y = vs[2u * sp + 1u] ? s.y * sc : -INFINITY;
     }
     /* The head's largest logit of the tile. With sub-group shuffles
      * (DSA_TILE_MAX8) the head's 8 items are 8 lanes of one unit: no round
@@ -1379,19 +1418,31 @@ DSA_INLINE void tile_body(
       mt = fmax(fmax(mx.x, mx.y), fmax(mx.z, mx.w));
     }
 
-    /* Online softmax over the head's 16 logits. */
+    /* Online softmax over the head's 16 logits; the fused kernel's in log2
+     * units (e2: the logits scaled by scale log2 e, so that P is one exp2;
+     * m_run goes to mt_finish as m ln 2). The running max is lazy
+     * (MT_LAZY): it moves only where the tile's max passes it by more than
+     * MT_TAU (e units) or MT_TAU2 (2 units), so P <= 2^11 (exact enough as
+     * bf16 hi + lo, no overflow in the sums) and
+     * alpha is exactly 1 in most tiles once the first has set m; the result
+     * is the same up to rounding (out = acc / l, lse = m + ln l, with one m
+     * for both). */
     {
+#if MT_LAZY
+      const float m_new = mt > m_run + (e2 ? MT_TAU2 : MT_TAU) ? fmax(m_run, mt) : m_run;
+#else
       const float m_new = fmax(m_run, mt);
+#endif
       const bool live = m_new != -INFINITY;
-      const float p0 = live ? exp(s.x - m_new) : 0.0f, p1 = live ? exp(s.y - m_new) : 0.0f;
-      const float alpha = live ? exp(m_run - m_new) : 1.0f;
+      const float p0 = live ? mt_exp(s.x - m_new, e2) : 0.0f;
+      const float p1 = live ? mt_exp(s.y - m_new, e2) : 0.0f;
+      const float alpha = live ? mt_exp(m_run - m_new, e2) : 1.0f;
       l_part = l_part * alpha + (p0 + p1);
       m_run = m_new;
-      const uint hi0 = dsa_f32_to_bf16(p0), hi1 = dsa_f32_to_bf16(p1);
-      pw[sg * MT_PP + sp] = hi0 | (hi1 << 16);
+      const uint hi = dsa_f32x2_to_bf16x2(p0, p1);
+      pw[sg * MT_PP + sp] = hi;
       pw[MT_HG * MT_PP + sg * MT_PP + sp] =
-          (uint)dsa_f32_to_bf16(p0 - as_float(hi0 << 16)) |
-          ((uint)dsa_f32_to_bf16(p1 - as_float(hi1 << 16)) << 16);
+          dsa_f32x2_to_bf16x2(p0 - as_float(hi << 16), p1 - as_float(hi & 0xFFFF0000u));
       if (sp == 0u) al[sg] = alpha;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -1406,15 +1457,34 @@ DSA_INLINE void tile_body(
                                     (uint)k * (DSA_TILE_K / 2),
                                 MT_PP);
       }
-      float ae[DSA_TILE_CE];
+      /* The rescale, where one of the unit's rows moved its max (the same
+       * for every lane of the unit: a uniform branch; with MT_LAZY, the
+       * first tile and rarely another). x * 1 = x: the same bytes. */
+      bool moved = true;
+#if MT_LAZY
+      {
+        __local const float4 *a4 = (__local const float4 *)(al + rb * DSA_TILE_M);
+        moved = false;
 #pragma unroll
-      for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
+        for (int q = 0; q < DSA_TILE_M / 4; q++) {
+          const float4 x = a4[q];
+          moved |= x.x != 1.0f || x.y != 1.0f || x.z != 1.0f || x.w != 1.0f;
+        }
+      }
+#endif
+      if (moved) {
+        float ae[DSA_TILE_CE];
+#pragma unroll
+        for (int e = 0; e < DSA_TILE_CE; e++) ae[e] = al[rb * DSA_TILE_M + dsa_tile_row(e)];
+#pragma unroll
+        for (int j = 0; j < MT_PJ; j++)
+#pragma unroll
+          for (int e = 0; e < DSA_TILE_CE; e++) acc[j].v[e] *= ae[e];
+      }
       __local const uint *vp = vt;
 #pragma unroll
       for (int j = 0; j < MT_PJ; j++) {
         dsa_tile_c c = acc[j];
-#pragma unroll
-        for (int e = 0; e < DSA_TILE_CE; e++) c.v[e] *= ae[e];
 #pragma unroll
         for (int k = 0; k < MT_PK; k++) {
           const uint d0 = ps * MT_PD + (uint)j * DSA_TILE_N; /* N divides 16 */
@@ -1435,7 +1505,7 @@ DSA_INLINE void tile_body(
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  mt_finish(acc, m_run, l_part, tid, sg, sp, rb, ps, g, t, split, n_heads, sink, sink_off,
+  mt_finish(acc, e2 ? m_run * M_LN2_F : m_run, l_part, tid, sg, sp, rb, ps, g, t, split, n_heads, sink, sink_off,
             sink_st, has_sink, out, o_off, o_ts, o_hs, o16, lse, lse_off, lse_ts, lse_hs, has_lse,
             nsplit, ws, kbuf, sl, fin);
 }
@@ -1451,7 +1521,7 @@ DSA_INLINE void tile_body(
   __local uint4 pw4[2 * MT_HG * MT_PP / 4];                                  \
   __local float part[MT_DS * MT_HG * MT_NT] __attribute__((aligned(16)));    \
   __local float sl[MT_HG * MT_NT] __attribute__((aligned(16)));              \
-  __local float al[MT_HG];                                                   \
+  __local float al[MT_HG] __attribute__((aligned(16)));                      \
   __local float fin[MT_HG];                                                  \
   __local int vm[MT_NT]
 
@@ -1479,7 +1549,7 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local uint4 qst4[MT_QST_WORDS / 4];                                      \
   __local float part[FD_PART] __attribute__((aligned(16)));                  \
   __local float sl[FD_SL] __attribute__((aligned(16)));                     \
-  __local float al[MT_HG];                                                   \
+  __local float al[MT_HG] __attribute__((aligned(16)));                      \
   __local float fin[MT_HG];                                                  \
   __local int vm[(MT_ST + 1) * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
