@@ -40,6 +40,7 @@
  *   dsa_tile_lane()                     this work-item's lane in its unit
  *   dsa_tile_load_a(p, pitch)           A atom at p: row r, word w at p[r * pitch + w]
  *   dsa_tile_load_b(p, pitch)           B atom at p: column n, word w at p[n * pitch + w]
+ *   dsa_tile_load_b2(p, pitch, off, b)  B atoms at p and p + off into b[0], b[1]
  *   dsa_tile_load_bt(p, pitch)          B atom stored the other way: row k (of K) at
  *                                       p[k * pitch], element n in half n % 2 of word
  *                                       n / 2 (B^T of load_b: the keys x dims tile of
@@ -191,6 +192,21 @@ DSA_INLINE dsa_tile_b dsa_tile_load_b(__local const uint *p, uint pitch) {
   b.v[1] = p[g * pitch + t + 4u];
   return b;
 }
+#if !DSA_TILE_EMU
+/* Two B atoms (columns at p and at p + off) by one ldmatrix .x4: matrices
+ * (atom 0, k 0-7), (atom 0, k 8-15), (atom 1, k 0-7), (atom 1, k 8-15),
+ * lane l giving row l % 8 of matrix l / 8 (16-byte aligned: p, off and
+ * pitch multiples of 4 words); register j of lane (g, t) is that matrix's
+ * row g, words t: b0 and b1 of each atom. One instruction where
+ * dsa_tile_load_b takes two loads an atom. */
+#define DSA_TILE_HAS_B2 1
+DSA_INLINE void dsa_tile_load_b2(__local const uint *p, uint pitch, uint off, dsa_tile_b *b) {
+  const uint l = dsa_tile_lane();
+  uint r[4];
+  dsa_nv_ldsm_x4(r, p + (l >> 4) * off + (l & 7u) * pitch + ((l >> 3) & 1u) * 4u);
+  b[0].v[0] = r[0], b[0].v[1] = r[1], b[1].v[0] = r[2], b[1].v[1] = r[3];
+}
+#endif
 /* b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., g): ldmatrix .trans of the two
  * 8 x 8 blocks (rows k 0-7 and 8-15, columns n 0-7; lanes 0-15 give their
  * row addresses, 16-byte aligned: p and pitch multiples of 4 words). */
@@ -849,6 +865,15 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 #endif
 #ifndef DSA_TILE_MAX8
 #define DSA_TILE_MAX8 0
+#endif
+#ifndef DSA_TILE_HAS_B2
+#define DSA_TILE_HAS_B2 0
+/* Two B atoms, at p and at p + off (one instruction where a back-end has
+ * it: DSA_TILE_HAS_B2). */
+DSA_INLINE void dsa_tile_load_b2(__local const uint *p, uint pitch, uint off, dsa_tile_b *b) {
+  b[0] = dsa_tile_load_b(p, pitch);
+  b[1] = dsa_tile_load_b(p + off, pitch);
+}
 #endif
 
 DSA_INLINE dsa_tile_c dsa_tile_zero(void) {

@@ -114,6 +114,7 @@ typedef struct {
   ulong c_off, c_bstride;        /* bf16 kernel: c_bstride = row stride */
   long capacity;                 /* bf16 kernel: S */
   int block_size;
+  uint bs_m, bs_l; /* block_size's multiplier and ceil(log2) (iset_block) */
   int c_aligned;
 } dsa_iset;
 
@@ -127,7 +128,24 @@ DSA_INLINE dsa_iset dsa_iset_make(__global const uchar *idx, ulong idx_off, ulon
   r.idx = idx, r.idx_off = idx_off, r.idx_ts = idx_ts, r.idx_cs = idx_cs, r.width = width;
   r.cache = cache, r.c_off = c_off, r.c_bstride = c_bstride, r.capacity = capacity;
   r.block_size = block_size, r.c_aligned = c_aligned;
+  const uint d = (uint)max(block_size, 1), l = d > 1u ? 32u - clz(d - 1u) : 0u;
+  r.bs_m = (uint)((((ulong)1 << 32) * (((ulong)1 << l) - d)) / d) + 1u;
+  r.bs_l = l;
   return r;
+}
+
+/* Slot -> (block, token in it) without a division: q = mul_hi(slot, m),
+ * block = (((slot - q) >> min(l, 1)) + q) >> max(l - 1, 0), with l =
+ * ceil(log2 block_size) and m = 2^32 (2^l - block_size) / block_size + 1
+ * (dsa_iset_make): exact for every 32-bit slot (the round-up method of
+ * Granlund-Montgomery; checked on the host for block sizes 1 to 2^31 over
+ * slots up to 2^32 - 1). A division took ~20 instructions a work-item in the
+ * fused attention's per-tile address path, and a branch to a shift for
+ * power-of-two sizes put 176 bytes on its stack (H100: 10 % slower). */
+DSA_INLINE uint2 iset_block(const dsa_iset *s, uint slot) {
+  const uint q = mul_hi(slot, s->bs_m);
+  const uint blk = (((slot - q) >> min(s->bs_l, 1u)) + q) >> (max(s->bs_l, 1u) - 1u);
+  return (uint2)(blk, slot - blk * (uint)s->block_size);
 }
 
 /* The clamped length of a set for token t; a length beyond [0, width] is a
@@ -173,7 +191,8 @@ DSA_INLINE dsa_raw load_lane(const dsa_iset *s, int idx, uint lane, int fused) {
     o.r1 = dsa_load16(src + 16, s->c_aligned);
     return o;
   }
-  const uint blk = (uint)idx / (uint)s->block_size, tok = (uint)idx - blk * (uint)s->block_size;
+  const uint2 bt = iset_block(s, (uint)idx);
+  const uint blk = bt.x, tok = bt.y;
   const ulong base = s->c_off + (ulong)blk * s->c_bstride;
   __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
   if (lane >= NOPE_LANES) {
@@ -1073,8 +1092,8 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
                          __local uchar *rs) {
   if (r.slot < 0) return;
   const dsa_iset *s = r.in_b ? b : a;
-  const uint blk = (uint)r.slot / (uint)s->block_size;
-  const uint tok = (uint)r.slot - blk * (uint)s->block_size;
+  const uint2 bt = iset_block(s, (uint)r.slot);
+  const uint blk = bt.x, tok = bt.y;
   const ulong base = s->c_off + (ulong)blk * s->c_bstride;
   __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
   __global const uchar *sc =
@@ -1361,6 +1380,19 @@ DSA_INLINE void tile_body(
         const dsa_tile_a a = qa[ks];
 #else
         const dsa_tile_a a = dsa_tile_load_a(qs + qoff + (uint)ks * (DSA_TILE_K / 2), MT_KDP);
+#endif
+#if MT_NKB == 2
+        /* The fused kernel loads both key blocks' atoms at once (one
+         * ldmatrix on NVIDIA: H100 -1 to -2 %); the bf16 kernel (176
+         * registers) lost with it (docs/PERFORMANCE.md, session 19). */
+        if (fused) {
+          dsa_tile_b b[2];
+          dsa_tile_load_b2(kp + (uint)ks * (DSA_TILE_K / 2), MT_KDP, MT_KG * DSA_TILE_N * MT_KDP,
+                           b);
+          c[0] = dsa_tile_mma(c[0], a, b[0]);
+          c[1] = dsa_tile_mma(c[1], a, b[1]);
+          continue;
+        }
 #endif
 #pragma unroll
         for (int i = 0; i < MT_NKB; i++)
