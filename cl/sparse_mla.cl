@@ -897,8 +897,11 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #endif
 #define MT_TAU 8.0f   /* e^8 */
 #define MT_TAU2 11.0f /* 2^11 */
-/* e^x, or 2^x where the softmax is in log2 units (e2). */
-DSA_INLINE float mt_exp(float x, int e2) { return e2 ? exp2(x) : exp(x); }
+/* e^x, or 2^x where the softmax is in log2 units (e2): native_exp2, one
+ * MUFU.EX2 on NVIDIA where exp2 adds a range test and two predicated
+ * multiplies (its subnormal results; ~2^-22 relative either way, and P is
+ * kept to ~16 bits as bf16 hi + lo). */
+DSA_INLINE float mt_exp(float x, int e2) { return e2 ? native_exp2(x) : exp(x); }
 #define MT_RB (MT_HG / DSA_TILE_M)       /* row blocks */
 #define MT_NBK (MT_NT / DSA_TILE_N)      /* key blocks */
 #if DSA_TILE_A_REGS
@@ -1468,7 +1471,8 @@ DSA_INLINE void tile_body(
       const bool live = m_new != -INFINITY;
       const float p0 = live ? mt_exp(s.x - m_new, e2) : 0.0f;
       const float p1 = live ? mt_exp(s.y - m_new, e2) : 0.0f;
-      const float alpha = live ? mt_exp(m_run - m_new, e2) : 1.0f;
+      /* (Exactly 1 where the max stayed: the lazy rescale tests alpha.) */
+      const float alpha = live && m_new != m_run ? mt_exp(m_run - m_new, e2) : 1.0f;
       l_part = l_part * alpha + (p0 + p1);
       m_run = m_new;
       const uint hi = dsa_f32x2_to_bf16x2(p0, p1);
