@@ -863,7 +863,9 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
  *          MT_DS partials, scale, mask; the head's max over its 16 logits by
  *          sub-group shuffles (dsa_tile_max8; the bf16 kernel, and the fused
  *          one with FD_SHFL) or through sl and a barrier; then the online
- *          softmax in fp32: running max (the same in the 8 items
+ *          softmax in fp32 (the fused kernel's in log2 units): a lazy
+ *          running max (MT_LAZY: moved only by more than MT_TAU, so the
+ *          P V rescale is skipped in most tiles; the same in the 8 items
  *          of a head), this item's share of the running sum (the shares are
  *          added at the end), alpha per head, and P split into bf16 hi + lo
  *          (P as one bf16 is 2^-9 relative per weight: outside SPEC.md's
@@ -1179,7 +1181,9 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
  * side, the RoPE lanes' NaN zeroing by a select; a lane with an e4m3 NaN,
  * subnormal or extreme scale in either round takes fd_lane's exact path
  * for both (same results). 3.5-4 % of the fused decode on an H100
- * (docs/PERFORMANCE.md, mla5). */
+ * (docs/PERFORMANCE.md, mla5). On NVIDIA sm_89+ (FD_CVT) the common path is
+ * conversion instructions (dsa_dequant4_e4m3_bf16_cvt, the exact path's
+ * arithmetic) and only a NaN word takes fd_lane: -7 to -9 % (session 19). */
 #if MT_NT != 2 * (MT_WG / 32) || NOPE_LANES != 28
 #error "sparse_mla.cl: fd_dequant maps 2 entries (56 + 8 dim lanes) onto each warp"
 #endif
