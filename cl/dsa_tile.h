@@ -41,6 +41,7 @@
  *   dsa_tile_load_a(p, pitch)           A atom at p: row r, word w at p[r * pitch + w]
  *   dsa_tile_load_b(p, pitch)           B atom at p: column n, word w at p[n * pitch + w]
  *   dsa_tile_load_b2(p, pitch, off, b)  B atoms at p and p + off into b[0], b[1]
+ *   dsa_tile_load_bt2(p, pitch, off, b) load_bt at p and p + off into b[0], b[1]
  *   dsa_tile_load_bt(p, pitch)          B atom stored the other way: row k (of K) at
  *                                       p[k * pitch], element n in half n % 2 of word
  *                                       n / 2 (B^T of load_b: the keys x dims tile of
@@ -204,6 +205,18 @@ DSA_INLINE void dsa_tile_load_b2(__local const uint *p, uint pitch, uint off, ds
   const uint l = dsa_tile_lane();
   uint r[4];
   dsa_nv_ldsm_x4(r, p + (l >> 4) * off + (l & 7u) * pitch + ((l >> 3) & 1u) * 4u);
+  b[0].v[0] = r[0], b[0].v[1] = r[1], b[1].v[0] = r[2], b[1].v[1] = r[3];
+}
+#endif
+#if !DSA_TILE_EMU
+/* Two B atoms stored the other way (dsa_tile_load_bt at p and at p + off,
+ * off a multiple of 4 words) by one ldmatrix .x4 .trans: lanes 0-15 give
+ * atom 0's rows k, lanes 16-31 atom 1's. */
+#define DSA_TILE_HAS_BT2 1
+DSA_INLINE void dsa_tile_load_bt2(__local const uint *p, uint pitch, uint off, dsa_tile_b *b) {
+  const uint l = dsa_tile_lane();
+  uint r[4];
+  dsa_nv_ldsm_x4_t(r, p + (l & 15u) * pitch + (l >> 4) * off);
   b[0].v[0] = r[0], b[0].v[1] = r[1], b[1].v[0] = r[2], b[1].v[1] = r[3];
 }
 #endif
@@ -865,6 +878,14 @@ DSA_INLINE int dsa_tile_col_leader(void) { return 1; }
 #endif
 #ifndef DSA_TILE_MAX8
 #define DSA_TILE_MAX8 0
+#endif
+#ifndef DSA_TILE_HAS_BT2
+#define DSA_TILE_HAS_BT2 0
+/* Two B atoms stored the other way, at p and p + off. */
+DSA_INLINE void dsa_tile_load_bt2(__local const uint *p, uint pitch, uint off, dsa_tile_b *b) {
+  b[0] = dsa_tile_load_bt(p, pitch);
+  b[1] = dsa_tile_load_bt(p + off, pitch);
+}
 #endif
 #ifndef DSA_TILE_HAS_B2
 #define DSA_TILE_HAS_B2 0
