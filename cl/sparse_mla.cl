@@ -1117,6 +1117,42 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   }
 }
 
+/* The copy records (FD_REC): one warp resolves a tile's 16 indices and
+ * computes each entry's data and scale addresses a tile before the copies
+ * go out (lane e: entry e; unused: flag 0); every item then issues its
+ * pieces from the record. Where each item resolved and addressed its own
+ * entry, every warp ran the same ~100 instructions a tile (set selects,
+ * block and token, 64-bit products). Flags: 1 used, 2 aligned cache. */
+DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __local ulong *rec,
+                          __local int *fl) {
+  if (r.slot < 0) {
+    *fl = 0;
+    return;
+  }
+  const dsa_iset *s = r.in_b ? b : a;
+  const uint2 bt = iset_block(s, (uint)r.slot);
+  const ulong base = s->c_off + (ulong)bt.x * s->c_bstride;
+  rec[0] = (ulong)(s->cache + base + (ulong)bt.y * MLA_DATA_BYTES);
+  rec[1] = (ulong)(s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)bt.y * 8u);
+  *fl = 1 | (s->c_aligned ? 2 : 0);
+}
+DSA_INLINE void fd_issue_rec(__local const ulong *rec, int fl, uint q, __local uchar *rs) {
+  if (!(fl & 1)) return;
+  __global const uchar *data = (__global const uchar *)rec[0];
+  __global const uchar *sc = (__global const uchar *)rec[1];
+  if (fl & 2) {
+    dsa_async_copy16(rs + 16u * q, data + 16u * q);
+    dsa_async_copy16(rs + 16u * (q + 16u), data + 16u * (q + 16u));
+    if (q < 4u) dsa_async_copy16(rs + 16u * (q + 32u), data + 16u * (q + 32u));
+    if (q == 15u) dsa_async_copy8(rs + MLA_DATA_BYTES, sc);
+  } else {
+    *(__local uint4 *)(rs + 16u * q) = dsa_load16(data + 16u * q, 0);
+    *(__local uint4 *)(rs + 16u * (q + 16u)) = dsa_load16(data + 16u * (q + 16u), 0);
+    if (q < 4u) *(__local uint4 *)(rs + 16u * (q + 32u)) = dsa_load16(data + 16u * (q + 32u), 0);
+    if (q == 15u) *(__local uint2 *)(rs + MLA_DATA_BYTES) = dsa_load8(sc, 0);
+  }
+}
+
 /* Dim lane L (dims [16 L, +16)) of the ring entry at rs into its kd row,
  * NaN -> 0, unused (valid 0) -> 0. A NoPE lane tests its four words once
  * (dsa_dequant4_e4m3_special) and takes the integer path for all four (one
@@ -1191,6 +1227,10 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
  * them (DSA_DEQUANT_CVT, NVIDIA sm_89+); 0 forces the integer path. */
 #ifndef FD_CVT
 #define FD_CVT DSA_DEQUANT_CVT
+#endif
+/* FD_REC: the copy records (fd_record); 0: each item resolves its entry. */
+#ifndef FD_REC
+#define FD_REC 1
 #endif
 #if FD_CVT && !DSA_DEQUANT_CVT
 #error "sparse_mla.cl: FD_CVT needs DSA_DEQUANT_CVT"
@@ -1269,7 +1309,7 @@ DSA_INLINE void tile_body(
     __global volatile uint *faults, const int nsplit, const int chunk, __global uchar *ws,
     __local uint *kbuf, __local uchar *ring, __local uint *qst, __local uint *pw,
     __local float *part, __local float *sl, __local float *al, __local float *fin,
-    __local int *vm) {
+    __local int *vm, __local ulong *rec, __local int *rfl) {
   const uint tid = get_local_id(0), unit = tid / DSA_TILE_LANES;
   const int g = get_group_id(1);
   const ulong t = get_group_id(2);
@@ -1340,7 +1380,17 @@ DSA_INLINE void tile_body(
       if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
       dsa_async_commit();
     }
+#if FD_REC
+    /* Tile MT_ST's records (into parity 0) by the first MT_NT items, which
+     * then hold the next tile's index. */
+    if (tid < MT_NT) {
+      const dsa_lazy_ref l = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
+      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + 2u * tid, rfl + tid);
+      n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
+    }
+#else
     n0 = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)ce);
+#endif
     dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   } else {
@@ -1359,6 +1409,23 @@ DSA_INLINE void tile_body(
     if (fused) {
       /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
        * flight through the steps below); waited for at the loop's end. */
+#if FD_REC
+      /* From the records written a tile ago (parity it % 2); the first
+       * MT_NT items then write tile it + MT_ST + 1's (the other parity,
+       * read a tile later: barriers between every write and read). */
+      if (it + MT_ST < ntiles) {
+        const uint ri = ((uint)it & 1u) * MT_NT + ce;
+        const int fl = rfl[ri];
+        fd_issue_rec(rec + 2u * ri, fl, cq, ring + (slot * MT_NT + ce) * FD_EB);
+        if (cq == 0u) vm[slot * MT_NT + ce] = fl & 1;
+      }
+      dsa_async_commit();
+      if (tid < MT_NT && it + MT_ST + 1 < ntiles) {
+        const uint ri = (((uint)it + 1u) & 1u) * MT_NT + tid;
+        fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + 2u * ri, rfl + ri);
+        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
+      }
+#else
       if (it + MT_ST < ntiles) {
         const dsa_ref r = ref_resolve(sa, sb, n0, cq, 1, faults);
         fd_issue(sa, sb, r, cq, ring + (slot * MT_NT + ce) * FD_EB);
@@ -1366,6 +1433,7 @@ DSA_INLINE void tile_body(
         n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 1) * MT_NT + (int)ce);
       }
       dsa_async_commit();
+#endif
     } else if (it + 1 < ntiles) {
       r0 = load_entry(sa, sb, ref_resolve(sa, sb, n0, sg, fused, faults), sg, fused);
       r1 = load_entry(sa, sb, ref_resolve(sa, sb, n1, sg, fused, faults), sg, fused);
@@ -1598,7 +1666,8 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   tile_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0,
             SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, 1, 0,
             (__global uchar *)0, (__local uint *)kbuf4, (__local uchar *)kbuf4,
-            (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin, vm);
+            (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin, vm, (__local ulong *)0,
+            (__local int *)0);
 }
 
 #endif
@@ -1610,10 +1679,13 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local float sl[FD_SL] __attribute__((aligned(16)));                     \
   __local float al[MT_HG] __attribute__((aligned(16)));                      \
   __local float fin[MT_HG];                                                  \
-  __local int vm[(MT_ST + 1) * MT_NT]
+  __local int vm[(MT_ST + 1) * MT_NT];                                       \
+  __local ulong rec[2 * 2 * MT_NT];                                          \
+  __local int rfl[2 * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
-#define FD_LOCAL_BYTES \
-  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + FD_SL + 2 * MT_HG + (MT_ST + 1) * MT_NT))
+#define FD_LOCAL_BYTES                                                                    \
+  (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + FD_SL + 2 * MT_HG + (MT_ST + 1) * MT_NT) + \
+   8 * 4 * MT_NT + 4 * 2 * MT_NT)
 
 /* The fused kernel also splits the keys (flash-decoding): nsplit > 1
  * work-groups along x per (token, heads), each over `chunk` entries (a
@@ -1640,7 +1712,7 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
             SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u,
             SA_LSE_ARGS, nsplit, chunk, ws, (__local uint *)kbuf4,
             (__local uchar *)(kbuf4 + MT_NT * MT_KDP / 4), (__local uint *)qst4,
-            (__local uint *)FD_PW, part, sl, al, fin, vm);
+            (__local uint *)FD_PW, part, sl, al, fin, vm, rec, rfl);
 }
 #endif
 

@@ -137,7 +137,9 @@ static size_t fd_local_bytes(const mt_geom *g) {
     sl = sl > pw ? sl : pw;
   else
     part = part > pw ? part : pw;
-  return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT);
+  /* + the copy records: two tiles' 16 (data, scale) addresses and flags. */
+  return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT) +
+         8 * 4 * (size_t)MT_NT + 4 * 2 * (size_t)MT_NT;
 }
 
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
