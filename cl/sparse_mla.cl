@@ -1448,6 +1448,11 @@ DSA_INLINE void tile_body(
       dsa_tile_c c[MT_NKB];
 #pragma unroll
       for (int i = 0; i < MT_NKB; i++) c[i] = dsa_tile_zero();
+#if MT_NKB == 2
+      /* The fused kernel's odd k-steps (four MMA chains, not two). */
+      dsa_tile_c c2[2];
+      c2[0] = c2[1] = dsa_tile_zero();
+#endif
       __local const uint *kp = kd + kg * DSA_TILE_N * MT_KDP + ds * (MT_DSD / 2);
 #pragma unroll
       for (int ks = 0; ks < MT_KS; ks++) {
@@ -1458,12 +1463,19 @@ DSA_INLINE void tile_body(
 #endif
 #if MT_NKB == 2
         /* The fused kernel loads both key blocks' atoms at once (one
-         * ldmatrix on NVIDIA: H100 -1 to -2 %); the bf16 kernel (176
-         * registers) lost with it (docs/PERFORMANCE.md, session 19). */
+         * ldmatrix on NVIDIA: H100 -1 to -2 %) and keeps the odd k-steps in
+         * a second pair of accumulators (H200 -0.3 to -0.8 %, once P x V's
+         * paired loads had cut the spills); the bf16 kernel (176 registers)
+         * lost with the first (docs/PERFORMANCE.md, session 19). */
         if (fused) {
           dsa_tile_b b[2];
           dsa_tile_load_b2(kp + (uint)ks * (DSA_TILE_K / 2), MT_KDP, MT_KG * DSA_TILE_N * MT_KDP,
                            b);
+          if (ks & 1) {
+            c2[0] = dsa_tile_mma(c2[0], a, b[0]);
+            c2[1] = dsa_tile_mma(c2[1], a, b[1]);
+            continue;
+          }
           c[0] = dsa_tile_mma(c[0], a, b[0]);
           c[1] = dsa_tile_mma(c[1], a, b[1]);
           continue;
@@ -1476,6 +1488,13 @@ DSA_INLINE void tile_body(
                                                   (uint)ks * (DSA_TILE_K / 2),
                                               MT_KDP));
       }
+#if MT_NKB == 2
+      if (fused)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+          for (int e = 0; e < DSA_TILE_CE; e++) c[i].v[e] += c2[i].v[e];
+#endif
       /* The fused kernel stores pairs of one row's columns as 8 bytes where
        * DSA_TILE_CPAIR (-0.3 %); the bf16 kernel (176 registers) lost with
        * it and log2 units together (docs/PERFORMANCE.md, session 19). */
