@@ -26,6 +26,15 @@
 DSA_NV_MMA_M16N8K16(dsa_nv_mma_bf16, "bf16")
 DSA_NV_MMA_M16N8K16(dsa_nv_mma_f16, "f16")
 
+/* 2^x by one MUFU.EX2 (ex2.approx.ftz: ~2^-22 relative, subnormal results
+ * flushed): what NVIDIA's driver makes of native_exp2, spelled out because
+ * libclc's nvptx target (the offline compile check) has no native_exp2. */
+DSA_INLINE float dsa_nv_ex2(float x) {
+  float r;
+  __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 /* The value of lane (this lane ^ m). */
 DSA_INLINE float dsa_nv_shfl_xor_f32(float v, int m) {
   float r;

@@ -114,7 +114,7 @@ typedef struct {
   ulong c_off, c_bstride;        /* bf16 kernel: c_bstride = row stride */
   long capacity;                 /* bf16 kernel: S */
   int block_size;
-  uint bs_m, bs_l; /* block_size's multiplier and ceil(log2) (iset_block) */
+  uint bs_m, bs_l; /* the fused tile kernel's divisor (iset_fastdiv) */
   int c_aligned;
 } dsa_iset;
 
@@ -128,21 +128,30 @@ DSA_INLINE dsa_iset dsa_iset_make(__global const uchar *idx, ulong idx_off, ulon
   r.idx = idx, r.idx_off = idx_off, r.idx_ts = idx_ts, r.idx_cs = idx_cs, r.width = width;
   r.cache = cache, r.c_off = c_off, r.c_bstride = c_bstride, r.capacity = capacity;
   r.block_size = block_size, r.c_aligned = c_aligned;
-  const uint d = (uint)max(block_size, 1), l = d > 1u ? 32u - clz(d - 1u) : 0u;
-  r.bs_m = (uint)((((ulong)1 << 32) * (((ulong)1 << l) - d)) / d) + 1u;
-  r.bs_l = l;
+  r.bs_m = r.bs_l = 0u;
   return r;
 }
 
-/* Slot -> (block, token in it) without a division: q = mul_hi(slot, m),
- * block = (((slot - q) >> min(l, 1)) + q) >> max(l - 1, 0), with l =
- * ceil(log2 block_size) and m = 2^32 (2^l - block_size) / block_size + 1
- * (dsa_iset_make): exact for every 32-bit slot (the round-up method of
- * Granlund-Montgomery; checked on the host for block sizes 1 to 2^31 over
- * slots up to 2^32 - 1). A division took ~20 instructions a work-item in the
- * fused attention's per-tile address path, and a branch to a shift for
- * power-of-two sizes put 176 bytes on its stack (H100: 10 % slower). */
+/* Slot -> (block, token in it). */
 DSA_INLINE uint2 iset_block(const dsa_iset *s, uint slot) {
+  const uint blk = slot / (uint)s->block_size;
+  return (uint2)(blk, slot - blk * (uint)s->block_size);
+}
+/* The same without a division, for the fused tile kernel's copy records:
+ * q = mul_hi(slot, m), block = (((slot - q) >> min(l, 1)) + q) >> max(l -
+ * 1, 0), with l = ceil(log2 block_size) and m = 2^32 (2^l - block_size) /
+ * block_size + 1 (iset_fastdiv, once a kernel): exact for every 32-bit slot
+ * (the round-up method of Granlund-Montgomery; checked on the host for
+ * block sizes 1 to 2^31 over slots up to 2^32 - 1). H200: -1.4 % in the
+ * fused tile kernel; in the portable kernels (iset_block) it was 0.6 %
+ * slower, and a branch to a shift for power-of-two sizes put 176 bytes on
+ * the fused kernel's stack (docs/PERFORMANCE.md, session 19). */
+DSA_INLINE void iset_fastdiv(dsa_iset *s) {
+  const uint d = (uint)max(s->block_size, 1), l = d > 1u ? 32u - clz(d - 1u) : 0u;
+  s->bs_m = (uint)((((ulong)1 << 32) * (((ulong)1 << l) - d)) / d) + 1u;
+  s->bs_l = l;
+}
+DSA_INLINE uint2 iset_block_fast(const dsa_iset *s, uint slot) {
   const uint q = mul_hi(slot, s->bs_m);
   const uint blk = (((slot - q) >> min(s->bs_l, 1u)) + q) >> (max(s->bs_l, 1u) - 1u);
   return (uint2)(blk, slot - blk * (uint)s->block_size);
@@ -900,10 +909,16 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #define MT_TAU 8.0f   /* e^8 */
 #define MT_TAU2 11.0f /* 2^11 */
 /* e^x, or 2^x where the softmax is in log2 units (e2): native_exp2, one
- * MUFU.EX2 on NVIDIA where exp2 adds a range test and two predicated
- * multiplies (its subnormal results; ~2^-22 relative either way, and P is
- * kept to ~16 bits as bf16 hi + lo). */
-DSA_INLINE float mt_exp(float x, int e2) { return e2 ? native_exp2(x) : exp(x); }
+ * MUFU.EX2 on NVIDIA (dsa_nv_ex2) where exp2 adds a range test and two
+ * predicated multiplies (its subnormal results; ~2^-22 relative either
+ * way, and P is kept to ~16 bits as bf16 hi + lo). */
+DSA_INLINE float mt_exp(float x, int e2) {
+#if DSA_HAS_NV_PTX
+  return e2 ? dsa_nv_ex2(x) : exp(x);
+#else
+  return e2 ? native_exp2(x) : exp(x);
+#endif
+}
 #define MT_RB (MT_HG / DSA_TILE_M)       /* row blocks */
 #define MT_NBK (MT_NT / DSA_TILE_N)      /* key blocks */
 #if DSA_TILE_A_REGS
@@ -1097,7 +1112,7 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
                          __local uchar *rs) {
   if (r.slot < 0) return;
   const dsa_iset *s = r.in_b ? b : a;
-  const uint2 bt = iset_block(s, (uint)r.slot);
+  const uint2 bt = iset_block_fast(s, (uint)r.slot);
   const uint blk = bt.x, tok = bt.y;
   const ulong base = s->c_off + (ulong)blk * s->c_bstride;
   __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
@@ -1130,7 +1145,7 @@ DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __loc
     return;
   }
   const dsa_iset *s = r.in_b ? b : a;
-  const uint2 bt = iset_block(s, (uint)r.slot);
+  const uint2 bt = iset_block_fast(s, (uint)r.slot);
   const ulong base = s->c_off + (ulong)bt.x * s->c_bstride;
   rec[0] = (ulong)(s->cache + base + (ulong)bt.y * MLA_DATA_BYTES);
   rec[1] = (ulong)(s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)bt.y * 8u);
@@ -1726,6 +1741,8 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
   FD_LOCALS;
   dsa_iset sa = SA_ISET(a);
   dsa_iset sb = SA_ISET(b);
+  iset_fastdiv(&sa);
+  iset_fastdiv(&sb);
   /* P hi and lo: FD_PW. */
   tile_body(&sa, &sb, la_mem, la_off, la_s0, SA_HAS_LEN(ka, hla), lb_mem, lb_off, lb_s0,
             SA_HAS_LEN(kb, hlb), 1, SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u,
