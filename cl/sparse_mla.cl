@@ -1106,30 +1106,39 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #error "sparse_mla.cl: the fused tile kernel's copy mapping needs MT_WG = 16 MT_NT, MT_ST >= 1"
 #endif
 
-/* Issue the copies of entry e's piece(s) for item q (0..15) of the ring
- * slot at rs (FD_EB bytes an entry); slot < 0: nothing (masked). */
-DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q,
-                         __local uchar *rs) {
-  if (r.slot < 0) return;
+/* Entry slot r's data and scale addresses in its set's cache (fused tile
+ * kernel: the division-free block, iset_block_fast). */
+DSA_INLINE ulong2 fd_addr(const dsa_iset *a, const dsa_iset *b, dsa_ref r) {
   const dsa_iset *s = r.in_b ? b : a;
   const uint2 bt = iset_block_fast(s, (uint)r.slot);
-  const uint blk = bt.x, tok = bt.y;
-  const ulong base = s->c_off + (ulong)blk * s->c_bstride;
-  __global const uchar *data = s->cache + base + (ulong)tok * MLA_DATA_BYTES;
-  __global const uchar *sc =
-      s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)tok * 8u;
-  if (s->c_aligned) {
+  const ulong base = s->c_off + (ulong)bt.x * s->c_bstride;
+  return (ulong2)((ulong)(s->cache + base + (ulong)bt.y * MLA_DATA_BYTES),
+                  (ulong)(s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES +
+                          (ulong)bt.y * 8u));
+}
+
+/* Item q's (0..15) pieces of the entry at ad (data, scale addresses) into
+ * the ring slot at rs (FD_EB bytes an entry): asynchronous copies, or
+ * plain loads done here for an unaligned cache (a view at an odd offset). */
+DSA_INLINE void fd_copy(ulong2 ad, int aligned, uint q, __local uchar *rs) {
+  __global const uchar *data = (__global const uchar *)ad.x, *sc = (__global const uchar *)ad.y;
+  if (aligned) {
     dsa_async_copy16(rs + 16u * q, data + 16u * q);
     dsa_async_copy16(rs + 16u * (q + 16u), data + 16u * (q + 16u));
     if (q < 4u) dsa_async_copy16(rs + 16u * (q + 32u), data + 16u * (q + 32u));
     if (q == 15u) dsa_async_copy8(rs + MLA_DATA_BYTES, sc);
   } else {
-    /* Unaligned cache (a view at an odd offset): plain loads, done here. */
     *(__local uint4 *)(rs + 16u * q) = dsa_load16(data + 16u * q, 0);
     *(__local uint4 *)(rs + 16u * (q + 16u)) = dsa_load16(data + 16u * (q + 16u), 0);
     if (q < 4u) *(__local uint4 *)(rs + 16u * (q + 32u)) = dsa_load16(data + 16u * (q + 32u), 0);
     if (q == 15u) *(__local uint2 *)(rs + MLA_DATA_BYTES) = dsa_load8(sc, 0);
   }
+}
+
+/* Issue item q's pieces of resolved entry r (slot < 0: nothing, masked). */
+DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q,
+                         __local uchar *rs) {
+  if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, q, rs);
 }
 
 /* The copy records (FD_REC): one warp resolves a tile's 16 indices and
@@ -1138,34 +1147,17 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
  * pieces from the record. Where each item resolved and addressed its own
  * entry, every warp ran the same ~100 instructions a tile (set selects,
  * block and token, 64-bit products). Flags: 1 used, 2 aligned cache. */
-DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __local ulong *rec,
+DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __local ulong2 *rec,
                           __local int *fl) {
   if (r.slot < 0) {
     *fl = 0;
     return;
   }
-  const dsa_iset *s = r.in_b ? b : a;
-  const uint2 bt = iset_block_fast(s, (uint)r.slot);
-  const ulong base = s->c_off + (ulong)bt.x * s->c_bstride;
-  rec[0] = (ulong)(s->cache + base + (ulong)bt.y * MLA_DATA_BYTES);
-  rec[1] = (ulong)(s->cache + base + (ulong)s->block_size * MLA_DATA_BYTES + (ulong)bt.y * 8u);
-  *fl = 1 | (s->c_aligned ? 2 : 0);
+  *rec = fd_addr(a, b, r);
+  *fl = 1 | ((r.in_b ? b : a)->c_aligned ? 2 : 0);
 }
-DSA_INLINE void fd_issue_rec(__local const ulong *rec, int fl, uint q, __local uchar *rs) {
-  if (!(fl & 1)) return;
-  __global const uchar *data = (__global const uchar *)rec[0];
-  __global const uchar *sc = (__global const uchar *)rec[1];
-  if (fl & 2) {
-    dsa_async_copy16(rs + 16u * q, data + 16u * q);
-    dsa_async_copy16(rs + 16u * (q + 16u), data + 16u * (q + 16u));
-    if (q < 4u) dsa_async_copy16(rs + 16u * (q + 32u), data + 16u * (q + 32u));
-    if (q == 15u) dsa_async_copy8(rs + MLA_DATA_BYTES, sc);
-  } else {
-    *(__local uint4 *)(rs + 16u * q) = dsa_load16(data + 16u * q, 0);
-    *(__local uint4 *)(rs + 16u * (q + 16u)) = dsa_load16(data + 16u * (q + 16u), 0);
-    if (q < 4u) *(__local uint4 *)(rs + 16u * (q + 32u)) = dsa_load16(data + 16u * (q + 32u), 0);
-    if (q == 15u) *(__local uint2 *)(rs + MLA_DATA_BYTES) = dsa_load8(sc, 0);
-  }
+DSA_INLINE void fd_issue_rec(__local const ulong2 *rec, int fl, uint q, __local uchar *rs) {
+  if (fl & 1) fd_copy(*rec, fl & 2, q, rs);
 }
 
 /* Dim lane L (dims [16 L, +16)) of the ring entry at rs into its kd row,
@@ -1324,7 +1316,7 @@ DSA_INLINE void tile_body(
     __global volatile uint *faults, const int nsplit, const int chunk, __global uchar *ws,
     __local uint *kbuf, __local uchar *ring, __local uint *qst, __local uint *pw,
     __local float *part, __local float *sl, __local float *al, __local float *fin,
-    __local int *vm, __local ulong *rec, __local int *rfl) {
+    __local int *vm, __local ulong2 *rec, __local int *rfl) {
   const uint tid = get_local_id(0), unit = tid / DSA_TILE_LANES;
   const int g = get_group_id(1);
   const ulong t = get_group_id(2);
@@ -1400,7 +1392,7 @@ DSA_INLINE void tile_body(
      * then hold the next tile's index. */
     if (tid < MT_NT) {
       const dsa_lazy_ref l = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
-      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + 2u * tid, rfl + tid);
+      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + tid, rfl + tid);
       n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
     }
 #else
@@ -1431,13 +1423,13 @@ DSA_INLINE void tile_body(
       if (it + MT_ST < ntiles) {
         const uint ri = ((uint)it & 1u) * MT_NT + ce;
         const int fl = rfl[ri];
-        fd_issue_rec(rec + 2u * ri, fl, cq, ring + (slot * MT_NT + ce) * FD_EB);
+        fd_issue_rec(rec + ri, fl, cq, ring + (slot * MT_NT + ce) * FD_EB);
         if (cq == 0u) vm[slot * MT_NT + ce] = fl & 1;
       }
       dsa_async_commit();
       if (tid < MT_NT && it + MT_ST + 1 < ntiles) {
         const uint ri = (((uint)it + 1u) & 1u) * MT_NT + tid;
-        fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + 2u * ri, rfl + ri);
+        fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + ri, rfl + ri);
         n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
       }
 #else
@@ -1700,7 +1692,7 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   tile_body(&sa, &sa, lens_mem, lens_off, lens_s0, has_lens, lens_mem, lens_off, lens_s0, 0, 0,
             SA_Q_ARGS, q_al >= 16u, n_heads, SA_OUT_ARGS, out_al >= 16u, SA_LSE_ARGS, 1, 0,
             (__global uchar *)0, (__local uint *)kbuf4, (__local uchar *)kbuf4,
-            (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin, vm, (__local ulong *)0,
+            (__local uint *)qst4, (__local uint *)pw4, part, sl, al, fin, vm, (__local ulong2 *)0,
             (__local int *)0);
 }
 
@@ -1714,7 +1706,7 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local float al[MT_HG] __attribute__((aligned(16)));                      \
   __local float fin[MT_HG];                                                  \
   __local int vm[(MT_ST + 1) * MT_NT];                                       \
-  __local ulong rec[2 * 2 * MT_NT];                                          \
+  __local ulong2 rec[2 * MT_NT];                                             \
   __local int rfl[2 * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
 #define FD_LOCAL_BYTES                                                                    \
