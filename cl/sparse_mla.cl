@@ -1430,7 +1430,6 @@ DSA_INLINE void tile_body(
       if (tid < MT_NT && it + MT_ST + 1 < ntiles) {
         const uint ri = (((uint)it + 1u) & 1u) * MT_NT + tid;
         fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + ri, rfl + ri);
-        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
       }
 #else
       if (it + MT_ST < ntiles) {
@@ -1521,9 +1520,9 @@ DSA_INLINE void tile_body(
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* Logits of keys 2sp, 2sp+1 of head sg. */
-    float2 s = (float2)(0.0f);
+    float2 s = *(__local const float2 *)(part + sg * MT_NT + 2u * sp);
 #pragma unroll
-    for (int d = 0; d < MT_DS; d++)
+    for (int d = 1; d < MT_DS; d++)
       s += *(__local const float2 *)(part + ((uint)d * MT_HG + sg) * MT_NT + 2u * sp);
     {
       __local const int *vs = vm + (fused ? MT_ST * MT_NT : 0); /* fused: the dequant's copy */
@@ -1581,6 +1580,13 @@ DSA_INLINE void tile_body(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
+#if FD_REC
+    /* The next index read in this phase, not beside the records: the
+     * first warp's extra work split over two barrier intervals (H200 -0.4
+     * to -1 %: that warp came last to the QK barrier). */
+    if (fused && tid < MT_NT && it + MT_ST + 2 < ntiles + 1)
+      n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
+#endif
     /* PV over this unit's rows and dims. */
     {
       dsa_tile_a ph[MT_PK], pl[MT_PK];
