@@ -362,7 +362,6 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_cvt(uint x, float sc) {
 #define DSA_DEQUANT_CVT 0
 #endif
 
-
 /* e = ceil(log2(amax / 448)) exactly, for a positive normal amax given by its
  * bits. amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so the ratio is
  * (m / 1.75) * 2^(E-8) and its ceil-log2 is E-8, plus one when m > 1.75. */

@@ -207,8 +207,6 @@ DSA_INLINE void dsa_tile_load_b2(__local const uint *p, uint pitch, uint off, ds
   dsa_nv_ldsm_x4(r, p + (l >> 4) * off + (l & 7u) * pitch + ((l >> 3) & 1u) * 4u);
   b[0].v[0] = r[0], b[0].v[1] = r[1], b[1].v[0] = r[2], b[1].v[1] = r[3];
 }
-#endif
-#if !DSA_TILE_EMU
 /* Two B atoms stored the other way (dsa_tile_load_bt at p and at p + off,
  * off a multiple of 4 words) by one ldmatrix .x4 .trans: lanes 0-15 give
  * atom 0's rows k, lanes 16-31 atom 1's. */

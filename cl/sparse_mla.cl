@@ -1141,7 +1141,7 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, q, rs);
 }
 
-/* The copy records (FD_REC): one warp resolves a tile's 16 indices and
+/* The copy records: one warp resolves a tile's 16 indices and
  * computes each entry's data and scale addresses a tile before the copies
  * go out (lane e: entry e; unused: flag 0); every item then issues its
  * pieces from the record. Where each item resolved and addressed its own
@@ -1234,10 +1234,6 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
  * them (DSA_DEQUANT_CVT, NVIDIA sm_89+); 0 forces the integer path. */
 #ifndef FD_CVT
 #define FD_CVT DSA_DEQUANT_CVT
-#endif
-/* FD_REC: the copy records (fd_record); 0: each item resolves its entry. */
-#ifndef FD_REC
-#define FD_REC 1
 #endif
 #if FD_CVT && !DSA_DEQUANT_CVT
 #error "sparse_mla.cl: FD_CVT needs DSA_DEQUANT_CVT"
@@ -1387,7 +1383,6 @@ DSA_INLINE void tile_body(
       if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
       dsa_async_commit();
     }
-#if FD_REC
     /* Tile MT_ST's records (into parity 0) by the first MT_NT items, which
      * then hold the next tile's index. */
     if (tid < MT_NT) {
@@ -1395,9 +1390,6 @@ DSA_INLINE void tile_body(
       fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + tid, rfl + tid);
       n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
     }
-#else
-    n0 = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)ce);
-#endif
     dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   } else {
@@ -1416,7 +1408,6 @@ DSA_INLINE void tile_body(
     if (fused) {
       /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
        * flight through the steps below); waited for at the loop's end. */
-#if FD_REC
       /* From the records written a tile ago (parity it % 2); the first
        * MT_NT items then write tile it + MT_ST + 1's (the other parity,
        * read a tile later: barriers between every write and read). */
@@ -1431,15 +1422,6 @@ DSA_INLINE void tile_body(
         const uint ri = (((uint)it + 1u) & 1u) * MT_NT + tid;
         fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + ri, rfl + ri);
       }
-#else
-      if (it + MT_ST < ntiles) {
-        const dsa_ref r = ref_resolve(sa, sb, n0, cq, 1, faults);
-        fd_issue(sa, sb, r, cq, ring + (slot * MT_NT + ce) * FD_EB);
-        if (cq == 0u) vm[slot * MT_NT + ce] = r.slot >= 0;
-        n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 1) * MT_NT + (int)ce);
-      }
-      dsa_async_commit();
-#endif
     } else if (it + 1 < ntiles) {
       r0 = load_entry(sa, sb, ref_resolve(sa, sb, n0, sg, fused, faults), sg, fused);
       r1 = load_entry(sa, sb, ref_resolve(sa, sb, n1, sg, fused, faults), sg, fused);
@@ -1580,13 +1562,12 @@ DSA_INLINE void tile_body(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-#if FD_REC
-    /* The next index read in this phase, not beside the records: the
-     * first warp's extra work split over two barrier intervals (H200 -0.4
-     * to -1 %: that warp came last to the QK barrier). */
-    if (fused && tid < MT_NT && it + MT_ST + 2 < ntiles + 1)
+    /* The fused kernel's next index read (the record items') in this phase,
+     * not beside the records: the first warp's extra work split over two
+     * barrier intervals (H200 -0.4 to -1 %: that warp came last to the QK
+     * barrier). */
+    if (fused && tid < MT_NT && it + MT_ST + 1 < ntiles)
       n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
-#endif
     /* PV over this unit's rows and dims. */
     {
       dsa_tile_a ph[MT_PK], pl[MT_PK];
@@ -1664,9 +1645,9 @@ DSA_INLINE void tile_body(
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  mt_finish(acc, e2 ? m_run * M_LN2_F : m_run, l_part, tid, sg, sp, rb, ps, g, t, split, n_heads, sink, sink_off,
-            sink_st, has_sink, out, o_off, o_ts, o_hs, o16, lse, lse_off, lse_ts, lse_hs, has_lse,
-            nsplit, ws, kbuf, sl, fin);
+  mt_finish(acc, e2 ? m_run * M_LN2_F : m_run, l_part, tid, sg, sp, rb, ps, g, t, split, n_heads,
+            sink, sink_off, sink_st, has_sink, out, o_off, o_ts, o_hs, o16, lse, lse_off, lse_ts,
+            lse_hs, has_lse, nsplit, ws, kbuf, sl, fin);
 }
 
 #if DSA_TILE_A_REGS
