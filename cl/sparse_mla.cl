@@ -1079,8 +1079,9 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  *             barrier.
  * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
  * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
- * ring's and the tile's masks: 47,312 B on NVIDIA. The portable back-end's
- * form (query rows in local memory, 8 dim slices) is 87 KB, so 48/64 KiB
+ * ring's and the tile's masks + the copy records: 47,952 B on NVIDIA. The
+ * portable back-end's form (query rows in local memory, 8 dim slices) is
+ * 88 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
 /* FD_EB (ring bytes an entry, 592) comes from the launcher
  * (src/op_sparse_mla.c), which sizes the ring's local memory by it. */
