@@ -35,6 +35,18 @@ DSA_INLINE float dsa_nv_ex2(float x) {
   return r;
 }
 
+/* 1 where p is nonzero in any lane of the warp (vote.sync.any, full mask:
+ * every lane must execute it). */
+DSA_INLINE int dsa_nv_any(int p) {
+  int r;
+  __asm__ __volatile__(
+      "{ .reg .pred a, b; setp.ne.s32 a, %1, 0; vote.sync.any.pred b, a, 0xffffffff; "
+      "selp.s32 %0, 1, 0, b; }"
+      : "=r"(r)
+      : "r"(p));
+  return r;
+}
+
 /* The value of lane (this lane ^ m). */
 DSA_INLINE float dsa_nv_shfl_xor_f32(float v, int m) {
   float r;

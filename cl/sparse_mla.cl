@@ -903,6 +903,11 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #ifndef MT_LAZY
 #define MT_LAZY 1
 #endif
+/* FD_VOTE 1: the fused kernel skips the shuffled max where no logit of the
+ * warp moves the lazy max (NVIDIA: one vote; H200 -0.3 to -0.9 %). */
+#ifndef FD_VOTE
+#define FD_VOTE 1
+#endif
 #ifndef MT_EXP2
 #define MT_EXP2 1
 #endif
@@ -1067,9 +1072,11 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  *   dequant   slot it % MT_ST into kd, one bf16 copy (fd_dequant: warp w
  *             takes entries w and w + 8 in two rounds, NaN -> 0, unused
  *             -> 0), and the masks into vk for the logits step; barrier;
- *   issue     tile it + MT_ST into the slot just emptied (its index, read a
- *             tile earlier, resolved now), so MT_ST tiles are in flight
- *             through QK, softmax and P x V; the next index read;
+ *   issue     tile it + MT_ST into the slot just emptied, from its copy
+ *             records (fd_record: addresses resolved a tile or two ahead,
+ *             two tiles at a time by one warp at even tiles), so MT_ST tiles
+ *             are in flight through QK, softmax and P x V; at even tiles the
+ *             next two tiles' index reads (in the P x V phase);
  *   QK, logits, softmax, P x V   as for the bf16 kernel, except that P x V
  *             reads V as kd's rows transposed (dsa_tile_load_bt: ldmatrix
  *             .trans on NVIDIA), so there is no transposed copy vt, and P
@@ -1079,13 +1086,17 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  *             barrier.
  * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
  * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
- * ring's and the tile's masks + the copy records: 47,952 B on NVIDIA. The
+ * ring's and the tile's masks + the copy records: 48,592 B on NVIDIA. The
  * portable back-end's form (query rows in local memory, 8 dim slices) is
  * 88 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
 /* FD_EB (ring bytes an entry, 592) comes from the launcher
  * (src/op_sparse_mla.c), which sizes the ring's local memory by it. */
 #define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
+/* The copy records (fd_record): FD_RS tiles' slots, written two tiles at a
+ * time by the first FD_RB items. */
+#define FD_RS 4
+#define FD_RB (2 * MT_NT)
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
 #define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)
 #define FD_KBUF (FD_KBUF0 > MT_HG * MLA_DIM / 2 ? FD_KBUF0 : MT_HG * MLA_DIM / 2)
@@ -1142,9 +1153,10 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, q, rs);
 }
 
-/* The copy records: one warp resolves a tile's 16 indices and
- * computes each entry's data and scale addresses a tile before the copies
- * go out (lane e: entry e; unused: flag 0); every item then issues its
+/* The copy records: one warp resolves two tiles' 16 indices and
+ * computes each entry's data and scale addresses a tile or two before the
+ * copies go out (lane e: entry e % 16 of the first or second tile; unused:
+ * flag 0); every item then issues its
  * pieces from the record. Where each item resolved and addressed its own
  * entry, every warp ran the same ~100 instructions a tile (set selects,
  * block and token, 64-bit products). Flags: 1 used, 2 aligned cache. */
@@ -1384,13 +1396,15 @@ DSA_INLINE void tile_body(
       if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
       dsa_async_commit();
     }
-    /* Tile MT_ST's records (into parity 0) by the first MT_NT items, which
-     * then hold the next tile's index. */
+    /* Tile MT_ST's records (slot MT_ST % FD_RS) by the first MT_NT items;
+     * the first FD_RB items then hold the indices of tiles MT_ST + 1 and
+     * MT_ST + 2 (item i: tile MT_ST + 1 + i / MT_NT, entry i % MT_NT). */
     if (tid < MT_NT) {
       const dsa_lazy_ref l = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
-      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + tid, rfl + tid);
-      n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
+      const uint ri = (MT_ST % FD_RS) * MT_NT + tid;
+      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + ri, rfl + ri);
     }
+    if (tid < FD_RB) n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
     dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   } else {
@@ -1409,18 +1423,24 @@ DSA_INLINE void tile_body(
     if (fused) {
       /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
        * flight through the steps below); waited for at the loop's end. */
-      /* From the records written a tile ago (parity it % 2); the first
-       * MT_NT items then write tile it + MT_ST + 1's (the other parity,
-       * read a tile later: barriers between every write and read). */
+      /* From the records written one or two tiles ago (slot (it + MT_ST)
+       * % FD_RS); at an even tile the first FD_RB items (one warp) then
+       * write tiles it + MT_ST + 1 and + 2 (slots the issue reads a tile
+       * or two later, barriers between; the one they overwrite was read
+       * two tiles ago). Two tiles' records a warp every other tile, where
+       * half a warp wrote one tile's every tile: the warp that writes them
+       * comes last to the QK barrier (the wait there was 7.8 % of the
+       * kernel's stall samples, session 19's profile), now half as often:
+       * H200 -1.5 to -2.3 % (docs/PERFORMANCE.md, session 20). */
       if (it + MT_ST < ntiles) {
-        const uint ri = ((uint)it & 1u) * MT_NT + ce;
+        const uint ri = ((uint)(it + MT_ST) % FD_RS) * MT_NT + ce;
         const int fl = rfl[ri];
         fd_issue_rec(rec + ri, fl, cq, ring + (slot * MT_NT + ce) * FD_EB);
         if (cq == 0u) vm[slot * MT_NT + ce] = fl & 1;
       }
       dsa_async_commit();
-      if (tid < MT_NT && it + MT_ST + 1 < ntiles) {
-        const uint ri = (((uint)it + 1u) & 1u) * MT_NT + tid;
+      if (!(it & 1) && tid < FD_RB && it + MT_ST + 1 + (int)(tid / MT_NT) < ntiles) {
+        const uint ri = ((uint)(it + MT_ST + 1) + tid / MT_NT) % FD_RS * MT_NT + tid % MT_NT;
         fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + ri, rfl + ri);
       }
     } else if (it + 1 < ntiles) {
@@ -1519,6 +1539,16 @@ DSA_INLINE void tile_body(
      * session 18: 1 % faster with two groups an SM, 8 % slower with one;
      * docs/PERFORMANCE.md). */
     float mt;
+#if DSA_TILE_MAX8 && DSA_HAS_NV_PTX && MT_LAZY && FD_VOTE
+    /* Fused, NVIDIA: the lazy max moves only where a logit passes m_run +
+     * its step, so where none of the warp's does (one vote), every head of
+     * the warp keeps m_run and the shuffled max is not needed (mt = m_run
+     * gives the same m_new below). */
+    if (fused && !dsa_nv_any(s.x > m_run + (e2 ? MT_TAU2 : MT_TAU) ||
+                             s.y > m_run + (e2 ? MT_TAU2 : MT_TAU)))
+      mt = m_run;
+    else
+#endif
 #if DSA_TILE_MAX8
     if (!fused || FD_SHFL)
       mt = dsa_tile_max8(fmax(s.x, s.y));
@@ -1567,8 +1597,8 @@ DSA_INLINE void tile_body(
      * not beside the records: the first warp's extra work split over two
      * barrier intervals (H200 -0.4 to -1 %: that warp came last to the QK
      * barrier). */
-    if (fused && tid < MT_NT && it + MT_ST + 1 < ntiles)
-      n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 2) * MT_NT + (int)tid);
+    if (fused && !(it & 1) && tid < FD_RB && it + MT_ST + 3 < ntiles)
+      n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 3) * MT_NT + (int)tid);
     /* PV over this unit's rows and dims. */
     {
       dsa_tile_a ph[MT_PK], pl[MT_PK];
@@ -1694,12 +1724,12 @@ sparse_attn_bf16_tile(SA_BF16_PARAMS) {
   __local float al[MT_HG] __attribute__((aligned(16)));                      \
   __local float fin[MT_HG];                                                  \
   __local int vm[(MT_ST + 1) * MT_NT];                                       \
-  __local ulong2 rec[2 * MT_NT];                                             \
-  __local int rfl[2 * MT_NT]
+  __local ulong2 rec[FD_RS * MT_NT];                                         \
+  __local int rfl[FD_RS * MT_NT]
 /* FD_LOCALS in bytes (the host's fd_local_bytes). */
 #define FD_LOCAL_BYTES                                                                    \
   (4 * (FD_KBUF + MT_QST_WORDS + FD_PART + FD_SL + 2 * MT_HG + (MT_ST + 1) * MT_NT) + \
-   8 * 4 * MT_NT + 4 * 2 * MT_NT)
+   16 * FD_RS * MT_NT + 4 * FD_RS * MT_NT)
 
 /* The fused kernel also splits the keys (flash-decoding): nsplit > 1
  * work-groups along x per (token, heads), each over `chunk` entries (a

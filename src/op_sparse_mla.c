@@ -137,9 +137,10 @@ static size_t fd_local_bytes(const mt_geom *g) {
     sl = sl > pw ? sl : pw;
   else
     part = part > pw ? part : pw;
-  /* + the copy records: two tiles' 16 (data, scale) addresses and flags. */
+  /* + the copy records: four tiles' 16 (data, scale) addresses and flags
+   * (FD_RS in cl/sparse_mla.cl). */
   return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT) +
-         8 * 4 * (size_t)MT_NT + 4 * 2 * (size_t)MT_NT;
+         (16 + 4) * 4 * (size_t)MT_NT;
 }
 
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
