@@ -3,6 +3,7 @@
  *
  *   dsa_async_copy16(dst, src)   16 bytes, both 16-byte aligned
  *   dsa_async_copy8(dst, src)    8 bytes, both 8-byte aligned
+ *   dsa_async_copy16_if, _copy8_if   the same where a condition holds
  *   dsa_async_commit()           closes the group of copies issued since the
  *                                last commit (every work-item calls it)
  *   dsa_async_wait(N)            waits until at most N committed groups of
@@ -34,6 +35,22 @@ DSA_INLINE void dsa_async_copy8(__local void *dst, __global const void *src) {
   __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dsa_lds_addr(dst)),
                        "l"(src)
                        : "memory");
+}
+/* The same where p is nonzero, predicated instead of branched around (a
+ * branch over an asm statement stays a branch). */
+DSA_INLINE void dsa_async_copy16_if(__local void *dst, __global const void *src, int p) {
+  __asm__ __volatile__(
+      "{ .reg .pred q; setp.ne.s32 q, %2, 0; @q cp.async.cg.shared.global [%0], [%1], 16; }" ::"r"(
+          dsa_lds_addr(dst)),
+      "l"(src), "r"(p)
+      : "memory");
+}
+DSA_INLINE void dsa_async_copy8_if(__local void *dst, __global const void *src, int p) {
+  __asm__ __volatile__(
+      "{ .reg .pred q; setp.ne.s32 q, %2, 0; @q cp.async.ca.shared.global [%0], [%1], 8; }" ::"r"(
+          dsa_lds_addr(dst)),
+      "l"(src), "r"(p)
+      : "memory");
 }
 DSA_INLINE void dsa_async_commit(void) {
   __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
@@ -69,6 +86,12 @@ DSA_INLINE void dsa_async_copy16(__local void *dst, __global const void *src) {
 }
 DSA_INLINE void dsa_async_copy8(__local void *dst, __global const void *src) {
   *(__local uint2 *)dst = *(__global const uint2 *)src;
+}
+DSA_INLINE void dsa_async_copy16_if(__local void *dst, __global const void *src, int p) {
+  if (p) dsa_async_copy16(dst, src);
+}
+DSA_INLINE void dsa_async_copy8_if(__local void *dst, __global const void *src, int p) {
+  if (p) dsa_async_copy8(dst, src);
 }
 DSA_INLINE void dsa_async_commit(void) {}
 #define dsa_async_wait(N) ((void)0)

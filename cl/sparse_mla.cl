@@ -1086,17 +1086,28 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
  *             barrier.
  * Local memory (FD_LOCAL_BYTES, the host's fd_local_bytes): max(kd + ring,
  * query rows, bf16 output rows) + partials + logits + alpha + 1/l + the
- * ring's and the tile's masks + the copy records: 48,592 B on NVIDIA. The
+ * ring's and the tile's masks + the copy records: 48,272 B on NVIDIA. The
  * portable back-end's form (query rows in local memory, 8 dim slices) is
  * 88 KB, so 48/64 KiB
  * devices without a matrix back-end keep the portable kernels. */
 /* FD_EB (ring bytes an entry, 592) comes from the launcher
  * (src/op_sparse_mla.c), which sizes the ring's local memory by it. */
 #define FD_RING (MT_ST * MT_NT * FD_EB / 4) /* ring words */
-/* The copy records (fd_record): FD_RS tiles' slots, written two tiles at a
- * time by the first FD_RB items. */
-#define FD_RS 4
-#define FD_RB (2 * MT_NT)
+/* The copy records (fd_record): FD_NB tiles' at a time, by the first FD_RB
+ * items, every FD_NB tiles, into FD_RS = FD_NB + 1 tiles' slots (the batch
+ * writes tiles it + MT_ST + 1 .. + FD_NB while tile it + MT_ST's are read:
+ * the slot it overwrites was read a tile before). */
+#ifndef FD_NB
+#define FD_NB 2
+#endif
+/* FD_PRED 1: the copies from the records predicated (fd_issue_rec; H200
+ * -0.3 to -1.0 %). FD_NB 4 (two warps every four tiles; 100 B of spills)
+ * measured no faster than 2 (docs/PERFORMANCE.md, session 20). */
+#ifndef FD_PRED
+#define FD_PRED 1
+#endif
+#define FD_RS (FD_NB + 1)
+#define FD_RB (FD_NB * MT_NT)
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
 #define FD_KBUF0 (FD_KV > MT_HG * MT_KDP ? FD_KV : MT_HG * MT_KDP)
 #define FD_KBUF (FD_KBUF0 > MT_HG * MLA_DIM / 2 ? FD_KBUF0 : MT_HG * MLA_DIM / 2)
@@ -1170,7 +1181,25 @@ DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __loc
   *fl = 1 | ((r.in_b ? b : a)->c_aligned ? 2 : 0);
 }
 DSA_INLINE void fd_issue_rec(__local const ulong2 *rec, int fl, uint q, __local uchar *rs) {
+#if DSA_ASYNC && FD_PRED
+  /* Asynchronous copies predicated, not branched around (FD_PRED: H200
+   * -0.3 to -1.0 %; the record of an unused entry may be stale: read,
+   * never dereferenced); an unaligned cache's plain loads stay behind a
+   * branch. */
+  if ((fl & 3) == 1) {
+    fd_copy(*rec, 0, q, rs);
+    return;
+  }
+  const ulong2 ad = *rec;
+  __global const uchar *data = (__global const uchar *)ad.x, *sc = (__global const uchar *)ad.y;
+  const int u = fl & 1;
+  dsa_async_copy16_if(rs + 16u * q, data + 16u * q, u);
+  dsa_async_copy16_if(rs + 16u * (q + 16u), data + 16u * (q + 16u), u);
+  dsa_async_copy16_if(rs + 16u * (q + 32u), data + 16u * (q + 32u), u && q < 4u);
+  dsa_async_copy8_if(rs + MLA_DATA_BYTES, sc, u && q == 15u);
+#else
   if (fl & 1) fd_copy(*rec, fl & 2, q, rs);
+#endif
 }
 
 /* Dim lane L (dims [16 L, +16)) of the ring entry at rs into its kd row,
@@ -1397,8 +1426,8 @@ DSA_INLINE void tile_body(
       dsa_async_commit();
     }
     /* Tile MT_ST's records (slot MT_ST % FD_RS) by the first MT_NT items;
-     * the first FD_RB items then hold the indices of tiles MT_ST + 1 and
-     * MT_ST + 2 (item i: tile MT_ST + 1 + i / MT_NT, entry i % MT_NT). */
+     * the first FD_RB items then hold the indices of tiles MT_ST + 1 ..
+     * MT_ST + FD_NB (item i: tile MT_ST + 1 + i / MT_NT, entry i % MT_NT). */
     if (tid < MT_NT) {
       const dsa_lazy_ref l = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
       const uint ri = (MT_ST % FD_RS) * MT_NT + tid;
@@ -1423,11 +1452,11 @@ DSA_INLINE void tile_body(
     if (fused) {
       /* Tile it + MT_ST into the slot just dequantized (MT_ST tiles in
        * flight through the steps below); waited for at the loop's end. */
-      /* From the records written one or two tiles ago (slot (it + MT_ST)
-       * % FD_RS); at an even tile the first FD_RB items (one warp) then
-       * write tiles it + MT_ST + 1 and + 2 (slots the issue reads a tile
-       * or two later, barriers between; the one they overwrite was read
-       * two tiles ago). Two tiles' records a warp every other tile, where
+      /* From the records written 1 .. FD_NB tiles ago (slot (it + MT_ST)
+       * % FD_RS); every FD_NB tiles the first FD_RB items then write tiles
+       * it + MT_ST + 1 .. + FD_NB (slots the issue reads later, barriers
+       * between; the one they overwrite was read a tile ago). FD_NB 2:
+       * two tiles' records a warp every other tile, where
        * half a warp wrote one tile's every tile: the warp that writes them
        * comes last to the QK barrier (the wait there was 7.8 % of the
        * kernel's stall samples, session 19's profile), now half as often:
@@ -1439,7 +1468,7 @@ DSA_INLINE void tile_body(
         if (cq == 0u) vm[slot * MT_NT + ce] = fl & 1;
       }
       dsa_async_commit();
-      if (!(it & 1) && tid < FD_RB && it + MT_ST + 1 + (int)(tid / MT_NT) < ntiles) {
+      if (!(it % FD_NB) && tid < FD_RB && it + MT_ST + 1 + (int)(tid / MT_NT) < ntiles) {
         const uint ri = ((uint)(it + MT_ST + 1) + tid / MT_NT) % FD_RS * MT_NT + tid % MT_NT;
         fd_record(sa, sb, ref_resolve(sa, sb, n0, 0u, 1, faults), rec + ri, rfl + ri);
       }
@@ -1597,8 +1626,8 @@ DSA_INLINE void tile_body(
      * not beside the records: the first warp's extra work split over two
      * barrier intervals (H200 -0.4 to -1 %: that warp came last to the QK
      * barrier). */
-    if (fused && !(it & 1) && tid < FD_RB && it + MT_ST + 3 < ntiles)
-      n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + 3) * MT_NT + (int)tid);
+    if (fused && !(it % FD_NB) && tid < FD_RB && it + MT_ST + FD_NB + 1 < ntiles)
+      n0 = ref_read(sa, sb, len_a, len, t, j0 + (it + MT_ST + FD_NB + 1) * MT_NT + (int)tid);
     /* PV over this unit's rows and dims. */
     {
       dsa_tile_a ph[MT_PK], pl[MT_PK];

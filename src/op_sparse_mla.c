@@ -55,11 +55,14 @@ _Static_assert(PSTRIDE == NT * DSL, "PSTRIDE");
  * session 18) 1 % faster at every shape (T=64 H=64 105.4-106.0 against
  * 106.6-107.1 us, T=128 H=128 577.6 against 583.4; docs/PERFORMANCE.md). */
 #define FD_SHFL 1
+/* The fused kernel's copy records are written FD_NB tiles at a time, every
+ * FD_NB tiles (cl/sparse_mla.cl, fd_record). */
+#define FD_NB 2
 const char dsa__defines_sparse_mla[] =
     DSA_KDEF(MLA_DIM) DSA_KDEF(WG) DSA_KDEF(HG) DSA_KDEF(NT) DSA_KDEF(DSL) DSA_KDEF(PSTRIDE)
         DSA_KDEF(GROWS) DSA_KDEF(SM_NW) DSA_KDEF(SM_NT) DSA_KDEF(SM_KDP) DSA_KDEF(SM_KVP)
             DSA_KDEF(SM_PP) DSA_KDEF(MT_WG) DSA_KDEF(MT_HG) DSA_KDEF(MT_NT) DSA_KDEF(MT_KDP)
-                DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL) DSA_KDEF(FD_EB);
+                DSA_KDEF(MT_ST) DSA_KDEF(FD_SHFL) DSA_KDEF(FD_EB) DSA_KDEF(FD_NB);
 /* The attention kernels' NVIDIA register cap (SA_NV_MAXRREG above).
  * An emulated matrix back-end (DSACL_MMA / DSACL_EMULATE=amd on Intel's
  * sub-groups: a test device, never a fast one) builds the program
@@ -137,10 +140,10 @@ static size_t fd_local_bytes(const mt_geom *g) {
     sl = sl > pw ? sl : pw;
   else
     part = part > pw ? part : pw;
-  /* + the copy records: four tiles' 16 (data, scale) addresses and flags
-   * (FD_RS in cl/sparse_mla.cl). */
+  /* + the copy records: FD_NB + 1 tiles' 16 (data, scale) addresses and
+   * flags (FD_RS in cl/sparse_mla.cl). */
   return 4 * (kbuf + qst + part + sl + 2 * (size_t)MT_HG + (MT_ST + 1) * MT_NT) +
-         (16 + 4) * 4 * (size_t)MT_NT;
+         (16 + 4) * (FD_NB + 1) * (size_t)MT_NT;
 }
 
 static const char *refuse_tile(const dsa_context *c, const void *shape, char *buf, size_t n) {
