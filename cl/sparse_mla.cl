@@ -908,9 +908,6 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #ifndef FD_VOTE
 #define FD_VOTE 1
 #endif
-#ifndef FD_PSTORE
-#define FD_PSTORE 0
-#endif
 #ifndef MT_EXP2
 #define MT_EXP2 1
 #endif
@@ -1009,31 +1006,6 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
      * consecutive columns (DSA_TILE_CPAIR), as one 8-byte store. (Session
      * 18's profile: the scalar stores' block took 8.5 % of the stall
      * samples at T=64 H=64, 64 STG a work-item.) */
-#if FD_PSTORE
-    /* Each element slot's row pointer once, the atoms at constant offsets
-     * from it (the per-store 64-bit address arithmetic, and the kernel
-     * arguments it reloaded, were most of this block's 196 instructions an
-     * item: 4 % of the stall samples at T=64 H=64, session 20's profile). */
-    __global float *pe[DSA_TILE_CE];
-    int ok[DSA_TILE_CE];
-#pragma unroll
-    for (int e = 0; e < DSA_TILE_CE; e += 1 + DSA_TILE_CPAIR) {
-      const int hd = g * MT_HG + (int)(rb * DSA_TILE_M + dsa_tile_row(e));
-      ok[e] = hd < n_heads;
-      pe[e] = (__global float *)ws + (prow + (ulong)hd) * MLA_DIM + ps * MT_PD + dsa_tile_col(e);
-    }
-#pragma unroll
-    for (int j = 0; j < MT_PJ; j++)
-#pragma unroll
-      for (int e = 0; e < DSA_TILE_CE; e += 1 + DSA_TILE_CPAIR)
-        if (ok[e]) {
-#if DSA_TILE_CPAIR
-          *(__global float2 *)(pe[e] + j * DSA_TILE_N) = (float2)(acc[j].v[e], acc[j].v[e + 1]);
-#else
-          pe[e][j * DSA_TILE_N] = acc[j].v[e];
-#endif
-        }
-#else
 #pragma unroll
     for (int j = 0; j < MT_PJ; j++)
 #pragma unroll
@@ -1049,7 +1021,6 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #endif
         }
       }
-#endif
     return; /* after the last barrier */
   }
   if (sp == 0u) {
