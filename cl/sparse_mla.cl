@@ -908,6 +908,24 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #ifndef FD_VOTE
 #define FD_VOTE 1
 #endif
+/* The vote's path (NVIDIA's warps of 32: 4 heads a warp, 4 warps a row
+ * block of 16; MT_WG / 32 flags fit fin); FD_VFLAG 0 keeps the alphas'
+ * test for the rescale. */
+#ifndef FD_VFLAG
+#define FD_VFLAG 1
+#endif
+#undef FD_VFLAG_OK
+#define FD_VFLAG_OK (DSA_TILE_MAX8 && DSA_HAS_NV_PTX && MT_LAZY && FD_VOTE)
+#if FD_VFLAG && FD_VFLAG_OK
+#if DSA_TILE_M != 16 || MT_NT != 16 || MT_WG / 32 > MT_HG
+#error "sparse_mla.cl: the vote flags need 16-row blocks of 4 warps"
+#endif
+#undef FD_VFLAG
+#define FD_VFLAG 1
+#else
+#undef FD_VFLAG
+#define FD_VFLAG 0
+#endif
 #ifndef MT_EXP2
 #define MT_EXP2 1
 #endif
@@ -1408,6 +1426,10 @@ DSA_INLINE void tile_body(
   for (int j = 0; j < MT_PJ; j++) acc[j] = dsa_tile_zero();
 
   __local uint *kd = kbuf, *vt = kbuf + MT_NT * MT_KDP;
+#if FD_VFLAG
+  /* The warps' votes (FD_VFLAG), in fin, which only the finish uses. */
+  __local int *vf = (__local int *)fin;
+#endif
   /* bf16: entries 2sp, 2sp+1 of a tile: the raw bytes of the next tile to
    * stage and the slots of the one after (the index reads run a tile ahead
    * of the data reads that need them). Fused: the ring's copy mapping
@@ -1568,13 +1590,18 @@ DSA_INLINE void tile_body(
      * session 18: 1 % faster with two groups an SM, 8 % slower with one;
      * docs/PERFORMANCE.md). */
     float mt;
-#if DSA_TILE_MAX8 && DSA_HAS_NV_PTX && MT_LAZY && FD_VOTE
+#if FD_VFLAG
     /* Fused, NVIDIA: the lazy max moves only where a logit passes m_run +
      * its step, so where none of the warp's does (one vote), every head of
      * the warp keeps m_run and the shuffled max is not needed (mt = m_run
-     * gives the same m_new below). */
-    if (fused && !dsa_nv_any(s.x > m_run + (e2 ? MT_TAU2 : MT_TAU) ||
-                             s.y > m_run + (e2 ? MT_TAU2 : MT_TAU)))
+     * gives the same m_new below). The vote is also the warp's flag for
+     * P x V (vf): some head of it moved its max. */
+    int vup = 1;
+    if (fused)
+      vup = dsa_nv_any(s.x > m_run + (e2 ? MT_TAU2 : MT_TAU) ||
+                       s.y > m_run + (e2 ? MT_TAU2 : MT_TAU));
+    if (fused && (tid & 31u) == 0u) vf[tid >> 5] = vup;
+    if (fused && !vup)
       mt = m_run;
     else
 #endif
@@ -1642,6 +1669,14 @@ DSA_INLINE void tile_body(
        * for every lane of the unit: a uniform branch; with MT_LAZY, the
        * first tile and rarely another). x * 1 = x: the same bytes. */
       bool moved = true;
+#if FD_VFLAG
+      if (fused) {
+        /* The row block's warps' votes (a warp holds 4 heads' logits): one
+         * 16-byte read, where the alphas' test took four and 16 compares. */
+        const int4 f = *(__local const int4 *)(vf + rb * (DSA_TILE_M / 4));
+        moved = (f.x | f.y | f.z | f.w) != 0;
+      } else
+#endif
 #if MT_LAZY
       {
         __local const float4 *a4 = (__local const float4 *)(al + rb * DSA_TILE_M);
