@@ -903,28 +903,21 @@ __kernel __attribute__((reqd_work_group_size(32, GROWS, 1))) void sparse_mla_gat
 #ifndef MT_LAZY
 #define MT_LAZY 1
 #endif
-/* FD_VOTE 1: the fused kernel skips the shuffled max where no logit of the
- * warp moves the lazy max (NVIDIA: one vote; H200 -0.3 to -0.9 %). */
+/* FD_VOTE 1 (NVIDIA, the lazy max): the fused kernel's softmax takes one
+ * warp vote on whether a logit of the warp moves the lazy max, and skips
+ * the shuffled max where none does (H200 -0.3 to -0.9 %); P x V's rescale
+ * test reads its row block's four votes (in fin's room: NVIDIA's warps of
+ * 32 hold 4 heads, 4 warps a row block of 16) instead of 16 alphas (-0.5
+ * to -0.7 %). 0: the shuffles and the alphas' test. */
 #ifndef FD_VOTE
 #define FD_VOTE 1
 #endif
-/* The vote's path (NVIDIA's warps of 32: 4 heads a warp, 4 warps a row
- * block of 16; MT_WG / 32 flags fit fin); FD_VFLAG 0 keeps the alphas'
- * test for the rescale. */
-#ifndef FD_VFLAG
-#define FD_VFLAG 1
+#if FD_VOTE && !(DSA_TILE_MAX8 && DSA_HAS_NV_PTX && MT_LAZY)
+#undef FD_VOTE
+#define FD_VOTE 0
 #endif
-#undef FD_VFLAG_OK
-#define FD_VFLAG_OK (DSA_TILE_MAX8 && DSA_HAS_NV_PTX && MT_LAZY && FD_VOTE)
-#if FD_VFLAG && FD_VFLAG_OK
-#if DSA_TILE_M != 16 || MT_NT != 16 || MT_WG / 32 > MT_HG
-#error "sparse_mla.cl: the vote flags need 16-row blocks of 4 warps"
-#endif
-#undef FD_VFLAG
-#define FD_VFLAG 1
-#else
-#undef FD_VFLAG
-#define FD_VFLAG 0
+#if FD_VOTE && (DSA_TILE_M != 16 || MT_NT != 16 || MT_WG / 32 > MT_HG)
+#error "sparse_mla.cl: the votes need 16-row blocks of 4 warps of 32"
 #endif
 #ifndef MT_EXP2
 #define MT_EXP2 1
@@ -1182,10 +1175,10 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
   if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, q, rs);
 }
 
-/* The copy records: one warp resolves two tiles' 16 indices and
- * computes each entry's data and scale addresses a tile or two before the
- * copies go out (lane e: entry e % 16 of the first or second tile; unused:
- * flag 0); every item then issues its
+/* The copy records: one warp resolves FD_NB tiles' 16 indices each and
+ * computes each entry's data and scale addresses one to FD_NB tiles before
+ * the copies go out (lane e: entry e % 16 of tile e / 16 of the batch;
+ * unused: flag 0); every item then issues its
  * pieces from the record. Where each item resolved and addressed its own
  * entry, every warp ran the same ~100 instructions a tile (set selects,
  * block and token, 64-bit products). Flags: 1 used, 2 aligned cache. */
@@ -1426,8 +1419,8 @@ DSA_INLINE void tile_body(
   for (int j = 0; j < MT_PJ; j++) acc[j] = dsa_tile_zero();
 
   __local uint *kd = kbuf, *vt = kbuf + MT_NT * MT_KDP;
-#if FD_VFLAG
-  /* The warps' votes (FD_VFLAG), in fin, which only the finish uses. */
+#if FD_VOTE
+  /* The warps' votes (FD_VOTE), in fin, which only the finish uses. */
   __local int *vf = (__local int *)fin;
 #endif
   /* bf16: entries 2sp, 2sp+1 of a tile: the raw bytes of the next tile to
@@ -1590,7 +1583,7 @@ DSA_INLINE void tile_body(
      * session 18: 1 % faster with two groups an SM, 8 % slower with one;
      * docs/PERFORMANCE.md). */
     float mt;
-#if FD_VFLAG
+#if FD_VOTE
     /* Fused, NVIDIA: the lazy max moves only where a logit passes m_run +
      * its step, so where none of the warp's does (one vote), every head of
      * the warp keeps m_run and the shuffled max is not needed (mt = m_run
@@ -1669,7 +1662,7 @@ DSA_INLINE void tile_body(
        * for every lane of the unit: a uniform branch; with MT_LAZY, the
        * first tile and rarely another). x * 1 = x: the same bytes. */
       bool moved = true;
-#if FD_VFLAG
+#if FD_VOTE
       if (fused) {
         /* The row block's warps' votes (a warp holds 4 heads' logits): one
          * 16-byte read, where the alphas' test took four and 16 compares. */
