@@ -1,9 +1,11 @@
 /* Asynchronous copies from global to local memory, and fragment loads from
  * local memory, for the tile kernels' pipelines.
  *
- *   dsa_async_copy16(dst, src)   16 bytes, both 16-byte aligned
- *   dsa_async_copy8(dst, src)    8 bytes, both 8-byte aligned
- *   dsa_async_copy16_if, _copy8_if   the same where a condition holds
+ *   dsa_async_copy16_if(dst, src, p)   16 bytes where p (nonzero), both
+ *                                16-byte aligned; NVIDIA: one predicated
+ *                                instruction (a branch over an asm
+ *                                statement stays a branch)
+ *   dsa_async_copy8_if(dst, src, p)    8 bytes where p, both 8-byte aligned
  *   dsa_async_commit()           closes the group of copies issued since the
  *                                last commit (every work-item calls it)
  *   dsa_async_wait(N)            waits until at most N committed groups of
@@ -26,18 +28,6 @@
 #if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 80
 #define DSA_ASYNC 1
 DSA_INLINE uint dsa_lds_addr(__local const void *p) { return (uint)(size_t)p; }
-DSA_INLINE void dsa_async_copy16(__local void *dst, __global const void *src) {
-  __asm__ __volatile__("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dsa_lds_addr(dst)),
-                       "l"(src)
-                       : "memory");
-}
-DSA_INLINE void dsa_async_copy8(__local void *dst, __global const void *src) {
-  __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dsa_lds_addr(dst)),
-                       "l"(src)
-                       : "memory");
-}
-/* The same where p is nonzero, predicated instead of branched around (a
- * branch over an asm statement stays a branch). */
 DSA_INLINE void dsa_async_copy16_if(__local void *dst, __global const void *src, int p) {
   __asm__ __volatile__(
       "{ .reg .pred q; setp.ne.s32 q, %2, 0; @q cp.async.cg.shared.global [%0], [%1], 16; }" ::"r"(
@@ -81,17 +71,11 @@ DSA_INLINE void dsa_nv_ldsm_x4_t(uint *r, __local const void *row) {
 }
 #else
 #define DSA_ASYNC 0
-DSA_INLINE void dsa_async_copy16(__local void *dst, __global const void *src) {
-  *(__local uint4 *)dst = *(__global const uint4 *)src;
-}
-DSA_INLINE void dsa_async_copy8(__local void *dst, __global const void *src) {
-  *(__local uint2 *)dst = *(__global const uint2 *)src;
-}
 DSA_INLINE void dsa_async_copy16_if(__local void *dst, __global const void *src, int p) {
-  if (p) dsa_async_copy16(dst, src);
+  if (p) *(__local uint4 *)dst = *(__global const uint4 *)src;
 }
 DSA_INLINE void dsa_async_copy8_if(__local void *dst, __global const void *src, int p) {
-  if (p) dsa_async_copy8(dst, src);
+  if (p) *(__local uint2 *)dst = *(__global const uint2 *)src;
 }
 DSA_INLINE void dsa_async_commit(void) {}
 #define dsa_async_wait(N) ((void)0)

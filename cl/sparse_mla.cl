@@ -1111,12 +1111,8 @@ DSA_INLINE_ALWAYS void mt_finish(const dsa_tile_c *acc, float m_run, float l_par
 #ifndef FD_NB
 #define FD_NB 2
 #endif
-/* FD_PRED 1: the copies from the records predicated (fd_issue_rec; H200
- * -0.3 to -1.0 %). FD_NB 4 (two warps every four tiles; 100 B of spills)
- * measured no faster than 2 (docs/PERFORMANCE.md, session 20). */
-#ifndef FD_PRED
-#define FD_PRED 1
-#endif
+/* FD_NB 4 (two warps every four tiles; 100 B of spills) measured no
+ * faster than 2 (docs/PERFORMANCE.md, session 20). */
 #define FD_RS (FD_NB + 1)
 #define FD_RB (FD_NB * MT_NT)
 #define FD_KV (MT_NT * MT_KDP + FD_RING)
@@ -1152,15 +1148,19 @@ DSA_INLINE ulong2 fd_addr(const dsa_iset *a, const dsa_iset *b, dsa_ref r) {
 }
 
 /* Item q's (0..15) pieces of the entry at ad (data, scale addresses) into
- * the ring slot at rs (FD_EB bytes an entry): asynchronous copies, or
- * plain loads done here for an unaligned cache (a view at an odd offset). */
-DSA_INLINE void fd_copy(ulong2 ad, int aligned, uint q, __local uchar *rs) {
+ * the ring slot at rs (FD_EB bytes an entry), where `used` (an unused
+ * entry's addresses are never dereferenced): asynchronous copies,
+ * predicated rather than branched around (NVIDIA: a branch over an asm
+ * statement stays a branch; H200 -0.3 to -1.0 % in the copies from the
+ * records, session 20), or plain loads done here for an unaligned cache (a
+ * view at an odd offset). */
+DSA_INLINE void fd_copy(ulong2 ad, int aligned, int used, uint q, __local uchar *rs) {
   __global const uchar *data = (__global const uchar *)ad.x, *sc = (__global const uchar *)ad.y;
-  if (aligned) {
-    dsa_async_copy16(rs + 16u * q, data + 16u * q);
-    dsa_async_copy16(rs + 16u * (q + 16u), data + 16u * (q + 16u));
-    if (q < 4u) dsa_async_copy16(rs + 16u * (q + 32u), data + 16u * (q + 32u));
-    if (q == 15u) dsa_async_copy8(rs + MLA_DATA_BYTES, sc);
+  if (!used || aligned) {
+    dsa_async_copy16_if(rs + 16u * q, data + 16u * q, used);
+    dsa_async_copy16_if(rs + 16u * (q + 16u), data + 16u * (q + 16u), used);
+    dsa_async_copy16_if(rs + 16u * (q + 32u), data + 16u * (q + 32u), used && q < 4u);
+    dsa_async_copy8_if(rs + MLA_DATA_BYTES, sc, used && q == 15u);
   } else {
     *(__local uint4 *)(rs + 16u * q) = dsa_load16(data + 16u * q, 0);
     *(__local uint4 *)(rs + 16u * (q + 16u)) = dsa_load16(data + 16u * (q + 16u), 0);
@@ -1172,7 +1172,7 @@ DSA_INLINE void fd_copy(ulong2 ad, int aligned, uint q, __local uchar *rs) {
 /* Issue item q's pieces of resolved entry r (slot < 0: nothing, masked). */
 DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q,
                          __local uchar *rs) {
-  if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, q, rs);
+  if (r.slot >= 0) fd_copy(fd_addr(a, b, r), (r.in_b ? b : a)->c_aligned, 1, q, rs);
 }
 
 /* The copy records: one warp resolves FD_NB tiles' 16 indices each and
@@ -1185,6 +1185,7 @@ DSA_INLINE void fd_issue(const dsa_iset *a, const dsa_iset *b, dsa_ref r, uint q
 DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __local ulong2 *rec,
                           __local int *fl) {
   if (r.slot < 0) {
+    *rec = (ulong2)(0ul); /* read by fd_copy, never dereferenced */
     *fl = 0;
     return;
   }
@@ -1192,25 +1193,7 @@ DSA_INLINE void fd_record(const dsa_iset *a, const dsa_iset *b, dsa_ref r, __loc
   *fl = 1 | ((r.in_b ? b : a)->c_aligned ? 2 : 0);
 }
 DSA_INLINE void fd_issue_rec(__local const ulong2 *rec, int fl, uint q, __local uchar *rs) {
-#if DSA_ASYNC && FD_PRED
-  /* Asynchronous copies predicated, not branched around (FD_PRED: H200
-   * -0.3 to -1.0 %; the record of an unused entry may be stale: read,
-   * never dereferenced); an unaligned cache's plain loads stay behind a
-   * branch. */
-  if ((fl & 3) == 1) {
-    fd_copy(*rec, 0, q, rs);
-    return;
-  }
-  const ulong2 ad = *rec;
-  __global const uchar *data = (__global const uchar *)ad.x, *sc = (__global const uchar *)ad.y;
-  const int u = fl & 1;
-  dsa_async_copy16_if(rs + 16u * q, data + 16u * q, u);
-  dsa_async_copy16_if(rs + 16u * (q + 16u), data + 16u * (q + 16u), u);
-  dsa_async_copy16_if(rs + 16u * (q + 32u), data + 16u * (q + 32u), u && q < 4u);
-  dsa_async_copy8_if(rs + MLA_DATA_BYTES, sc, u && q == 15u);
-#else
-  if (fl & 1) fd_copy(*rec, fl & 2, q, rs);
-#endif
+  fd_copy(*rec, fl & 2, fl & 1, q, rs);
 }
 
 /* Dim lane L (dims [16 L, +16)) of the ring entry at rs into its kd row,
