@@ -37,7 +37,13 @@
  *   with the merge sort below as the fallback for crowded bins.
  *   topk_rows_512 (the few-row split's chunks: decode) sorts by counting
  *   too, in a side room of local memory that the host gives it (keys,
- *   keys_words) where that fits beside the arena. The select is bound by
+ *   keys_words) where that fits beside the arena, and stops its select
+ *   after level 0 where level 0's bin and the bins above it hold at most
+ *   about 2 p2 words (TOPK_L0STOP): those candidates are sorted whole and
+ *   the first m kept, the level that would split the bin skipped (H200,
+ *   64 x 32768 k = 512: 24.9 -> 22.2 us, bf16 31.5 -> 22.9; the merge
+ *   sort takes them, padded, where a crowded bin stops the counting
+ *   sort). The select is bound by
  *   latency (short phases between barriers), so what pays is more groups
  *   per compute unit: on an H200 (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
@@ -141,6 +147,11 @@
  * barriers under data-dependent branches made its work-group compiler take
  * minutes per kernel (test_topk over 10 minutes against about 1.5;
  * dsa__topk_device_options and merge_in_group_ok, src/op_topk.c). */
+/* TOPK_L0STOP 0 (a build option) compiles the register kernels' level-0
+ * stop out (the candidates of level 0 sorted whole; topk_rows_body). */
+#ifndef TOPK_L0STOP
+#define TOPK_L0STOP 1
+#endif
 #ifndef TOPK_GMERGE
 #define TOPK_GMERGE 1
 #endif
@@ -355,6 +366,13 @@ DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw
 #undef TOPK_AGG
 #define TOPK_AGG 0
 #endif
+
+/* The least power of two >= max(n, 2). */
+DSA_INLINE uint topk_pow2(uint n) {
+  uint p = 2u;
+  while (p < n) p <<= 1;
+  return p;
+}
 
 /* Largest alive key of the group (every item calls it). */
 DSA_INLINE uint topk_group_max(uint v, __local uint *slot, uint tid) {
@@ -672,6 +690,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   /* The sampled select's candidates (0: the radix select ran): their count,
    * this item's first position among them, the threshold bin. */
   uint ncand = 0u, cpos = 0u, tb = 0u;
+  /* The register kernels' level-0 stop: ncand (> m) candidates in win,
+   * sorted whole (TOPK_L0STOP). */
+  bool whole = false;
 
   /* ---- radix select: the m largest words ---- */
   if (nc <= (uint)k) {
@@ -839,14 +860,33 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         win |= alive;
         level = TOPK_LEVELS;
       }
+#if TOPK_CSORT && TOPK_L0STOP
+      /* The register kernels with the counting sort (sk): when level 0's
+       * bin and the bins above it hold few words, they are all kept as
+       * candidates and sorted whole (the first m of the sorted list are
+       * the m largest), which skips the levels that would split the bin.
+       * Only where the counting sort takes them and, should a crowded bin
+       * send it to the merge sort, the arena holds them padded. */
+      else if (TOPK_L0STOP && !lk && sk && level == 0u) {
+        const uint nca = (uint)k - rem + cnt, p2c = topk_pow2(nca);
+        uint nbc = 2u;
+        while (nbc < TOPK_CSORT_RATIO * nca && nbc < TOPK_BINS) nbc <<= 1;
+        if (nca <= 4u * wg && nbc + 2u * nca <= room && (dbl ? 2u : 1u) * p2c <= arena_words &&
+            p2c <= wg * TOPK_E_MAX) {
+          win |= alive;
+          ncand = nca;
+          whole = true;
+          level = TOPK_LEVELS;
+        }
+      }
+#endif
       if (lk) barrier(CLK_LOCAL_MEM_FENCE); /* the clearing before the next atomics */
     }
   }
 
   /* ---- collect the m winners at scanned positions, pad to p2 (the
    * sampled select: its ncand candidates, unpadded, selected below) ---- */
-  uint p2 = 2u;
-  while (p2 < m) p2 <<= 1;
+  const uint p2 = topk_pow2(whole ? ncand : m);
   /* emin (2 or 4, from the host): 4 words per item where groups fill the
    * device saves a merge round for half the items (H200, 8192 x 8192 k =
    * 512 on lrow: 358.2 against 364.2 us); 2 where latency counts. */
@@ -854,15 +894,15 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   {
     uint total;
     /* The sampled select scanned its candidates already (parity 1). */
-    uint pos = ncand ? cpos : TOPK_SCAN(popcount(win), 0u, &total);
+    uint pos = ncand && !whole ? cpos : TOPK_SCAN(popcount(win), 0u, &total);
     /* The last histogram reads ended before the select's final barrier, and
      * the scan above has a barrier too: buf (aliasing hist) is free. */
     TOPK_EACH(win, {
       buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + TOPK_COL(j)));
       pos++;
     })
-    if (!ncand) {
-      for (uint i = m + tid; i < p2; i += wg) buf[i] = 0ul;
+    if (!ncand || whole) {
+      for (uint i = (whole ? ncand : m) + tid; i < p2; i += wg) buf[i] = 0ul;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -625,13 +625,18 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_u32(&ka, p.dbl);
   /* topk_rows_<TOPK_SK_WG> (on CPUs every register kernel, cl/topk.cl's
    * TOPK_SK_ALL): a side room for the counting sort (sk there), its bins
-   * (at most 2 p2) and 2 p2 words, where it fits beside the arena; lrow has
-   * its keys' room. A local argument is never empty. */
+   * (at most 2 p2) and 2 p2 words, where it fits beside the arena; twice
+   * that where it fits, so that the level-0 stop can sort up to 2 p2
+   * candidates (TOPK_L0STOP); lrow has its keys' room. A local argument is
+   * never empty. */
   size_t keys_bytes = lk ? p.keys_bytes : 4, keys_words = lk ? p.keys_bytes / 4 : 0;
-  const size_t side = (size_t)4 * p.p2 * 4;
   const bool sk = p.wg == TOPK_SK_WG || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
-  if (!lk && sk && p.local_bytes + side <= q->ctx->caps.local_mem)
-    keys_bytes = side, keys_words = side / 4;
+  for (size_t words = (size_t)8 * p.p2; !lk && sk && words >= (size_t)4 * p.p2; words /= 2) {
+    if (p.local_bytes + words * 4 <= q->ctx->caps.local_mem) {
+      keys_bytes = words * 4, keys_words = words;
+      break;
+    }
+  }
   dsa__karg_local(&ka, keys_bytes);
   dsa__karg_u32(&ka, (cl_uint)keys_words);
   dsa__karg_u32(&ka, q->ctx->topk_sample);
