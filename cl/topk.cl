@@ -561,8 +561,16 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * with it measured no faster at the decode step's 64 x 8192 and 1 %
    * slower at 8192 x 8192 k = 2048 (745 -> 752 us; docs/PERFORMANCE.md,
    * session 18). */
-  const bool sk = lk || wg == (uint)TOPK_SK_WG || TOPK_SK_ALL;
+  const bool sk = lk || wg >= (uint)TOPK_SK_WG || TOPK_SK_ALL;
   const uint room = lk ? wg * TOPK_VPT : sk ? keys_words : 0u;
+  /* The counting sort in place (its room holds the bins only; the words go
+   * back to buf): topk_rows_<TOPK_MAX_WG>, whose arena leaves no room for
+   * the words as pairs at k = 2048 (48 KiB), and on CPUs topk_rows_64, so
+   * that the tests run both forms. Elsewhere the words by bin are listed
+   * as pairs in the room: in place, the decode step's top-k at 131072
+   * (logits from the indexer, topk_rows_512) ran 1-2 us slower (H200,
+   * session 21). */
+  const bool inpl = !lk && (wg == (uint)TOPK_MAX_WG || (TOPK_SK_ALL && wg == 64u));
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
   /* Set before the range read rather than after the early returns: with
@@ -865,14 +873,17 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * bin and the bins above it hold few words, they are all kept as
        * candidates and sorted whole (the first m of the sorted list are
        * the m largest), which skips the levels that would split the bin.
-       * Only where the counting sort takes them and, should a crowded bin
-       * send it to the merge sort, the arena holds them padded. */
+       * Only where they pad to at most twice m's power of two (the decode
+       * step's top-k at 131072, whose logits come from the indexer, ran
+       * 1-2 us slower with up to 4 m: H200, session 21), the counting sort
+       * takes them and, should a crowded bin send it to the merge sort, the
+       * arena holds them padded. */
       else if (TOPK_L0STOP && !lk && sk && level == 0u) {
         const uint nca = (uint)k - rem + cnt, p2c = topk_pow2(nca);
         uint nbc = 2u;
         while (nbc < TOPK_CSORT_RATIO * nca && nbc < TOPK_BINS) nbc <<= 1;
-        if (nca <= 4u * wg && nbc + 2u * nca <= room && (dbl ? 2u : 1u) * p2c <= arena_words &&
-            p2c <= wg * TOPK_E_MAX) {
+        if (nca <= 4u * wg && p2c <= 2u * topk_pow2(m) && nbc + (inpl ? 0u : 2u * nca) <= room &&
+            p2c <= arena_words && p2c <= wg * TOPK_E_MAX) {
           win |= alive;
           ncand = nca;
           whole = true;
@@ -891,6 +902,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * device saves a merge round for half the items (H200, 8192 x 8192 k =
    * 512 on lrow: 358.2 against 364.2 us); 2 where latency counts. */
   const uint E = min(max(emin, p2 / wg), p2);
+  /* The level-0 stop's candidates may need all of the arena: merged in
+   * place then. */
+  const uint dblc = dbl && 2u * p2 <= arena_words ? 1u : 0u;
   {
     uint total;
     /* The sampled select scanned its candidates already (parity 1). */
@@ -936,9 +950,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     const uint nw = ncand ? ncand : m;
     uint nb = 2u;
     while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
-    if (sk && nw <= 4u * wg && nb + 2u * nw <= room) {
+    if (sk && nw <= 4u * wg && nb + (inpl ? 0u : 2u * nw) <= room) {
       __local uint *cb = keys;      /* nb bins: counts, then starts */
-      __local uint *cw = keys + nb; /* the words by bin, as pairs */
+      __local uint *cw = keys + nb; /* !inpl: the words by bin, as pairs */
       const uint ks = lbf16 ? 16u : 0u;
       for (uint j = tid; j < nb; j += wg) cb[j] = 0u;
       if (tid == 0u) sel[0] = 0u, sel[1] = 0xFFFFFFFFu, sel[2] = 0u;
@@ -970,10 +984,19 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 #define TOPK_CS_DIGIT(w) \
   (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> sh)
       uint slots = 0u; /* a byte per word: its slot in its bin */
-      for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
-        const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(buf[i])]);
-        if (sl >= TOPK_CSORT_LIM) atomic_or(sel, 1u);
-        slots |= min(sl, 255u) << q;
+      /* inpl: the item's (at most 4) words stay in registers and go back
+       * to buf itself, by bins, once every item has read it. */
+      ulong wr[4];
+      TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+        const uint i = tid + q * wg;
+        wr[q] = 0ul;
+        if (i < nw) {
+          const ulong w = buf[i];
+          const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(w)]);
+          if (sl >= TOPK_CSORT_LIM) atomic_or(sel, 1u);
+          slots |= min(sl, 255u) << (8u * q);
+          wr[q] = inpl ? w : 0ul; /* the others read buf again: fewer registers */
+        }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       if (sel[0] == 0u) { /* the same for every item */
@@ -990,24 +1013,47 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           cb[j] = acc;
           acc += cnt;
         }
+        /* (buf's last reads, the loop above, are behind the scan's barrier.) */
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
-          const ulong w = buf[i];
-          const uint p = cb[TOPK_CS_DIGIT(w)] + ((slots >> q) & 255u);
-          cw[2u * p] = (uint)w;
-          cw[2u * p + 1u] = (uint)(w >> 32);
+        TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+          if (tid + q * wg < nw) {
+            const ulong w = inpl ? wr[q] : buf[tid + q * wg];
+            const uint p = cb[TOPK_CS_DIGIT(w)] + ((slots >> (8u * q)) & 255u);
+            if (inpl) {
+              buf[p] = w;
+            } else {
+              cw[2u * p] = (uint)w;
+              cw[2u * p + 1u] = (uint)(w >> 32);
+            }
+          }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         /* Entry i of the list by bins: its rank is its bin's start plus the
-         * larger words in its bin (bin d - 1 starts where d ends). */
-        for (uint i = tid; i < nw; i += wg) {
-          const ulong w = ((ulong)cw[2u * i + 1u] << 32) | (ulong)cw[2u * i];
-          const uint d = TOPK_CS_DIGIT(w);
-          const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
-          uint rk = b;
-          for (uint j = b; j < e; j++)
-            rk += (((ulong)cw[2u * j + 1u] << 32) | (ulong)cw[2u * j]) > w ? 1u : 0u;
-          buf[rk] = w;
+         * larger words in its bin (bin d - 1 starts where d ends). In place,
+         * the ranks are found before any word moves. */
+        uint rv[4];
+        TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+          const uint i = tid + q * wg;
+          rv[q] = 0u;
+          if (i < nw) {
+            const ulong w = inpl ? buf[i] : ((ulong)cw[2u * i + 1u] << 32) | (ulong)cw[2u * i];
+            const uint d = TOPK_CS_DIGIT(w);
+            const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
+            uint rk = b;
+            for (uint j = b; j < e; j++) {
+              const ulong x = inpl ? buf[j] : ((ulong)cw[2u * j + 1u] << 32) | (ulong)cw[2u * j];
+              rk += x > w ? 1u : 0u;
+            }
+            if (!inpl) buf[rk] = w;
+            wr[q] = w;
+            rv[q] = rk;
+          }
+        }
+        if (inpl) {
+          barrier(CLK_LOCAL_MEM_FENCE);
+          TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+            if (tid + q * wg < nw) buf[rv[q]] = wr[q];
+          }
         }
 #undef TOPK_CS_DIGIT
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -1084,15 +1130,15 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 #if TOPK_E_MAX == 16
-#define TOPK_SORT16(PFX) else if (E == 16u) res = PFX##16(buf, p2, tid, dbl);
+#define TOPK_SORT16(PFX) else if (E == 16u) res = PFX##16(buf, p2, tid, dblc);
 #else
 #define TOPK_SORT16(PFX)
 #endif
 #define TOPK_SORT_BY(PFX)                                   \
-  if (E == 2u) res = PFX##2(buf, p2, tid, dbl);             \
-  else if (E == 4u) res = PFX##4(buf, p2, tid, dbl);        \
+  if (E == 2u) res = PFX##2(buf, p2, tid, dblc);            \
+  else if (E == 4u) res = PFX##4(buf, p2, tid, dblc);       \
   TOPK_SORT16(PFX)                                          \
-  else res = PFX##8(buf, p2, tid, dbl);
+  else res = PFX##8(buf, p2, tid, dblc);
   /* The warp network in the register kernel only: in topk_lrows it cost
    * more than it saved (H200, 8192 x 8192 k = 512: 449.8 against 358.3
    * us; the register kernel at k = 2048: 746.2 against 846.7). Nor in

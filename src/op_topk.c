@@ -41,9 +41,10 @@
 #define TOPK_LROWS_MAX_WG 512 /* the largest topk_lrows_<WG> */
 #define TOPK_MERGE_Q 4   /* list entries per merge item at most (1 for few rows) */
 #define TOPK_BINS 2048 /* radix histogram bins a pass (11 bits) */
-/* The register kernel that sorts its winners by counting in a side room of
- * local memory on GPUs (the few-row split's chunk kernel; on CPUs every
- * register kernel does: cl/topk.cl's TOPK_SK_ALL). */
+/* The register kernels that sort their winners by counting, with a side
+ * room of local memory for its bins, on GPUs: topk_rows_<WG> for WG >=
+ * TOPK_SK_WG (the few-row split's chunks and wide; on CPUs every register
+ * kernel does: cl/topk.cl's TOPK_SK_ALL). */
 #define TOPK_SK_WG 512
 const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_KDEF(TOPK_VPT)
     DSA_KDEF(TOPK_E_MAX) DSA_KDEF(TOPK_MERGE_Q) DSA_KDEF(TOPK_BINS) DSA_KDEF(TOPK_SK_WG);
@@ -623,17 +624,19 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
   dsa__karg_local(&ka, p.local_bytes);
   dsa__karg_u32(&ka, (cl_uint)arena_words);
   dsa__karg_u32(&ka, p.dbl);
-  /* topk_rows_<TOPK_SK_WG> (on CPUs every register kernel, cl/topk.cl's
-   * TOPK_SK_ALL): a side room for the counting sort (sk there), its bins
-   * (at most 2 p2) and 2 p2 words, where it fits beside the arena; twice
-   * that where it fits, so that the level-0 stop can sort up to 2 p2
-   * candidates (TOPK_L0STOP); lrow has its keys' room. A local argument is
+  /* topk_rows_<WG> for WG >= TOPK_SK_WG (on CPUs every register kernel,
+   * cl/topk.cl's TOPK_SK_ALL): a side room for the counting sort (sk
+   * there) beside the arena, the largest that fits of: 8 p2 words (bins
+   * and words as pairs for up to 2 p2 candidates, the level-0 stop's), 4
+   * p2 (p2 words), TOPK_BINS (the bins alone: the in-place form, which
+   * topk_rows_1024 takes). lrow has its keys' room. A local argument is
    * never empty. */
   size_t keys_bytes = lk ? p.keys_bytes : 4, keys_words = lk ? p.keys_bytes / 4 : 0;
-  const bool sk = p.wg == TOPK_SK_WG || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
-  for (size_t words = (size_t)8 * p.p2; !lk && sk && words >= (size_t)4 * p.p2; words /= 2) {
-    if (p.local_bytes + words * 4 <= q->ctx->caps.local_mem) {
-      keys_bytes = words * 4, keys_words = words;
+  const bool sk = p.wg >= TOPK_SK_WG || (q->ctx->caps.type & CL_DEVICE_TYPE_CPU);
+  const size_t sides[3] = {(size_t)8 * p.p2, (size_t)4 * p.p2, TOPK_BINS};
+  for (int i = 0; i < 3 && !lk && sk; i++) {
+    if (p.local_bytes + sides[i] * 4 <= q->ctx->caps.local_mem) {
+      keys_bytes = sides[i] * 4, keys_words = sides[i];
       break;
     }
   }
