@@ -35,15 +35,17 @@
  *   candidates whole, which skips their radix levels): each word's rank is
  *   the words in higher bins of a digit plus the larger ones in its bin,
  *   with the merge sort below as the fallback for crowded bins.
- *   topk_rows_512 (the few-row split's chunks: decode) sorts by counting
- *   too, in a side room of local memory that the host gives it (keys,
- *   keys_words) where that fits beside the arena, and stops its select
- *   after level 0 where level 0's bin and the bins above it hold at most
- *   about 2 p2 words (TOPK_L0STOP): those candidates are sorted whole and
- *   the first m kept, the level that would split the bin skipped (H200,
- *   64 x 32768 k = 512: 24.9 -> 22.2 us, bf16 31.5 -> 22.9; the merge
- *   sort takes them, padded, where a crowded bin stops the counting
- *   sort). The select is bound by
+ *   topk_rows_512 (the few-row split's chunks: decode) and topk_rows_1024
+ *   (wide: decode k = 2048) sort by counting too, with a side room of
+ *   local memory that the host gives them (keys, keys_words) where that
+ *   fits beside the arena (topk_rows_1024 in place: its room holds the
+ *   bins only), and stop their select after level 0 where level 0's bin
+ *   and the bins above it pad to at most 2 p2 words (TOPK_L0STOP): those
+ *   candidates are sorted whole and the first m kept, the level that
+ *   would split the bin skipped (H200, 64 x 32768: k = 512 24.7 -> 22.3
+ *   us, bf16 31.4 -> 23.0, k = 2048 35.3 -> 24.5; the merge sort takes
+ *   them, padded, where a crowded bin stops the counting sort). The
+ *   select is bound by
  *   latency (short phases between barriers), so what pays is more groups
  *   per compute unit: on an H200 (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
