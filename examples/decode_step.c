@@ -2,8 +2,12 @@
  * decode_step.h): indexer Q quant -> paged logits -> top-k -> global C4 slots,
  * SWA slots, q RMSNorm + RoPE with the new token's KV insert -> sparse MLA
  * decode with the attention sink -> inverse RoPE + FP8 quant of the output
- * for the O projection. Public API only; every call enqueues on
- * one in-order queue, so each stage sees the previous one's outputs. */
+ * for the O projection. Public API only. decode_step() enqueues every call
+ * on one in-order queue, so each stage sees the previous one's outputs;
+ * decode_step_two_queues() puts the SWA indices and the q-norm insert, which
+ * need nothing of the indexer's stages, on a second queue, so that they run
+ * beside them (the top-k leaves most compute units idle), and the attention
+ * waits for both. */
 #include "decode_step.h"
 
 #include <stddef.h>
@@ -14,13 +18,15 @@ const char *const decode_step_stage_names[DECODE_STEP_STAGES] = {
     "SWA indices + lengths",        "q RMSNorm+RoPE, kv RoPE+insert",
     "sparse MLA decode, fused (+sink)", "output inv RoPE + FP8 quant"};
 
-/* The events of stage i: waits on the caller's list before the first stage,
- * a marker for its start and its completion event when timing. */
-static dsa_status begin(dsa_queue *q, int i, const dsa_events *ev, cl_event *start,
-                        cl_event *done, dsa_events *out) {
-  out->num_wait = i == 0 && ev ? ev->num_wait : 0;
-  out->wait = i == 0 && ev ? ev->wait : NULL;
-  out->done = done ? &done[i] : NULL;
+/* The events of stage i: its wait list (nw events at w), a marker for its
+ * start and its completion event when timing (else *own when given: an
+ * event the step itself needs). */
+static dsa_status begin(dsa_queue *q, int i, cl_uint nw, const cl_event *w,
+                        const dsa_events *ev, cl_event *start, cl_event *done, cl_event *own,
+                        dsa_events *out) {
+  out->num_wait = nw;
+  out->wait = nw ? w : NULL;
+  out->done = done ? &done[i] : own;
   if (i == DECODE_STEP_STAGES - 1 && ev && ev->done && !done) out->done = ev->done;
   if (start) {
     cl_int e = clEnqueueMarkerWithWaitList(dsa_queue_cl(q), out->num_wait, out->wait, &start[i]);
@@ -30,16 +36,39 @@ static dsa_status begin(dsa_queue *q, int i, const dsa_events *ev, cl_event *sta
   return DSA_OK;
 }
 
-#define STAGE(i, call)                                            \
-  do {                                                            \
-    dsa_events e_;                                                \
-    dsa_status s_ = begin(q, (i), ev, start, done, &e_);          \
-    if (s_ == DSA_OK) s_ = (call);                                \
-    if (s_ != DSA_OK) return s_;                                  \
+/* Stage i on queue Q after the NW events at W; OWN as in begin(). */
+#define STAGE_ON(Q, i, NW, W, OWN, call)                                   \
+  do {                                                                     \
+    dsa_events e_;                                                         \
+    s_ = begin((Q), (i), (NW), (W), ev, start, done, (OWN), &e_);          \
+    if (s_ == DSA_OK) s_ = (call);                                         \
+    if (s_ != DSA_OK) goto out;                                            \
   } while (0)
+/* Stage i on the main queue; the first waits for the caller's list. */
+#define STAGE(i, call)                                                             \
+  STAGE_ON(q, (i), (i) == 0 && ev ? ev->num_wait : 0u, (i) == 0 && ev ? ev->wait : NULL, \
+           NULL, call)
 
 dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events *ev,
                        cl_event *start, cl_event *done) {
+  return decode_step_two_queues(q, NULL, io, ev, start, done);
+}
+
+dsa_status decode_step_two_queues(dsa_queue *q, dsa_queue *side, const decode_step_io *io,
+                                  const dsa_events *ev, cl_event *start, cl_event *done) {
+  dsa_status s_ = DSA_OK;
+  /* side: everything before this step on q comes first (the previous step
+   * still reads the slots stages 5 and 6 rewrite), then the caller's list;
+   * the attention waits for stage 6 there. */
+  cl_event side_wait[1 + DECODE_STEP_MAX_WAIT], side_done = NULL;
+  cl_uint nside = 0;
+  if (side) {
+    if (ev && ev->num_wait > DECODE_STEP_MAX_WAIT) return DSA_ERR_INVALID_ARGUMENT;
+    if (clEnqueueMarkerWithWaitList(dsa_queue_cl(q), 0, NULL, &side_wait[0]) != CL_SUCCESS)
+      return DSA_ERR_OPENCL;
+    nside = 1;
+    for (cl_uint i = 0; ev && i < ev->num_wait; i++) side_wait[nside++] = ev->wait[i];
+  }
   /* 1. Indexer q: RoPE on its last 64 dims, FP8 per head; the q scale folds
    *    into the head weights (softmax and head scales at their defaults). */
   dsa_indexer_q_quant_params qp;
@@ -69,19 +98,22 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   STAGE(3, dsa_index_global_topk(q, io->topk, io->token_to_req, io->cmp_block_table, NULL,
                                    io->c4_slots, io->c4_lens, &gp, &e_));
 
-  /* 5. The sliding window's slots in the SWA cache. */
+  /* 5. The sliding window's slots in the SWA cache (on side, if any). */
+  dsa_queue *const sq = side ? side : q;
   dsa_index_swa_params sp;
   dsa_index_swa_params_default(&sp);
   sp.window = io->window;
   sp.block_size = io->swa_block_size;
-  STAGE(4, dsa_index_swa(q, io->positions, io->token_to_req, NULL, io->swa_block_table,
-                           io->swa_slots, io->swa_lens, &sp, &e_));
+  STAGE_ON(sq, 4, nside, side_wait, NULL,
+           dsa_index_swa(sq, io->positions, io->token_to_req, NULL, io->swa_block_table,
+                         io->swa_slots, io->swa_lens, &sp, &e_));
 
   /* 6. q RMSNorm + RoPE; the new token's kv RoPE'd, quantized and written to
    *    its SWA slot (so the window below includes it). */
   dsa_mla_qnorm_rope_kv_insert_params np;
   dsa_mla_qnorm_rope_kv_insert_params_default(&np);
-  STAGE(5, dsa_mla_qnorm_rope_kv_insert(q, io->q, io->kv, io->positions, io->cos_sin,
+  STAGE_ON(sq, 5, 0u, NULL, side && !done ? &side_done : NULL,
+           dsa_mla_qnorm_rope_kv_insert(sq, io->q, io->kv, io->positions, io->cos_sin,
                                         io->kv_slots, io->swa_cache, io->q_normed, &np, &e_));
 
   /* 7. Attention over the window (SWA cache) then the top-k (C4 cache),
@@ -90,13 +122,18 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
   const dsa_sparse_index_set chosen = {io->c4_cache, io->c4_slots, io->c4_lens};
   dsa_sparse_params ap;
   dsa_sparse_params_default(&ap);
-  STAGE(6, dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, io->out, io->lse,
-                                 &ap, &e_));
+  cl_event *const after_side = side ? (done ? &done[5] : &side_done) : NULL;
+  STAGE_ON(q, 6, side ? 1u : 0u, after_side, NULL,
+           dsa_sparse_mla_decode(q, io->q_normed, &window, &chosen, io->attn_sink, io->out,
+                                 io->lse, &ap, &e_));
 
   /* 8. The output for the grouped O projection (wo_a): inverse RoPE of dims
    *    448..511 at each token's position, FP8 e4m3 per 128-value block with
    *    power-of-two scales; the group count G is o_fp8's first extent. */
   STAGE(7, dsa_output_inv_rope_fp8_quant(q, io->out, io->positions, io->cos_sin, io->o_fp8,
                                          io->o_scales, NULL, &e_));
-  return DSA_OK;
+out:
+  if (nside) clReleaseEvent(side_wait[0]);
+  if (side_done) clReleaseEvent(side_done);
+  return s_;
 }

@@ -210,6 +210,7 @@ typedef struct config {
   int64_t seqs, context, heads, topk, window;
   uint64_t seed;
   int quick, full;
+  int two_queues; /* --two-queues: decode_step_two_queues() with a side queue */
   int64_t sample; /* > 0: check that many sequences (sample mode); 0: all */
 } config;
 static config cfg;
@@ -407,7 +408,7 @@ static void *xcalloc(size_t n) {
 }
 
 static dsa_context *ctx;
-static dsa_queue *queue;
+static dsa_queue *queue, *side_queue;
 static cl_context clctx;
 static cl_command_queue clq;
 
@@ -854,7 +855,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: dsacl-demo [--device N|NAME] [--json] [--quick | --full] [--sample N]\n"
           "                  [--seqs B] [--context L] [--heads H] [--topk K] [--window W]\n"
-          "                  [--seed S]\n"
+          "                  [--seed S] [--two-queues]\n"
           "One DeepSeek-V4-Flash decode step of the sparse-attention path on synthetic\n"
           "data (the compressed caches filled by the compressor, the output quantized\n"
           "for the O projection), each stage on the device, checked against the C\n"
@@ -865,6 +866,8 @@ static void usage(FILE *f) {
           "          --sample 4 (the V4-Flash layer at full context: 32768 compressed\n"
           "          rows a sequence)\n"
           "(explicit flags override either set). Sequence b holds max(1, L - 3b) tokens.\n"
+          "--two-queues: the step by decode_step_two_queues() (the SWA indices and the\n"
+          "          q-norm insert on a second queue, beside the indexer's stages).\n"
           "--sample N: sample mode. Check N sequences (the first, the last, random ones\n"
           "          from --seed; their decode rows in stages 2-9) and up to %d prefill\n"
           "          chunks of each, instead of every row: the caches are filled on the\n"
@@ -900,6 +903,8 @@ int main(int argc, char **argv) {
       cfg.quick = 1;
     } else if (!strcmp(a, "--full")) {
       cfg.full = 1;
+    } else if (!strcmp(a, "--two-queues")) {
+      cfg.two_queues = 1;
     } else if (!strcmp(a, "--sample")) {
       sample = parse_int(a, v, 1, 4096), i++;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -960,6 +965,8 @@ int main(int argc, char **argv) {
   snprintf(device_name, sizeof device_name, "%s", dsa_context_device_name(ctx));
   clctx = dsa_context_cl_context(ctx);
   clq = dsa_queue_cl(queue);
+  if (cfg.two_queues && (st = dsa_queue_create(&side_queue, ctx, DSA_QUEUE_PROFILING)) != DSA_OK)
+    die("dsa_queue_create: %s: %s", dsa_status_name(st), dsa_last_error());
   {
     cl_device_id dev = dsa_context_cl_device(ctx);
     if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL) !=
@@ -1482,8 +1489,8 @@ int main(int argc, char **argv) {
     /* Untimed first (first launches include code generation), then timed:
      * every stage writes the same bytes again. */
     cl_event t0[DECODE_STEP_STAGES], t1[DECODE_STEP_STAGES];
-    OP(st_[0], decode_step(queue, &io, NULL, NULL, NULL));
-    OP(st_[0], decode_step(queue, &io, NULL, t0, t1));
+    OP(st_[0], decode_step_two_queues(queue, side_queue, &io, NULL, NULL, NULL));
+    OP(st_[0], decode_step_two_queues(queue, side_queue, &io, NULL, t0, t1));
     clFinish(clq);
     for (int i = 0; i < DECODE_STEP_STAGES; i++) {
       t_begin = t0[i];
@@ -1893,6 +1900,7 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < nsmp; i++) free(sq[i].chk);
   free(sq);
   free(seq_len), free(n_cmp), free(pos), free(tok_req);
+  dsa_queue_destroy(&side_queue);
   dsa_queue_destroy(&queue);
   dsa_context_destroy(&ctx);
   return rc;

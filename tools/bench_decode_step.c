@@ -46,8 +46,11 @@ typedef struct step_events {
   cl_event start[DECODE_STEP_STAGES], done[DECODE_STEP_STAGES];
 } step_events;
 
-/* p = {B, L, H, K} */
+/* p = {B, L, H, K}. The "2 queues" rows (ds_setup2) run
+ * decode_step_two_queues() with a second profiling queue (stages 5 and 6
+ * there). */
 typedef struct ds_state {
+  dsa_queue *side; /* queues 2, else NULL */
   dsa_paged_cache swa, c4, ik;
   cl_mem mem[32];
   int nmem;
@@ -127,10 +130,14 @@ out:
 
 static int ds_stages(void *st, int runs, bench_stage *out);
 
-static int ds_setup(bench_env *e, const int64_t *p, void **out) {
+static int ds_setup_q(bench_env *e, const int64_t *p, void **out, int queues) {
   ds_state *s = calloc(1, sizeof *s);
   if (!(*out = s)) return -1;
   e->stages = ds_stages;
+  if (queues == 2) {
+    dsa_status st = dsa_queue_create(&s->side, e->ctx, DSA_QUEUE_PROFILING);
+    if (st != DSA_OK) return bench_dsa_fail(st, "dsa_queue_create", __LINE__);
+  }
   const int64_t B = p[0], L = p[1], H = p[2], K = p[3], T = B, W = WINDOW;
   const int64_t n_cmp = L / RATIO;                        /* rows each token sees */
   const int64_t ws = (L + SWA_BS - 1) / SWA_BS;           /* SWA block-table width */
@@ -226,6 +233,9 @@ out:
   return rc;
 }
 
+static int ds_setup(bench_env *e, const int64_t *p, void **out) { return ds_setup_q(e, p, out, 1); }
+static int ds_setup2(bench_env *e, const int64_t *p, void **out) { return ds_setup_q(e, p, out, 2); }
+
 /* One step; its events are kept for ds_stages. The whole step's time spans
  * from stage 1's start marker (handed to the driver as span_first) to the
  * end of stage 8. */
@@ -239,7 +249,7 @@ static int ds_run(bench_env *e, void *st, cl_event *done) {
   }
   step_events *c = &s->calls[s->ncalls];
   memset(c, 0, sizeof *c);
-  dsa_status r = decode_step(e->q, &s->io, NULL, c->start, c->done);
+  dsa_status r = decode_step_two_queues(e->q, s->side, &s->io, NULL, c->start, c->done);
   s->ncalls++; /* a failing step may have left some events: teardown releases them */
   if (r != DSA_OK) return bench_dsa_fail(r, "decode_step", __LINE__);
   CL_TRY(clRetainEvent(c->start[0]));
@@ -299,6 +309,7 @@ static void ds_teardown(void *st) {
       if (s->calls[i].done[j]) clReleaseEvent(s->calls[i].done[j]);
     }
   free(s->calls);
+  dsa_queue_destroy(&s->side);
   for (int i = 0; i < s->nmem; i++) bench_free_buf(&s->mem[i]);
   bench_free_buf(&s->swa.mem), bench_free_buf(&s->c4.mem), bench_free_buf(&s->ik.mem);
   free(s);
@@ -330,5 +341,11 @@ const bench_op bench_ops_decode_step[] = {
      * compressed rows per sequence (issue 12's decode-step figure). */
     {"decode_step", "B=%lld L=%lld H=%lld K=%lld", {64, 131072, 64, 512}, {2, 2048, 16, 128},
      ds_setup, ds_run, ds_teardown, ds_bytes, ds_flops},
+    /* The same two steps with stages 5 and 6 on a second queue, beside the
+     * indexer's stages (decode_step_two_queues). */
+    {"decode_step", "B=%lld L=%lld H=%lld K=%lld, 2 queues", {64, 32768, 64, 512},
+     {4, 1024, 16, 128}, ds_setup2, ds_run, ds_teardown, ds_bytes, ds_flops},
+    {"decode_step", "B=%lld L=%lld H=%lld K=%lld, 2 queues", {64, 131072, 64, 512},
+     {2, 2048, 16, 128}, ds_setup2, ds_run, ds_teardown, ds_bytes, ds_flops},
     {0},
 };
