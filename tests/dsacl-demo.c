@@ -560,12 +560,17 @@ static dsa_events *evp;
   } while (0)
 
 static void check_faults(stage *s) {
-  uint32_t bits = 0;
-  dsa_status st = dsa_queue_faults(queue, &bits);
-  if (st != DSA_OK)
-    stage_note(s, 0, "dsa_queue_faults: %s", dsa_status_name(st));
-  else if (bits)
-    stage_note(s, 0, "fault bits 0x%x", (unsigned)bits);
+  /* --two-queues: the side queue's fault word too */
+  for (int i = 0; i < 2; i++) {
+    dsa_queue *fq = i ? side_queue : queue;
+    uint32_t bits = 0;
+    if (!fq) continue;
+    dsa_status st = dsa_queue_faults(fq, &bits);
+    if (st != DSA_OK)
+      stage_note(s, 0, "dsa_queue_faults: %s", dsa_status_name(st));
+    else if (bits)
+      stage_note(s, 0, "fault bits 0x%x%s", (unsigned)bits, i ? " (side queue)" : "");
+  }
 }
 
 /* ---- checks -------------------------------------------------------------------------- */
