@@ -986,18 +986,29 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 #define TOPK_CS_DIGIT(w) \
   (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> sh)
       uint slots = 0u; /* a byte per word: its slot in its bin */
-      /* inpl: the item's (at most 4) words stay in registers and go back
-       * to buf itself, by bins, once every item has read it. */
+      /* inpl: the item's (at most 4) words stay in registers (wr) and go
+       * back to buf itself, by bins, once every item has read it. The pairs
+       * form keeps session 18's rolled loops: in the unrolled form below,
+       * the decode step's top-k at 131072 (topk_rows_512) ran 1-2 us
+       * slower (H200, session 21). */
       ulong wr[4];
-      TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
-        const uint i = tid + q * wg;
-        wr[q] = 0ul;
-        if (i < nw) {
-          const ulong w = buf[i];
-          const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(w)]);
+      if (inpl) {
+        TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+          const uint i = tid + q * wg;
+          wr[q] = 0ul;
+          if (i < nw) {
+            const ulong w = buf[i];
+            const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(w)]);
+            if (sl >= TOPK_CSORT_LIM) atomic_or(sel, 1u);
+            slots |= min(sl, 255u) << (8u * q);
+            wr[q] = w;
+          }
+        }
+      } else {
+        for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
+          const uint sl = atomic_inc(&cb[TOPK_CS_DIGIT(buf[i])]);
           if (sl >= TOPK_CSORT_LIM) atomic_or(sel, 1u);
-          slots |= min(sl, 255u) << (8u * q);
-          wr[q] = inpl ? w : 0ul; /* the others read buf again: fewer registers */
+          slots |= min(sl, 255u) << q;
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -1017,44 +1028,50 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         }
         /* (buf's last reads, the loop above, are behind the scan's barrier.) */
         barrier(CLK_LOCAL_MEM_FENCE);
-        TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
-          if (tid + q * wg < nw) {
-            const ulong w = inpl ? wr[q] : buf[tid + q * wg];
-            const uint p = cb[TOPK_CS_DIGIT(w)] + ((slots >> (8u * q)) & 255u);
-            if (inpl) {
-              buf[p] = w;
-            } else {
-              cw[2u * p] = (uint)w;
-              cw[2u * p + 1u] = (uint)(w >> 32);
-            }
-          }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        /* Entry i of the list by bins: its rank is its bin's start plus the
-         * larger words in its bin (bin d - 1 starts where d ends). In place,
-         * the ranks are found before any word moves. */
-        uint rv[4];
-        TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
-          const uint i = tid + q * wg;
-          rv[q] = 0u;
-          if (i < nw) {
-            const ulong w = inpl ? buf[i] : ((ulong)cw[2u * i + 1u] << 32) | (ulong)cw[2u * i];
-            const uint d = TOPK_CS_DIGIT(w);
-            const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
-            uint rk = b;
-            for (uint j = b; j < e; j++) {
-              const ulong x = inpl ? buf[j] : ((ulong)cw[2u * j + 1u] << 32) | (ulong)cw[2u * j];
-              rk += x > w ? 1u : 0u;
-            }
-            if (!inpl) buf[rk] = w;
-            wr[q] = w;
-            rv[q] = rk;
-          }
-        }
         if (inpl) {
+          TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+            if (tid + q * wg < nw)
+              buf[cb[TOPK_CS_DIGIT(wr[q])] + ((slots >> (8u * q)) & 255u)] = wr[q];
+          }
+          barrier(CLK_LOCAL_MEM_FENCE);
+          /* Entry i of the list by bins: its rank is its bin's start plus
+           * the larger words in its bin (bin d - 1 starts where d ends),
+           * found before any word moves. */
+          uint rv[4];
+          TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
+            const uint i = tid + q * wg;
+            rv[q] = 0u;
+            if (i < nw) {
+              const ulong w = buf[i];
+              const uint d = TOPK_CS_DIGIT(w);
+              const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
+              uint rk = b;
+              for (uint j = b; j < e; j++) rk += buf[j] > w ? 1u : 0u;
+              wr[q] = w;
+              rv[q] = rk;
+            }
+          }
           barrier(CLK_LOCAL_MEM_FENCE);
           TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
             if (tid + q * wg < nw) buf[rv[q]] = wr[q];
+          }
+        } else {
+          for (uint i = tid, q = 0u; i < nw; i += wg, q += 8u) {
+            const ulong w = buf[i];
+            const uint p = cb[TOPK_CS_DIGIT(w)] + ((slots >> q) & 255u);
+            cw[2u * p] = (uint)w;
+            cw[2u * p + 1u] = (uint)(w >> 32);
+          }
+          barrier(CLK_LOCAL_MEM_FENCE);
+          /* The same ranks from the list by bins as pairs. */
+          for (uint i = tid; i < nw; i += wg) {
+            const ulong w = ((ulong)cw[2u * i + 1u] << 32) | (ulong)cw[2u * i];
+            const uint d = TOPK_CS_DIGIT(w);
+            const uint b = cb[d], e = d > 0u ? cb[d - 1u] : nw;
+            uint rk = b;
+            for (uint j = b; j < e; j++)
+              rk += (((ulong)cw[2u * j + 1u] << 32) | (ulong)cw[2u * j]) > w ? 1u : 0u;
+            buf[rk] = w;
           }
         }
 #undef TOPK_CS_DIGIT
