@@ -569,9 +569,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * back to buf): topk_rows_<TOPK_MAX_WG>, whose arena leaves no room for
    * the words as pairs at k = 2048 (48 KiB), and on CPUs topk_rows_64, so
    * that the tests run both forms. Elsewhere the words by bin are listed
-   * as pairs in the room: in place, the decode step's top-k at 131072
-   * (logits from the indexer, topk_rows_512) ran 1-2 us slower (H200,
-   * session 21). */
+   * as pairs in the room. */
   const bool inpl = !lk && (wg == (uint)TOPK_MAX_WG || (TOPK_SK_ALL && wg == 64u));
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
@@ -875,11 +873,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * bin and the bins above it hold few words, they are all kept as
        * candidates and sorted whole (the first m of the sorted list are
        * the m largest), which skips the levels that would split the bin.
-       * Only where they pad to at most twice m's power of two (the decode
-       * step's top-k at 131072, whose logits come from the indexer, ran
-       * 1-2 us slower with up to 4 m: H200, session 21), the counting sort
-       * takes them and, should a crowded bin send it to the merge sort, the
-       * arena holds them padded. */
+       * Only where they pad to at most twice m's power of two (a sort of
+       * about the size it replaces; topk_rows_1024's arena holds that many
+       * for the fallback), the counting sort takes them and, should a
+       * crowded bin send it to the merge sort, the arena holds them
+       * padded. */
       else if (TOPK_L0STOP && !lk && sk && level == 0u) {
         const uint nca = (uint)k - rem + cnt, p2c = topk_pow2(nca);
         uint nbc = 2u;
@@ -988,9 +986,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       uint slots = 0u; /* a byte per word: its slot in its bin */
       /* inpl: the item's (at most 4) words stay in registers (wr) and go
        * back to buf itself, by bins, once every item has read it. The pairs
-       * form keeps session 18's rolled loops: in the unrolled form below,
-       * the decode step's top-k at 131072 (topk_rows_512) ran 1-2 us
-       * slower (H200, session 21). */
+       * form keeps session 18's rolled loops: with both forms in one loop
+       * unrolled over the 4 words, the decode step's top-k at 131072
+       * (topk_rows_512, pairs) ran 1-2 us slower (H200, 25.1 against 23.3
+       * us; docs/PERFORMANCE.md, session 21). */
       ulong wr[4];
       if (inpl) {
         TOPK_UNROLL for (uint q = 0u; q < 4u; q++) {
