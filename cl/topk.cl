@@ -178,9 +178,9 @@
 #endif
 
 /* The register kernels that sort by counting in a side room of local
- * memory (topk_rows_body's sk): topk_rows_<TOPK_SK_WG> (512, from the
- * host) on GPUs, where it holds the few-row split's chunks (decode); every
- * size on CPU devices, whose register kernels stop at 128 items (the
+ * memory (topk_rows_body's sk): topk_rows_<WG> for WG >= TOPK_SK_WG (512,
+ * from the host) on GPUs, the few-row split's chunks and wide (decode);
+ * every size on CPU devices, whose register kernels stop at 128 items (the
  * driver's limit), so that the tests run that code there (src/op_topk.c
  * gives the room to the same kernels). */
 #if defined(DSA_DEVICE_CPU) && DSA_DEVICE_CPU
@@ -374,6 +374,20 @@ DSA_INLINE uint topk_pow2(uint n) {
   uint p = 2u;
   while (p < n) p <<= 1;
   return p;
+}
+
+/* The counting sort's bins for nw words: about TOPK_CSORT_RATIO a word, a
+ * power of two, at most TOPK_BINS. */
+DSA_INLINE uint topk_csort_bins(uint nw) {
+  uint nb = 2u;
+  while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
+  return nb;
+}
+/* Whether the counting sort takes nw words: at most 4 an item, its bins
+ * (and, unless in place, the words as pairs) within the room. The level-0
+ * stop asks the same before it keeps candidates for it. */
+DSA_INLINE bool topk_csort_fits(uint nw, uint wg, uint room, bool inpl) {
+  return nw <= 4u * wg && topk_csort_bins(nw) + (inpl ? 0u : 2u * nw) <= room;
 }
 
 /* Largest alive key of the group (every item calls it). */
@@ -880,9 +894,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * padded. */
       else if (TOPK_L0STOP && !lk && sk && level == 0u) {
         const uint nca = (uint)k - rem + cnt, p2c = topk_pow2(nca);
-        uint nbc = 2u;
-        while (nbc < TOPK_CSORT_RATIO * nca && nbc < TOPK_BINS) nbc <<= 1;
-        if (nca <= 4u * wg && p2c <= 2u * topk_pow2(m) && nbc + (inpl ? 0u : 2u * nca) <= room &&
+        if (p2c <= 2u * topk_pow2(m) && topk_csort_fits(nca, wg, room, inpl) &&
             p2c <= arena_words && p2c <= wg * TOPK_E_MAX) {
           win |= alive;
           ncand = nca;
@@ -947,10 +959,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * TOPK_CSORT_LIM or more sends the group to the radix levels and the
      * merge sort below, on buf as it was (the bins live in the keys' room,
      * dead by now). Exact either way: the same bytes. */
-    const uint nw = ncand ? ncand : m;
-    uint nb = 2u;
-    while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
-    if (sk && nw <= 4u * wg && nb + (inpl ? 0u : 2u * nw) <= room) {
+    const uint nw = ncand ? ncand : m, nb = topk_csort_bins(nw);
+    if (sk && topk_csort_fits(nw, wg, room, inpl)) {
       __local uint *cb = keys;      /* nb bins: counts, then starts */
       __local uint *cw = keys + nb; /* !inpl: the words by bin, as pairs */
       const uint ks = lbf16 ? 16u : 0u;

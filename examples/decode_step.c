@@ -63,18 +63,15 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
 dsa_status decode_step_two_queues(dsa_queue *q, dsa_queue *side, const decode_step_io *io,
                                   const dsa_events *ev, cl_event *start, cl_event *done) {
   dsa_status s_ = DSA_OK;
-  /* side: everything before this step on q comes first (the previous step
-   * still reads the slots stages 5 and 6 rewrite), then the caller's list;
-   * the attention waits for stage 6 there. */
-  cl_event side_wait[1 + DECODE_STEP_MAX_WAIT], side_done = NULL;
-  cl_uint nside = 0;
-  if (side) {
-    if (ev && ev->num_wait > DECODE_STEP_MAX_WAIT) return DSA_ERR_INVALID_ARGUMENT;
-    if (clEnqueueMarkerWithWaitList(dsa_queue_cl(q), 0, NULL, &side_wait[0]) != CL_SUCCESS)
-      return DSA_ERR_OPENCL;
-    nside = 1;
-    for (cl_uint i = 0; ev && i < ev->num_wait; i++) side_wait[nside++] = ev->wait[i];
-  }
+  /* side waits for a marker on q after everything enqueued there before
+   * this step (the previous step still reads the slots stages 5 and 6
+   * rewrite) and the caller's list; the attention waits for stage 6. */
+  cl_event side_wait = NULL, side_done = NULL;
+  const cl_uint nside = side ? 1u : 0u;
+  if (side && clEnqueueMarkerWithWaitList(dsa_queue_cl(q), ev ? ev->num_wait : 0u,
+                                          ev && ev->num_wait ? ev->wait : NULL,
+                                          &side_wait) != CL_SUCCESS)
+    return DSA_ERR_OPENCL;
   /* 1. Indexer q: RoPE on its last 64 dims, FP8 per head; the q scale folds
    *    into the head weights (softmax and head scales at their defaults). */
   dsa_indexer_q_quant_params qp;
@@ -110,7 +107,7 @@ dsa_status decode_step_two_queues(dsa_queue *q, dsa_queue *side, const decode_st
   dsa_index_swa_params_default(&sp);
   sp.window = io->window;
   sp.block_size = io->swa_block_size;
-  STAGE_ON(sq, 4, nside, side_wait, NULL,
+  STAGE_ON(sq, 4, nside, &side_wait, NULL,
            dsa_index_swa(sq, io->positions, io->token_to_req, NULL, io->swa_block_table,
                          io->swa_slots, io->swa_lens, &sp, &e_));
 
@@ -139,7 +136,7 @@ dsa_status decode_step_two_queues(dsa_queue *q, dsa_queue *side, const decode_st
   STAGE(7, dsa_output_inv_rope_fp8_quant(q, io->out, io->positions, io->cos_sin, io->o_fp8,
                                          io->o_scales, NULL, &e_));
 out:
-  if (nside) clReleaseEvent(side_wait[0]);
+  if (side_wait) clReleaseEvent(side_wait);
   if (side_done) clReleaseEvent(side_done);
   return s_;
 }

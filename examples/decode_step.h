@@ -50,10 +50,8 @@ dsa_status decode_step(dsa_queue *q, const decode_step_io *io, const dsa_events 
 
 /* The same with stages 5 and 6 (SWA indices, q-norm insert) on side (a
  * second queue of the same context), beside the indexer's stages 1-4 on q;
- * side first waits for everything enqueued on q before the call (and for
- * ev's list, of at most DECODE_STEP_MAX_WAIT events), the attention for
- * stage 6. side NULL: decode_step(). */
-enum { DECODE_STEP_MAX_WAIT = 16 };
+ * side first waits for everything enqueued on q before the call and for
+ * ev's list, the attention for stage 6. side NULL: decode_step(). */
 dsa_status decode_step_two_queues(dsa_queue *q, dsa_queue *side, const decode_step_io *io,
                                   const dsa_events *ev, cl_event *start, cl_event *done);
 
