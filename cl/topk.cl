@@ -328,13 +328,35 @@ TOPK_COUNT_ABOVE(topk_count_above, __global)
 
 /* Orders this work-item's global writes before its later global accesses
  * for every work-group of the device (the split's merge in its last group).
- * OpenCL 1.2's mem_fence names no scope; NVIDIA's membar.gl is the device
- * scope's fence. CPU devices keep their caches coherent. */
+ * OpenCL 1.2's mem_fence names no scope; on NVIDIA an acq_rel fence of
+ * device (gpu) scope. CPU devices keep their caches coherent. */
 DSA_INLINE void topk_fence_device(void) {
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
 #if DSA_HAS_NV_PTX
-  __asm__ __volatile__("membar.gl;");
+  /* The release (writer) and acquire (reader) fence of PTX's
+   * message-passing pattern around the row counter's relaxed atomic;
+   * membar.gl (fence.sc.gpu) and OpenCL's mem_fence before it cost more
+   * (H200, 64 x 32768 k = 512: about 0.1-0.2 us; docs/PERFORMANCE.md,
+   * session 22). */
+  __asm__ __volatile__("fence.acq_rel.gpu;" ::: "memory");
+#else
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
 #endif
+}
+
+/* The counts of words above x0 in L0 (n0 words) and above x1 in L1 (n1):
+ * two binary searches in one loop, so that their dependent local loads
+ * are in flight together; top: a power of two >= n0, n1 (so the search
+ * takes log2(k) + 1 steps, not TOPK_MAX_K's). */
+DSA_INLINE uint2 topk_count_above2_l(__local const ulong *L0, uint n0, ulong x0,
+                                     __local const ulong *L1, uint n1, ulong x1, uint top) {
+  uint p0 = 0u, p1 = 0u;
+  for (uint step = top; step > 0u; step >>= 1) {
+    const uint a = p0 + step, b = p1 + step;
+    const ulong va = a <= n0 ? L0[a - 1u] : 0ul, vb = b <= n1 ? L1[b - 1u] : 0ul;
+    p0 = a <= n0 && va > x0 ? a : p0;
+    p1 = b <= n1 && vb > x1 ? b : p1;
+  }
+  return (uint2)(p0, p1);
 }
 
 /* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
@@ -715,6 +737,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   /* The register kernels' level-0 stop: ncand (> m) candidates in win,
    * sorted whole (TOPK_L0STOP). */
   bool whole = false;
+  /* ... and a lower bound of their keys: level 0's bin's first key. */
+  uint cmin = 0u;
 
   /* ---- radix select: the m largest words ---- */
   if (nc <= (uint)k) {
@@ -825,7 +849,18 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           }
         } else
 #endif
-        {
+        if (!lk) {
+          /* The register kernels by the key's 14-bit prefix p: digit 0 <=>
+           * p <= base. alive is every slot below nc here and the others'
+           * key is 0, so no test of alive, and one branch a slot instead of
+           * TOPK_EACH's two (H200, 64 x 32768 k = 512 with the mask update
+           * below: -0.1 to -0.3 us; 8192 x 8192 k = 2048 (topk_rows_256)
+           * 747 -> 739 us; docs/PERFORMANCE.md, session 22). */
+          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {
+            const uint p = kv[j] >> 18;
+            if (p > base) atomic_inc(&h[p - base]);
+          }
+        } else {
           TOPK_EACH(alive, {
             const uint d = TOPK_DIGIT0(TOPK_KV(j));
             if (d != 0u) atomic_inc(&h[d]);
@@ -859,13 +894,28 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         for (uint j = tid; j < TOPK_BINS; j += wg) h[j] = 0u;
       }
       if (level == 0u) {
-        TOPK_EACH(alive, {
-          const uint d = TOPK_DIGIT0(TOPK_KV(j));
-          if (d != bin) {
-            alive &= ~(1u << j);
-            if (d > bin) win |= 1u << j;
+        if (!lk) {
+          /* digit > bin <=> p > kb = base + bin; digit == bin <=> p == kb
+           * (bin >= 1) or p <= base (bin 0): two compares a slot, masks
+           * built without branches. */
+          const uint kb = base + bin, lo = bin ? kb : 0u;
+          uint gtm = 0u, eqm = 0u;
+          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {
+            const uint p = kv[j] >> 18;
+            gtm |= p > kb ? 1u << j : 0u;
+            eqm |= p - lo <= kb - lo ? 1u << j : 0u;
           }
-        })
+          win |= alive & gtm;
+          alive &= eqm;
+        } else {
+          TOPK_EACH(alive, {
+            const uint d = TOPK_DIGIT0(TOPK_KV(j));
+            if (d != bin) {
+              alive &= ~(1u << j);
+              if (d > bin) win |= 1u << j;
+            }
+          })
+        }
         low = bin == 0u;
       } else {
         TOPK_EACH(alive, {
@@ -899,6 +949,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           win |= alive;
           ncand = nca;
           whole = true;
+          cmin = bin ? (base + bin) << 18 : 0u;
           level = TOPK_LEVELS;
         }
       }
@@ -966,30 +1017,39 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       const uint ks = lbf16 ? 16u : 0u;
       for (uint j = tid; j < nb; j += wg) cb[j] = 0u;
       if (tid == 0u) sel[0] = 0u, sel[1] = 0xFFFFFFFFu, sel[2] = 0u;
-      uint kmn = 0xFFFFFFFFu, kmx = 0u;
-      for (uint i = tid; i < nw; i += wg) {
-        const uint key = (uint)(buf[i] >> 32) >> ks;
-        kmn = min(kmn, key);
-        kmx = max(kmx, key);
-      }
-      /* The group's min and max key: topk_group_max's reduction for both
-       * at once, behind one pair of barriers (the first also orders the
-       * clearing of the bins and sel) where two calls would take two. */
-      barrier(CLK_LOCAL_MEM_FENCE);
+      /* The digit's range: the level-0 stop's candidates lie in [cmin,
+       * kmax] (the group's largest key is among them), which saves the
+       * reduction and a barrier (H200, 64 x 32768 k = 512: docs/
+       * PERFORMANCE.md, session 22); other word sets take their exact min
+       * and max. */
+      uint kmn = cmin >> ks, kmx = kmax >> ks;
+      barrier(CLK_LOCAL_MEM_FENCE); /* orders the clearing of the bins and sel */
+      if (!whole) {
+        kmn = 0xFFFFFFFFu, kmx = 0u;
+        for (uint i = tid; i < nw; i += wg) {
+          const uint key = (uint)(buf[i] >> 32) >> ks;
+          kmn = min(kmn, key);
+          kmx = max(kmx, key);
+        }
+        /* The group's min and max key: topk_group_max's reduction for
+         * both at once, behind one barrier (the one above orders the
+         * clearing) where two calls would take two pairs. */
 #if DSA_HAS_SG32
-      for (int s = 1; s < 32; s <<= 1) {
-        kmn = min(kmn, dsa_sg32_shfl_xor_u32(kmn, s));
-        kmx = max(kmx, dsa_sg32_shfl_xor_u32(kmx, s));
-      }
-      if ((tid & 31u) == 0u)
+        for (int s = 1; s < 32; s <<= 1) {
+          kmn = min(kmn, dsa_sg32_shfl_xor_u32(kmn, s));
+          kmx = max(kmx, dsa_sg32_shfl_xor_u32(kmx, s));
+        }
+        if ((tid & 31u) == 0u)
 #endif
-      {
-        atomic_min(sel + 1, kmn);
-        atomic_max(sel + 2, kmx);
+        {
+          atomic_min(sel + 1, kmn);
+          atomic_max(sel + 2, kmx);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        kmn = sel[1], kmx = sel[2];
       }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const uint kmin = sel[1], lb = 31u - clz(nb), cl = nc - 1u + cs;
-      const ulong top = ((ulong)(sel[2] - kmin) + 1ul) * nc - 1ul;
+      const uint kmin = kmn, lb = 31u - clz(nb), cl = nc - 1u + cs;
+      const ulong top = ((ulong)(kmx - kmin) + 1ul) * nc - 1ul;
       const uint sh = topk_subz(64u - (uint)clz(top), lb);
 #define TOPK_CS_DIGIT(w) \
   (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> sh)
@@ -1221,6 +1281,19 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           lists[e] = i < min(lw, n - o * chunk) ? src[(ulong)o * k + i] : 0ul;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (nact == 2u) {
+          /* Two lists (the few-row split: decode): item t ranks entry t of
+           * each against the other, both searches in one loop (H200, 64 x
+           * 32768 k = 512: the merge 2.5 -> 2.0 us of the row's last group,
+           * the kernel -0.5 us; docs/PERFORMANCE.md, session 22). */
+          const uint n0 = min(lw, n), n1 = min(lw, n - chunk), top = topk_pow2(lw);
+          for (uint i = tid; i < lw; i += wg) {
+            const ulong x0 = lists[i], x1 = lists[lw + i];
+            const uint2 ab = topk_count_above2_l(lists + lw, n1, x0, lists, n0, x1, top);
+            if (i < n0 && i + ab.x < (uint)k) *(__global int *)(orow + (i + ab.x) * out_s1) = (int)(~(uint)x0);
+            if (i < n1 && i + ab.y < (uint)k) *(__global int *)(orow + (i + ab.y) * out_s1) = (int)(~(uint)x1);
+          }
+        } else
         for (uint e = tid; e < nact * lw; e += wg) {
           const uint o = e / lw, i = e - o * lw;
           if (i < min(lw, n - o * chunk)) {
@@ -1246,6 +1319,22 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       TOPK_ROWS_PARAMS) {                                                                     \
     topk_rows_body(TOPK_ROWS_ARGS, W##u, false);                                              \
   }
+/* TOPK_NV_CAP (NVIDIA, from src/op_topk.c with -cl-nv-maxrregcount at that
+ * value): topk_rows_512 without reqd_work_group_size, which ptxas turns
+ * into .reqntid and then ignores the cap for. With the attribute NVIDIA's
+ * compiler gave it 64 registers and 28 bytes of spills (two groups an SM,
+ * which the few-row split's one group an SM does not use); under the cap
+ * 106, none spilled: H200, 64 x 32768 k = 512 21.8 -> 21.3 us, bf16 22.8
+ * -> 22.3 (docs/PERFORMANCE.md, session 22). The kernel body takes its
+ * group size as a literal either way; the host launches 512. */
+#ifdef TOPK_NV_CAP
+#define TOPK_ROWS_KERNEL_NR(W)                                                          \
+  __kernel DSA_SG32_KERNEL void topk_rows_##W(TOPK_ROWS_PARAMS) {                         \
+    topk_rows_body(TOPK_ROWS_ARGS, W##u, false);                                        \
+  }
+#else
+#define TOPK_ROWS_KERNEL_NR TOPK_ROWS_KERNEL
+#endif
 /* topk_lrows_<WG>: the same with the keys in local memory (keys[], WG *
  * TOPK_VPT words) instead of registers: about 32 registers fewer per item,
  * so more groups share a compute unit (their latencies overlap) where the
@@ -1258,7 +1347,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 TOPK_ROWS_KERNEL(64)
 TOPK_ROWS_KERNEL(128)
 TOPK_ROWS_KERNEL(256)
-TOPK_ROWS_KERNEL(512)
+TOPK_ROWS_KERNEL_NR(512)
 TOPK_ROWS_KERNEL(1024)
 TOPK_LROWS_KERNEL(64)
 TOPK_LROWS_KERNEL(128)

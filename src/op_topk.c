@@ -81,6 +81,11 @@ const char dsa__defines_topk[] = DSA_KDEF(TOPK_MAX_WG) DSA_KDEF(TOPK_MAX_K) DSA_
 const char *dsa__topk_device_options(const dsa_caps *caps) {
   if (caps->vendor == DSA_VENDOR_POCL) return " -DTOPK_SAMPLE=0 -DTOPK_CSORT=0 -DTOPK_GMERGE=0";
   if (caps->vendor == DSA_VENDOR_INTEL && (caps->type & CL_DEVICE_TYPE_CPU)) return " -cl-opt-disable";
+  /* NVIDIA: topk_rows_512 without reqd_work_group_size under a register
+   * cap of 128 (512 items always fit; cl/topk.cl, TOPK_NV_CAP). The cap is
+   * program-wide but binds no other kernel: those with the attribute
+   * ignore it, topk_per_row and topk_merge take fewer. */
+  if (caps->nv_compiler_options) return " -DTOPK_NV_CAP=128 -cl-nv-maxrregcount=128";
   return "";
 }
 
