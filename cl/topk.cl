@@ -331,13 +331,16 @@ TOPK_COUNT_ABOVE(topk_count_above, __global)
  * OpenCL 1.2's mem_fence names no scope; on NVIDIA an acq_rel fence of
  * device (gpu) scope. CPU devices keep their caches coherent. */
 DSA_INLINE void topk_fence_device(void) {
-#if DSA_HAS_NV_PTX
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
   /* The release (writer) and acquire (reader) fence of PTX's
-   * message-passing pattern around the row counter's relaxed atomic;
-   * membar.gl (fence.sc.gpu) and OpenCL's mem_fence before it cost more
-   * (H200, 64 x 32768 k = 512: about 0.1-0.2 us; docs/PERFORMANCE.md,
-   * session 22). */
+   * message-passing pattern around the row counter's relaxed atomic
+   * (sm_70+); membar.gl (fence.sc.gpu) and OpenCL's mem_fence before it
+   * cost more (H200, 64 x 32768 k = 512: about 0.1-0.2 us;
+   * docs/PERFORMANCE.md, session 22). */
   __asm__ __volatile__("fence.acq_rel.gpu;" ::: "memory");
+#elif DSA_HAS_NV_PTX
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  __asm__ __volatile__("membar.gl;");
 #else
   mem_fence(CLK_GLOBAL_MEM_FENCE);
 #endif
