@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Per-group timestamps in the register top-k kernels (NVIDIA only: inline PTX
-%globaltimer, %clock64, %smid), for the split's decode rows (split 2). Writes
+%globaltimer, %clock64, %smid), for the split's decode rows (split 2) and one group a row (split 0). Writes
 the instrumented copy of cl/topk.cl into DIR/topk.cl (DIR: a copy of cl/, to be
 run through DSACL_KERNEL_DIR with host.patch applied to src/op_topk.c, which
-reserves the room after the scratch lists and appends each launch's records to
+reserves the room after the scratch lists (or a scratch buffer of its own for split 0) and appends each launch's records to
 $DSACL_TOPK_TRACE). Each group's record is 32 ulongs at scratch + groups * k +
 group * 32: 0 globaltimer at entry, 1 clock at entry, 2 after the length read,
 16 item 0's loads done, 3 after the group max, 17 after level 0's histogram,
@@ -35,7 +35,7 @@ DSA_INLINE uint tr_sm(void) { uint t; __asm__ __volatile__("mov.u32 %0, %%smid;"
 #define TR(i, v) do { if (tr && tid == 0u) tr[i] = (v); } while (0)
 ''')
 rep('''  const bool bad = TOPK_RANGE(r);
-  /* split 2 (no topk_merge)''', '''  __global ulong *tr = split == 2 && scratch ? scratch + (ulong)get_num_groups(0) * (ulong)k + g * 32ul : 0;
+  /* split 2 (no topk_merge)''', '''  __global ulong *tr = (split == 2 || split == 0) && scratch ? scratch + (split ? (ulong)get_num_groups(0) * (ulong)k : 0ul) + g * 32ul : 0;
   TR(0, tr_gt()); TR(1, tr_ck()); TR(9, tr_sm());
   const bool bad = TOPK_RANGE(r);
   if (tr && tid == 0u && re == -12345) tr[15] = 1; /* waits for the length */
