@@ -44,10 +44,14 @@
  *   candidates are sorted whole and the first m kept, the level that
  *   would split the bin skipped (H200, 64 x 32768: k = 512 24.7 -> 22.3
  *   us, bf16 31.4 -> 23.0, k = 2048 35.3 -> 24.5; the merge sort takes
- *   them, padded, where a crowded bin stops the counting sort). The
+ *   them, padded, where a crowded bin stops the counting sort). Where
+ *   the time of topk_rows_512's chunks goes, phase by phase:
+ *   tools/probes/topk_trace and docs/PERFORMANCE.md, session 22. The
  *   select is bound by
  *   latency (short phases between barriers), so what pays is more groups
- *   per compute unit: on an H200 (ptxas) topk_lrows_256
+ *   per compute unit (except where one group an SM is all the rows give:
+ *   topk_rows_512 takes registers instead, TOPK_NV_CAP below): on an H200
+ *   (ptxas) topk_lrows_256
  *   took 40 registers and 44 KiB of local memory (five groups per SM; 48
  *   on the H100 with the sampled select, 56 with the counting sort: four;
  *   48 again since round 9, see topk_rows_body's prologue: five),
