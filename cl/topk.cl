@@ -161,8 +161,13 @@
 #ifndef TOPK_GMERGE
 #define TOPK_GMERGE 1
 #endif
+/* One bin a word (the least power of two >= nw): H200, 8192 x 8192 k =
+ * 512 (lrow) 245.6 -> 223.7 us, bf16 248.4 -> 226.3, 64 x 32768 k = 512
+ * 21.0 -> 20.7 against two a word (half a word: the same within the
+ * runs' spread; docs/PERFORMANCE.md, session 22). Fewer bins to clear and
+ * scan; the walk within a bin grows a little. */
 #ifndef TOPK_CSORT_RATIO
-#define TOPK_CSORT_RATIO 2u
+#define TOPK_CSORT_RATIO 1u
 #endif
 #ifndef TOPK_CSORT_LIM
 #define TOPK_CSORT_LIM 64u
