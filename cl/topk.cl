@@ -27,7 +27,7 @@
  *   words, one histogram instead of two), loaded 4 columns at a time
  *   (slot j of item t: column 4 ((j >> 2) WG + t) + (j & 3)), its loops
  *   running over the set bits of the masks only (TOPK_EACH). Its select first tries a sampled threshold (samp, a kernel
- *   argument: DSACL_TOPK_SAMPLE): a 1/16 sample's level-0 histogram puts a
+ *   argument: DSACL_TOPK_SAMPLE): a 1/8 sample's level-0 histogram puts a
  *   bin T a little below the m-th largest; if m .. arena_words keys have a
  *   digit >= T, those candidates go to local memory and radix levels over
  *   them find the m largest (exact: they hold every word above the m-th);
@@ -124,8 +124,11 @@
 #ifndef TOPK_SAMPLE
 #define TOPK_SAMPLE 1
 #endif
+/* 1/8 (since session 22; 1/16 before): H200, 8192 x 8192 k = 512 224.4 ->
+ * 217.7 us, bf16 227.2 -> 215.5 (1/32: 246.3 / 259.4; with Z 1.5: 218.9 /
+ * 219.4; docs/PERFORMANCE.md, session 22). */
 #ifndef TOPK_SAMPLE_LOG
-#define TOPK_SAMPLE_LOG 4
+#define TOPK_SAMPLE_LOG 3
 #endif
 #ifndef TOPK_SAMPLE_Z
 #define TOPK_SAMPLE_Z 2.0f
@@ -760,8 +763,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     kmax = topk_group_max(kmax, sel + 3, tid); /* its barriers order the clearing */
     const uint base = topk_subz(kmax >> 18, 2047u);
     /* Sampled select (samp 1; exact whatever the data): the level-0 digit
-     * of a 1/16 sample (slots j = tid mod 16 and that + 16, so every part of
-     * the row is sampled) gives a bin T that the sample puts a little below
+     * of a 1/2^TOPK_SAMPLE_LOG sample (1/8: slots j = tid mod 8, that + 8,
+     * + 16, + 24, so every part of the row is sampled) gives a bin T that the sample puts a little below
      * the m-th largest; the c alive keys whose digit is >= T are counted in
      * one pass without atomics. If m <= c <= the arena's words, they hold
      * the m largest words (the m-th largest word of the group is at least
