@@ -107,9 +107,12 @@
  * the host sizes local memory by) come from the launcher (src/op_topk.c)
  * as build options. */
 /* topk_lrows: 4-column loads in flight per item and batch (a build option
- * for tuning). */
+ * for tuning). 4 since the full groups' loads go before their keys
+ * (H100, 8192 x 8192 k = 512: 213.8-214.2 -> 199.6-200.0 us, bf16 213.5-
+ * 213.9 -> 205.3, 60 registers against 57; 1: 235.2; docs/PERFORMANCE.md,
+ * session 23); 2 before (4 was slower with each key after its load). */
 #ifndef TOPK_LK_VB
-#define TOPK_LK_VB 2u
+#define TOPK_LK_VB 4u
 #endif
 /* topk_lrows: loops over the set bits of the masks (1) or over all slots
  * (0, as topk_rows); a build option for tuning, like TOPK_LK_VB. */
@@ -202,12 +205,34 @@
 #endif
 
 /* Order-preserving key: larger float -> larger key. NaN maps to -inf's key,
- * -0.0 to +0.0's, so both pairs tie and fall back to the column order. */
+ * -0.0 to +0.0's, so both pairs tie and fall back to the column order.
+ * Bits u >= 0 go to u + 2^31, u < 0 to -u (= ~u + 1, so that -0.0 meets
+ * +0.0 at 2^31 without a compare), both plus 2^23 - 1, which wraps the
+ * positive NaNs (above +inf) to the bottom, beside the negative NaNs below
+ * -inf; the max lifts every NaN to -inf's key, 2^24 - 1. Four instructions
+ * (shift, three-input logic op, three-input add, max) where the compare-
+ * and-select form took seven (H100, docs/PERFORMANCE.md, session 23). Any
+ * strictly increasing map gives the same words' order; key 0 stays below
+ * every value (columns past a row's end), and a bf16 value's key has the
+ * low half 0xFFFF (the counting sort's ks; topk_key_sel: 0 or 0xFFFF). */
 DSA_INLINE uint topk_key(float x) {
+  const uint u = as_uint(x), t = (uint)((int)u >> 31);
+  return max(((u ^ (t | 0x80000000u)) - t) + 0x007FFFFFu, 0x00FFFFFFu);
+}
+
+/* The same order by compares and selects (NaN -> -inf's bits, -0.0 ->
+ * +0.0's, then the sign flip): seven instructions, but topk_lrows' bf16
+ * rows run faster with it (H200, 8192 x 8192 k = 512: 211.7 against 216.0
+ * us; H100 214.2 against 218.5; not understood: the kernel's registers
+ * are the same; docs/PERFORMANCE.md, session 23). Its keys differ from
+ * topk_key's, which is fine: the words of one call come from one of them
+ * (a split's merge compares words its first pass made), and only the
+ * order of its words is read. A bf16 value's key has the low half 0 or
+ * 0xFFFF by sign (the counting sort's ks). */
+DSA_INLINE uint topk_key_sel(float x) {
   uint u = as_uint(x);
   u = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0xFF800000u : u;
   u = u == 0x80000000u ? 0u : u;
-  /* negative: ~u; else u | 2^31 (one shift and one three-input logic op) */
   return u ^ ((uint)((int)u >> 31) | 0x80000000u);
 }
 
@@ -322,17 +347,26 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 
 /* ==== register-resident select and sort (topk_rows) ======================= */
 
-/* Number of words above x in the descending list L of len words: one body
- * for each address space (OpenCL 1.2 has no generic pointers): the split's
- * merge reads the lists in local memory (its row's last group) or in global
- * memory (topk_merge). */
+/* One step of a binary lifting over a descending list L of len words: pos
+ * (the words above x found so far) moves on by step where L's word there
+ * is above x. The word is read unconditionally (0 past len), so that two
+ * searches in one loop keep their loads in flight together. */
+#define TOPK_LIFT(L, len, x, pos, step)                          \
+  {                                                              \
+    const uint np_ = (pos) + (step);                             \
+    const ulong v_ = np_ <= (len) ? (L)[np_ - 1u] : 0ul;         \
+    (pos) = np_ <= (len) && v_ > (x) ? np_ : (pos);              \
+  }
+
+/* Number of words above x in the descending list L of len words; top: a
+ * power of two >= len (log2(top) + 1 steps). One body for each address
+ * space (OpenCL 1.2 has no generic pointers): the split's merge reads the
+ * lists in local memory (its row's last group) or in global memory
+ * (topk_merge). */
 #define TOPK_COUNT_ABOVE(NAME, AS)                                      \
-  DSA_INLINE uint NAME(AS const ulong *L, uint len, ulong x) {          \
+  DSA_INLINE uint NAME(AS const ulong *L, uint len, ulong x, uint top) { \
     uint pos = 0u;                                                      \
-    for (uint step = TOPK_MAX_K; step > 0u; step >>= 1) {               \
-      const uint np = pos + step;                                       \
-      if (np <= len && L[np - 1u] > x) pos = np;                        \
-    }                                                                   \
+    for (uint step = top; step > 0u; step >>= 1) TOPK_LIFT(L, len, x, pos, step) \
     return pos;                                                         \
   }
 TOPK_COUNT_ABOVE(topk_count_above_l, __local)
@@ -359,24 +393,21 @@ DSA_INLINE void topk_fence_device(void) {
 }
 
 /* The counts of words above x0 in L0 (n0 words) and above x1 in L1 (n1):
- * two binary searches in one loop, so that their dependent local loads
- * are in flight together; top: a power of two >= n0, n1 (so the search
- * takes log2(k) + 1 steps, not TOPK_MAX_K's). */
+ * the two liftings in one loop, so that their dependent local loads are in
+ * flight together; top: a power of two >= n0, n1. */
 DSA_INLINE uint2 topk_count_above2_l(__local const ulong *L0, uint n0, ulong x0,
                                      __local const ulong *L1, uint n1, ulong x1, uint top) {
   uint p0 = 0u, p1 = 0u;
   for (uint step = top; step > 0u; step >>= 1) {
-    const uint a = p0 + step, b = p1 + step;
-    const ulong va = a <= n0 ? L0[a - 1u] : 0ul, vb = b <= n1 ? L1[b - 1u] : 0ul;
-    p0 = a <= n0 && va > x0 ? a : p0;
-    p1 = b <= n1 && vb > x1 ? b : p1;
+    TOPK_LIFT(L0, n0, x0, p0, step)
+    TOPK_LIFT(L1, n1, x1, p1, step)
   }
   return (uint2)(p0, p1);
 }
 
 /* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
  * the 14-bit key prefix key >> 18 (sign, exponent, 5 mantissa bits: 32 bins
- * an octave) minus a base that puts the group's largest key in bin 2047;
+ * an octave, their edges one unit off by topk_key's offset) minus a base that puts the group's largest key in bin 2047;
  * everything further down shares bin 0, which is never counted by atomics
  * (its count is what the others leave). After a bin b0 > 0 the prefix is
  * fixed and levels 1, 2 take key bits [7,18) and [0,7); after bin 0 they
@@ -653,6 +684,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
 
   /* ---- load: item tid holds columns tid + j * wg ---- */
   uint alive = 0u, kmax = 0u;
+  /* Every slot of every item a column (TOPK_VPT == 32: alive's bits). */
+  const bool full = nc >= wg * TOPK_VPT;
 #define TOPK_KV(j) (lk ? keys[(j) * wg + tid] : kv[j])
 /* Runs the statements for each j whose bit is set in BITS (read once).
  * Registers (kv[]) need a fully unrolled loop over all TOPK_VPT slots, each
@@ -683,9 +716,24 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * 8192 x 8192 k = 512: the load 115 -> 106 us; docs/PERFORMANCE.md). */
   const bool vec = lk && logits_al >= (lbf16 ? 8u : 16u) && (((ulong)rs + cs) & 3ul) == 0ul;
 #define TOPK_COL(j) (lk ? ((((j) >> 2) * wg + tid) << 2) | ((j) & 3u) : (j) * wg + tid)
-#define TOPK_LOAD_VKEYS(VT, T, VAL)                                                  \
+#define TOPK_LOAD_VKEYS(VT, T, VAL, KF)                                                  \
   {                                                                                 \
     __global const T *row = (__global const T *)rowb + rs + cs;                     \
+    if (vec && full) { /* no tails: the batch's loads, then its keys */                \
+      _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) { \
+        VT x[TOPK_LK_VB];                                                           \
+        TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++)                       \
+          x[ii] = *(__global const VT *)(row + (((i0 + ii) * wg + tid) << 2));     \
+        TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                     \
+          /* one address, the other three by constant offsets */                   \
+          __local uint *kp = keys + 4u * (i0 + ii) * wg + tid;                      \
+          const uint k0 = KF(VAL(x[ii].s0)), k1 = KF(VAL(x[ii].s1));    \
+          const uint k2 = KF(VAL(x[ii].s2)), k3 = KF(VAL(x[ii].s3));    \
+          kp[0] = k0, kp[wg] = k1, kp[2u * wg] = k2, kp[3u * wg] = k3;              \
+          kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                          \
+        }                                                                           \
+      }                                                                             \
+    } else {                                                                        \
     _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) {  \
       TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                       \
         const uint i = i0 + ii, c4 = (i * wg + tid) << 2;                           \
@@ -693,8 +741,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         uint k0, k1, k2, k3;                                                        \
         if (vec && c4 + 4u <= nc) { /* four columns: no masks */                    \
           x = *(__global const VT *)(row + c4);                                     \
-          k0 = topk_key(VAL(x.s0)), k1 = topk_key(VAL(x.s1));                       \
-          k2 = topk_key(VAL(x.s2)), k3 = topk_key(VAL(x.s3));                       \
+          k0 = KF(VAL(x.s0)), k1 = KF(VAL(x.s1));                       \
+          k2 = KF(VAL(x.s2)), k3 = KF(VAL(x.s3));                       \
         } else { /* unaligned, or the row's tail: no read past its end */           \
           if (c4 < nc) x.s0 = row[c4];                                              \
           if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                    \
@@ -702,8 +750,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                    \
           /* the keys, then the columns past nc zeroed: selects, not a      \
            * branch around each key (docs/PERFORMANCE.md, session 17) */     \
-          const uint q0 = topk_key(VAL(x.s0)), q1 = topk_key(VAL(x.s1));            \
-          const uint q2 = topk_key(VAL(x.s2)), q3 = topk_key(VAL(x.s3));            \
+          const uint q0 = KF(VAL(x.s0)), q1 = KF(VAL(x.s1));            \
+          const uint q2 = KF(VAL(x.s2)), q3 = KF(VAL(x.s3));            \
           k0 = c4 < nc ? q0 : 0u, k1 = c4 + 1u < nc ? q1 : 0u;                      \
           k2 = c4 + 2u < nc ? q2 : 0u, k3 = c4 + 3u < nc ? q3 : 0u;                 \
         }                                                                           \
@@ -714,37 +762,58 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                            \
       }                                                                             \
     }                                                                               \
+    }                                                                               \
   }
   /* The register kernels: two copies of the loop rather than a choice per
    * element; each keeps its loads independent and in flight together.
+   * A full group (every slot a column: the split's decode chunks) loads
+   * all its values before the first key: with the loads bounds-checked
+   * and each key after its load, ptxas issued them in batches of about
+   * six, each waiting for its first value (H100 profile, topk_rows_512;
+   * docs/PERFORMANCE.md, session 23).
    * (Issuing a decode row's loads before its length is read, rows
    * starting at column 0 there, measured no faster: H200, 64 x 32768 k =
    * 512, 29.2 us either way; docs/PERFORMANCE.md.) */
-#define TOPK_LOAD_KEYS(T, VAL)                                              \
+#define TOPK_LOAD_KEYS(T, VAL, KF)                                              \
   {                                                                         \
     __global const T *row = (__global const T *)rowb + rs + cs;             \
-    TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                      \
-      const uint col = j * wg + tid;                                        \
-      const uint key = col < nc ? topk_key(VAL(row[col])) : 0u;             \
-      kv[j] = key;                                                          \
-      kmax = max(kmax, key);                                                \
+    if (full) {                                                             \
+      T x[TOPK_VPT];                                                        \
+      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) x[j] = row[j * wg + tid]; \
+      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                    \
+        kv[j] = KF(VAL(x[j]));                                        \
+        kmax = max(kmax, kv[j]);                                            \
+      }                                                                     \
+    } else {                                                                \
+      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                    \
+        const uint col = j * wg + tid;                                      \
+        const uint key = col < nc ? KF(VAL(row[col])) : 0u;           \
+        kv[j] = key;                                                        \
+        kmax = max(kmax, key);                                              \
+      }                                                                     \
     }                                                                       \
   }
 #define TOPK_F32(x) (x)
   if (lk && lbf16) {
-    TOPK_LOAD_VKEYS(ushort4, ushort, dsa_bf16_to_f32)
+    TOPK_LOAD_VKEYS(ushort4, ushort, dsa_bf16_to_f32, topk_key_sel)
   } else if (lk) {
-    TOPK_LOAD_VKEYS(float4, float, TOPK_F32)
+    TOPK_LOAD_VKEYS(float4, float, TOPK_F32, topk_key)
   } else if (lbf16) {
-    TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32)
+    TOPK_LOAD_KEYS(ushort, dsa_bf16_to_f32, topk_key)
   } else {
-    TOPK_LOAD_KEYS(float, TOPK_F32)
+    TOPK_LOAD_KEYS(float, TOPK_F32, topk_key)
   }
 #undef TOPK_F32
 #undef TOPK_LOAD_KEYS
 #undef TOPK_LOAD_VKEYS
-  TOPK_UNROLL
-  for (uint j = 0u; j < TOPK_VPT; j++) alive |= TOPK_COL(j) < nc ? 1u << j : 0u;
+  /* Every slot alive in a full group: one select instead of TOPK_VPT
+   * compares (lrow: 143 of its 2443 instructions a warp, H100). */
+  if (full) {
+    alive = TOPK_VPT == 32u ? 0xFFFFFFFFu : (1u << TOPK_VPT) - 1u;
+  } else {
+    TOPK_UNROLL
+    for (uint j = 0u; j < TOPK_VPT; j++) alive |= TOPK_COL(j) < nc ? 1u << j : 0u;
+  }
   uint win = 0u;
   /* The sampled select's candidates (0: the radix select ran): their count,
    * this item's first position among them, the threshold bin. */
@@ -1013,7 +1082,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * each word placed at its bin's start plus its slot, then ranked within
      * its bin (its words compared) and stored at buf[rank]. The digit is
      * v >> sh, v = (key' - kmin') * nc + (nc - 1 - column), key' = key >>
-     * ks (ks 16 for bf16, whose keys' low half is 0 or 0xFFFF by sign):
+     * ks (ks 16 for bf16, whose keys' low half is 0xFFFF: topk_key):
      * strictly increasing with the word, from 0 to (span' + 1) * nc - 1
      * (kmin', span' from a group min/max), shifted into nb >=
      * TOPK_CSORT_RATIO * nw bins. So equal keys spread by column (bf16 rows
@@ -1277,20 +1346,50 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * resets the counter for the next launch. No group waits for
        * another, so nothing assumes that groups run concurrently. */
       const uint nact = (n + chunk - 1u) / chunk; /* the chunks with columns */
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
+      /* NVIDIA: the barrier orders the group's list stores before item 0's
+       * fence, and PTX's fences are cumulative (a release covers the writes
+       * its thread has observed, the barrier's included), so one item
+       * fences, counts and, in the last group, fences again before the
+       * barrier that lets the others read (the pattern of CUDA's grid
+       * sync). Elsewhere every item fences: OpenCL 1.2's mem_fence is a
+       * work-item's own order only. H100, 64 x 32768 k = 512: 20.8-21.2 ->
+       * 20.7-20.9 us (docs/PERFORMANCE.md, session 23). */
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      if (tid == 0u) {
+        topk_fence_device();
+        const uint v = atomic_inc(&cnt[r]);
+        if (v == nact - 1u) topk_fence_device();
+        sel[0] = v;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      if (sel[0] == nact - 1u) { /* the same for every item */
+#else
       topk_fence_device();
       barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
       if (tid == 0u) sel[0] = atomic_inc(&cnt[r]);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (sel[0] == nact - 1u) { /* the same for every item */
         topk_fence_device();
+#endif
         if (tid == 0u) atomic_xchg(&cnt[r], 0u);
         /* List o at lists + o * lw (the host checked nchunks * lw <=
          * arena_words; the arena's last reader, the list copy above, is
          * behind the barrier). Read past the cache (volatile): other groups
-         * wrote them. */
+         * wrote them. With two lists and this group's sorted by counting
+         * (in buf = arena, its first m words), only the other list is read,
+         * to lists + lw, and this one stands first: the merge is the same
+         * either way round (H100, 64 x 32768 k = 2048: 24.5-24.7 -> 23.9-
+         * 24.2 us; docs/PERFORMANCE.md, session 23). */
         const uint lw = min((uint)k, chunk);
         __local ulong *lists = arena;
         volatile __global const ulong *src = scratch + r * nchunks * (ulong)k;
+        const bool own = nact == 2u && sorted;
+        if (own) {
+          const uint oc = 1u - c;
+          for (uint i = tid; i < lw; i += wg)
+            lists[lw + i] = i < min(lw, n - oc * chunk) ? src[(ulong)oc * k + i] : 0ul;
+        } else
         for (uint e = tid; e < nact * lw; e += wg) {
           const uint o = e / lw, i = e - o * lw;
           lists[e] = i < min(lw, n - o * chunk) ? src[(ulong)o * k + i] : 0ul;
@@ -1301,7 +1400,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
            * each against the other, both searches in one loop (H200, 64 x
            * 32768 k = 512: the merge 2.5 -> 2.0 us of the row's last group,
            * the kernel -0.5 us; docs/PERFORMANCE.md, session 22). */
-          const uint n0 = min(lw, n), n1 = min(lw, n - chunk), top = topk_pow2(lw);
+          const uint c0 = own ? c : 0u; /* the chunk whose list is first */
+          const uint n0 = min(lw, n - c0 * chunk), n1 = min(lw, n - (1u - c0) * chunk), top = topk_pow2(lw);
           for (uint i = tid; i < lw; i += wg) {
             const ulong x0 = lists[i], x1 = lists[lw + i];
             const uint2 ab = topk_count_above2_l(lists + lw, n1, x0, lists, n0, x1, top);
@@ -1309,13 +1409,13 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
             if (i < n1 && i + ab.y < (uint)k) *(__global int *)(orow + (i + ab.y) * out_s1) = (int)(~(uint)x1);
           }
         } else
-        for (uint e = tid; e < nact * lw; e += wg) {
+        for (uint e = tid, top = topk_pow2(lw); e < nact * lw; e += wg) {
           const uint o = e / lw, i = e - o * lw;
           if (i < min(lw, n - o * chunk)) {
             const ulong x = lists[e];
             uint rank = i;
             for (uint o2 = 0u; o2 < nact; o2++)
-              if (o2 != o) rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x);
+              if (o2 != o) rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x, top);
             if (rank < (uint)k) *(__global int *)(orow + rank * out_s1) = (int)(~(uint)x);
           }
         }
@@ -1404,6 +1504,7 @@ __kernel void topk_merge(long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b)
   __global const ulong *lists = scratch + r * nchunks * (ulong)k;
   ulong x[TOPK_MERGE_Q];
   uint rank[TOPK_MERGE_Q];
+  const uint top = topk_pow2(min((uint)k, chunk)); /* every list's length at most */
   TOPK_UNROLL
   for (uint q = 0u; q < TOPK_MERGE_Q; q++) {
     x[q] = q < q_n ? lists[(ulong)c * k + i0 + q] : 0ul;
@@ -1413,7 +1514,7 @@ __kernel void topk_merge(long n_cols, int mode, DSA_CTENSOR2(a), DSA_CTENSOR1(b)
     const uint lo = min((uint)k, min(topk_subz(n, o * chunk), chunk));
     if (o == c || lo == 0u) continue;
     __global const ulong *L = lists + (ulong)o * k;
-    uint pos = topk_count_above(L, lo, x[0]);
+    uint pos = topk_count_above(L, lo, x[0], top);
     rank[0] += pos;
     TOPK_UNROLL
     for (uint q = 1u; q < TOPK_MERGE_Q; q++) {
