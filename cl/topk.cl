@@ -107,12 +107,13 @@
  * the host sizes local memory by) come from the launcher (src/op_topk.c)
  * as build options. */
 /* topk_lrows: 4-column loads in flight per item and batch (a build option
- * for tuning). 4 since the full groups' loads go before their keys
- * (H100, 8192 x 8192 k = 512: 213.8-214.2 -> 199.6-200.0 us, bf16 213.5-
- * 213.9 -> 205.3, 60 registers against 57; 1: 235.2; docs/PERFORMANCE.md,
- * session 23); 2 before (4 was slower with each key after its load). */
+ * for tuning). 8, all of a full item's, since the full groups' loads go
+ * before their keys (8192 x 8192 k = 512, same calls: H100 2 -> 4 213.8-
+ * 214.2 -> 199.6-200.0 us, 1: 235.2; H200 4 -> 8 197.0 -> 194.2, bf16
+ * 204.5-204.8 -> 199.5; docs/PERFORMANCE.md, session 23); 2 before (4 was
+ * slower with each key after its load). */
 #ifndef TOPK_LK_VB
-#define TOPK_LK_VB 4u
+#define TOPK_LK_VB 8u
 #endif
 /* topk_lrows: loops over the set bits of the masks (1) or over all slots
  * (0, as topk_rows); a build option for tuning, like TOPK_LK_VB. */
