@@ -408,12 +408,13 @@ DSA_INLINE uint2 topk_count_above2_l(__local const ulong *L0, uint n0, ulong x0,
 
 /* Radix levels over the 64-bit word (key, 0x3FFFFF - column). Level 0 is
  * the 14-bit key prefix key >> 18 (sign, exponent, 5 mantissa bits: 32 bins
- * an octave, their edges one unit off by topk_key's offset) minus a base that puts the group's largest key in bin 2047;
- * everything further down shares bin 0, which is never counted by atomics
- * (its count is what the others leave). After a bin b0 > 0 the prefix is
- * fixed and levels 1, 2 take key bits [7,18) and [0,7); after bin 0 they
- * take the whole key, [21,32), [10,21), [0,10). The column follows in 11 +
- * 11 bits (columns < 2^22). */
+ * an octave, their edges one unit off by topk_key's offset) minus a base
+ * that puts the group's largest key in bin 2047; everything further down
+ * shares bin 0, which is never counted by atomics (its count is what the
+ * others leave). After a bin b0 > 0 the prefix is fixed and levels 1, 2
+ * take key bits [7,18) and [0,7); after bin 0 they take the whole key,
+ * [21,32), [10,21), [0,10). The column follows in 11 + 11 bits (columns <
+ * 2^22). */
 #define TOPK_LEVELS 6u
 DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw) {
   const uint l = low ? level : (level >= 3u ? level + 1u : level); /* skip [0,10) */
@@ -717,19 +718,19 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * 8192 x 8192 k = 512: the load 115 -> 106 us; docs/PERFORMANCE.md). */
   const bool vec = lk && logits_al >= (lbf16 ? 8u : 16u) && (((ulong)rs + cs) & 3ul) == 0ul;
 #define TOPK_COL(j) (lk ? ((((j) >> 2) * wg + tid) << 2) | ((j) & 3u) : (j) * wg + tid)
-#define TOPK_LOAD_VKEYS(VT, T, VAL, KF)                                                  \
+#define TOPK_LOAD_VKEYS(VT, T, VAL, KF)                                             \
   {                                                                                 \
     __global const T *row = (__global const T *)rowb + rs + cs;                     \
-    if (vec && full) { /* no tails: the batch's loads, then its keys */                \
+    if (vec && full) { /* no tails: the batch's loads, then its keys */             \
       _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) { \
         VT x[TOPK_LK_VB];                                                           \
         TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++)                       \
-          x[ii] = *(__global const VT *)(row + (((i0 + ii) * wg + tid) << 2));     \
+          x[ii] = *(__global const VT *)(row + (((i0 + ii) * wg + tid) << 2));      \
         TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                     \
-          /* one address, the other three by constant offsets */                   \
+          /* one address, the other three by constant offsets */                    \
           __local uint *kp = keys + 4u * (i0 + ii) * wg + tid;                      \
-          const uint k0 = KF(VAL(x[ii].s0)), k1 = KF(VAL(x[ii].s1));    \
-          const uint k2 = KF(VAL(x[ii].s2)), k3 = KF(VAL(x[ii].s3));    \
+          const uint k0 = KF(VAL(x[ii].s0)), k1 = KF(VAL(x[ii].s1));                \
+          const uint k2 = KF(VAL(x[ii].s2)), k3 = KF(VAL(x[ii].s3));                \
           kp[0] = k0, kp[wg] = k1, kp[2u * wg] = k2, kp[3u * wg] = k3;              \
           kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                          \
         }                                                                           \
@@ -742,17 +743,17 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         uint k0, k1, k2, k3;                                                        \
         if (vec && c4 + 4u <= nc) { /* four columns: no masks */                    \
           x = *(__global const VT *)(row + c4);                                     \
-          k0 = KF(VAL(x.s0)), k1 = KF(VAL(x.s1));                       \
-          k2 = KF(VAL(x.s2)), k3 = KF(VAL(x.s3));                       \
+          k0 = KF(VAL(x.s0)), k1 = KF(VAL(x.s1));                                   \
+          k2 = KF(VAL(x.s2)), k3 = KF(VAL(x.s3));                                   \
         } else { /* unaligned, or the row's tail: no read past its end */           \
           if (c4 < nc) x.s0 = row[c4];                                              \
           if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                    \
           if (c4 + 2u < nc) x.s2 = row[c4 + 2u];                                    \
           if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                    \
-          /* the keys, then the columns past nc zeroed: selects, not a      \
-           * branch around each key (docs/PERFORMANCE.md, session 17) */     \
-          const uint q0 = KF(VAL(x.s0)), q1 = KF(VAL(x.s1));            \
-          const uint q2 = KF(VAL(x.s2)), q3 = KF(VAL(x.s3));            \
+          /* the keys, then the columns past nc zeroed: selects, not a              \
+           * branch around each key (docs/PERFORMANCE.md, session 17) */            \
+          const uint q0 = KF(VAL(x.s0)), q1 = KF(VAL(x.s1));                        \
+          const uint q2 = KF(VAL(x.s2)), q3 = KF(VAL(x.s3));                        \
           k0 = c4 < nc ? q0 : 0u, k1 = c4 + 1u < nc ? q1 : 0u;                      \
           k2 = c4 + 2u < nc ? q2 : 0u, k3 = c4 + 3u < nc ? q3 : 0u;                 \
         }                                                                           \
@@ -776,23 +777,23 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * starting at column 0 there, measured no faster: H200, 64 x 32768 k =
    * 512, 29.2 us either way; docs/PERFORMANCE.md.) */
 #define TOPK_LOAD_KEYS(T, VAL, KF)                                              \
-  {                                                                         \
-    __global const T *row = (__global const T *)rowb + rs + cs;             \
-    if (full) {                                                             \
-      T x[TOPK_VPT];                                                        \
+  {                                                                             \
+    __global const T *row = (__global const T *)rowb + rs + cs;                 \
+    if (full) {                                                                 \
+      T x[TOPK_VPT];                                                            \
       TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) x[j] = row[j * wg + tid]; \
-      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                    \
-        kv[j] = KF(VAL(x[j]));                                        \
-        kmax = max(kmax, kv[j]);                                            \
-      }                                                                     \
-    } else {                                                                \
-      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                    \
-        const uint col = j * wg + tid;                                      \
-        const uint key = col < nc ? KF(VAL(row[col])) : 0u;           \
-        kv[j] = key;                                                        \
-        kmax = max(kmax, key);                                              \
-      }                                                                     \
-    }                                                                       \
+      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                        \
+        kv[j] = KF(VAL(x[j]));                                                  \
+        kmax = max(kmax, kv[j]);                                                \
+      }                                                                         \
+    } else {                                                                    \
+      TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {                        \
+        const uint col = j * wg + tid;                                          \
+        const uint key = col < nc ? KF(VAL(row[col])) : 0u;                     \
+        kv[j] = key;                                                            \
+        kmax = max(kmax, key);                                                  \
+      }                                                                         \
+    }                                                                           \
   }
 #define TOPK_F32(x) (x)
   if (lk && lbf16) {
@@ -1387,9 +1388,14 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         volatile __global const ulong *src = scratch + r * nchunks * (ulong)k;
         const bool own = nact == 2u && sorted;
         if (own) {
+          /* This list past its m words zeroed, as the read below zeroes
+           * the other's: every item compares its entries (x0, x1 below),
+           * used or not. */
           const uint oc = 1u - c;
-          for (uint i = tid; i < lw; i += wg)
+          for (uint i = tid; i < lw; i += wg) {
             lists[lw + i] = i < min(lw, n - oc * chunk) ? src[(ulong)oc * k + i] : 0ul;
+            if (i >= m) lists[i] = 0ul;
+          }
         } else
         for (uint e = tid; e < nact * lw; e += wg) {
           const uint o = e / lw, i = e - o * lw;
@@ -1402,7 +1408,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
            * 32768 k = 512: the merge 2.5 -> 2.0 us of the row's last group,
            * the kernel -0.5 us; docs/PERFORMANCE.md, session 22). */
           const uint c0 = own ? c : 0u; /* the chunk whose list is first */
-          const uint n0 = min(lw, n - c0 * chunk), n1 = min(lw, n - (1u - c0) * chunk), top = topk_pow2(lw);
+          const uint n0 = min(lw, n - c0 * chunk), n1 = min(lw, n - (1u - c0) * chunk);
+          const uint top = topk_pow2(lw);
           for (uint i = tid; i < lw; i += wg) {
             const ulong x0 = lists[i], x1 = lists[lw + i];
             const uint2 ab = topk_count_above2_l(lists + lw, n1, x0, lists, n0, x1, top);
@@ -1416,7 +1423,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
             const ulong x = lists[e];
             uint rank = i;
             for (uint o2 = 0u; o2 < nact; o2++)
-              if (o2 != o) rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x, top);
+              if (o2 != o)
+                rank += topk_count_above_l(lists + o2 * lw, min(lw, n - o2 * chunk), x, top);
             if (rank < (uint)k) *(__global int *)(orow + rank * out_s1) = (int)(~(uint)x);
           }
         }

@@ -12,7 +12,7 @@ group * 32: 0 globaltimer at entry, 1 clock at entry, 2 after the length read,
 loaded and merge done (7 also for the others: their end), 8 globaltimer at
 the end, 9 SM, 10 the counter's value, 11 candidates | whole << 32, 12 sorted
 by counting, 13 the row's length. Anchors are source lines of cl/topk.cl as of
-session 22; the script stops where one is missing. Not for production: the
+session 23; the script stops where one is missing. Not for production: the
 trace kernel writes past the lists, which only the patched host allocates.
 Usage: apply.py CL_DIR_COPY"""
 import sys
@@ -47,8 +47,11 @@ a = '  /* ---- collect the m winners at scanned positions'
 rep(a, '  TR(4, tr_ck()); TR(11, (ulong)ncand | ((ulong)whole << 32));\n' + a)
 a = '  /* split 2 and a row within one chunk: its one group writes the row */'
 rep(a, '  TR(5, tr_ck()); TR(12, sorted);\n' + a)
+# twice: NVIDIA's one-item fence and the other devices' form
 a = '      if (sel[0] == nact - 1u) { /* the same for every item */'
-rep(a, '      TR(6, tr_ck()); TR(10, sel[0]);\n' + a)
+if s.count(a) != 2:
+    sys.exit('apply.py: anchor not found twice: ' + a[:70])
+s = s.replace(a, '      TR(6, tr_ck()); TR(10, sel[0]);\n' + a)
 rep('''#endif
   }
 }
@@ -73,8 +76,7 @@ a = '''      topk_pick_bin(h, lo, hi, before, sum, rem, sel);
       barrier(CLK_LOCAL_MEM_FENCE);
 '''
 rep(a, a + '      if (level == 0u) TR(18, tr_ck());\n')
-a = '''        topk_fence_device();
-        if (tid == 0u) atomic_xchg(&cnt[r], 0u);
+a = '''        if (tid == 0u) atomic_xchg(&cnt[r], 0u);
 '''
 rep(a, a + '        TR(19, tr_ck());\n')
 a = '''          lists[e] = i < min(lw, n - o * chunk) ? src[(ulong)o * k + i] : 0ul;
