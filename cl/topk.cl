@@ -393,6 +393,40 @@ DSA_INLINE void topk_fence_device(void) {
 #endif
 }
 
+/* The split's hand-off (every item calls it, after writing its share of
+ * the group's list): publishes the list, counts the group on its row's
+ * counter *cnt and returns, in every item, whether this group counted last
+ * of the row's nact, whose items may then read every list. NVIDIA (sm_70+):
+ * the barrier orders the items' stores before item 0's fence, and PTX's
+ * fences are cumulative (a release covers the writes its thread has
+ * observed, the barrier's included), so one item fences, counts and, in
+ * the last group, fences again before the barrier that lets the others
+ * read (the pattern of CUDA's grid sync; H100, 64 x 32768 k = 512:
+ * 20.8-21.2 -> 20.7-20.9 us, docs/PERFORMANCE.md, session 23). Elsewhere
+ * every item fences: OpenCL 1.2's mem_fence orders one work-item's
+ * accesses only. */
+DSA_INLINE bool topk_publish(__global uint *cnt, uint nact, __local uint *sel, uint tid) {
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (tid == 0u) {
+    topk_fence_device();
+    const uint v = atomic_inc(cnt);
+    if (v == nact - 1u) topk_fence_device();
+    sel[0] = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  return sel[0] == nact - 1u;
+#else
+  topk_fence_device();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (tid == 0u) sel[0] = atomic_inc(cnt);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const bool last = sel[0] == nact - 1u;
+  if (last) topk_fence_device();
+  return last;
+#endif
+}
+
 /* The counts of words above x0 in L0 (n0 words) and above x1 in L1 (n1):
  * the two liftings in one loop, so that their dependent local loads are in
  * flight together; top: a power of two >= n0, n1. */
@@ -736,34 +770,34 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         }                                                                           \
       }                                                                             \
     } else {                                                                        \
-    _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) {  \
-      TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                       \
-        const uint i = i0 + ii, c4 = (i * wg + tid) << 2;                           \
-        VT x = (VT)(0);                                                             \
-        uint k0, k1, k2, k3;                                                        \
-        if (vec && c4 + 4u <= nc) { /* four columns: no masks */                    \
-          x = *(__global const VT *)(row + c4);                                     \
-          k0 = KF(VAL(x.s0)), k1 = KF(VAL(x.s1));                                   \
-          k2 = KF(VAL(x.s2)), k3 = KF(VAL(x.s3));                                   \
-        } else { /* unaligned, or the row's tail: no read past its end */           \
-          if (c4 < nc) x.s0 = row[c4];                                              \
-          if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                    \
-          if (c4 + 2u < nc) x.s2 = row[c4 + 2u];                                    \
-          if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                    \
-          /* the keys, then the columns past nc zeroed: selects, not a              \
-           * branch around each key (docs/PERFORMANCE.md, session 17) */            \
-          const uint q0 = KF(VAL(x.s0)), q1 = KF(VAL(x.s1));                        \
-          const uint q2 = KF(VAL(x.s2)), q3 = KF(VAL(x.s3));                        \
-          k0 = c4 < nc ? q0 : 0u, k1 = c4 + 1u < nc ? q1 : 0u;                      \
-          k2 = c4 + 2u < nc ? q2 : 0u, k3 = c4 + 3u < nc ? q3 : 0u;                 \
+      _Pragma("unroll 1") for (uint i0 = 0u; i0 < TOPK_VPT / 4u; i0 += TOPK_LK_VB) { \
+        TOPK_UNROLL for (uint ii = 0u; ii < TOPK_LK_VB; ii++) {                     \
+          const uint i = i0 + ii, c4 = (i * wg + tid) << 2;                         \
+          VT x = (VT)(0);                                                           \
+          uint k0, k1, k2, k3;                                                      \
+          if (vec && c4 + 4u <= nc) { /* four columns: no masks */                  \
+            x = *(__global const VT *)(row + c4);                                   \
+            k0 = KF(VAL(x.s0)), k1 = KF(VAL(x.s1));                                 \
+            k2 = KF(VAL(x.s2)), k3 = KF(VAL(x.s3));                                 \
+          } else { /* unaligned, or the row's tail: no read past its end */         \
+            if (c4 < nc) x.s0 = row[c4];                                            \
+            if (c4 + 1u < nc) x.s1 = row[c4 + 1u];                                  \
+            if (c4 + 2u < nc) x.s2 = row[c4 + 2u];                                  \
+            if (c4 + 3u < nc) x.s3 = row[c4 + 3u];                                  \
+            /* the keys, then the columns past nc zeroed: selects, not a            \
+             * branch around each key (docs/PERFORMANCE.md, session 17) */          \
+            const uint q0 = KF(VAL(x.s0)), q1 = KF(VAL(x.s1));                      \
+            const uint q2 = KF(VAL(x.s2)), q3 = KF(VAL(x.s3));                      \
+            k0 = c4 < nc ? q0 : 0u, k1 = c4 + 1u < nc ? q1 : 0u;                    \
+            k2 = c4 + 2u < nc ? q2 : 0u, k3 = c4 + 3u < nc ? q3 : 0u;               \
+          }                                                                         \
+          keys[4u * i * wg + tid] = k0;                                             \
+          keys[(4u * i + 1u) * wg + tid] = k1;                                      \
+          keys[(4u * i + 2u) * wg + tid] = k2;                                      \
+          keys[(4u * i + 3u) * wg + tid] = k3;                                      \
+          kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                          \
         }                                                                           \
-        keys[4u * i * wg + tid] = k0;                                               \
-        keys[(4u * i + 1u) * wg + tid] = k1;                                        \
-        keys[(4u * i + 2u) * wg + tid] = k2;                                        \
-        keys[(4u * i + 3u) * wg + tid] = k3;                                        \
-        kmax = max(kmax, max(max(k0, k1), max(k2, k3)));                            \
       }                                                                             \
-    }                                                                               \
     }                                                                               \
   }
   /* The register kernels: two copies of the loop rather than a choice per
@@ -835,9 +869,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
     const uint base = topk_subz(kmax >> 18, 2047u);
     /* Sampled select (samp 1; exact whatever the data): the level-0 digit
      * of a 1/2^TOPK_SAMPLE_LOG sample (1/8: slots j = tid mod 8, that + 8,
-     * + 16, + 24, so every part of the row is sampled) gives a bin T that the sample puts a little below
-     * the m-th largest; the c alive keys whose digit is >= T are counted in
-     * one pass without atomics. If m <= c <= the arena's words, they hold
+     * + 16, + 24, so every part of the row is sampled) gives a bin T that
+     * the sample puts a little below the m-th largest; the c alive keys
+     * whose digit is >= T are counted in one pass without atomics. If m <= c <= the arena's words, they hold
      * the m largest words (the m-th largest word of the group is at least
      * the m-th largest of those c, whose digit is >= T): they are copied to
      * local memory and the m largest of them selected there (radix levels
@@ -1348,32 +1382,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * resets the counter for the next launch. No group waits for
        * another, so nothing assumes that groups run concurrently. */
       const uint nact = (n + chunk - 1u) / chunk; /* the chunks with columns */
-#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
-      /* NVIDIA: the barrier orders the group's list stores before item 0's
-       * fence, and PTX's fences are cumulative (a release covers the writes
-       * its thread has observed, the barrier's included), so one item
-       * fences, counts and, in the last group, fences again before the
-       * barrier that lets the others read (the pattern of CUDA's grid
-       * sync). Elsewhere every item fences: OpenCL 1.2's mem_fence is a
-       * work-item's own order only. H100, 64 x 32768 k = 512: 20.8-21.2 ->
-       * 20.7-20.9 us (docs/PERFORMANCE.md, session 23). */
-      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-      if (tid == 0u) {
-        topk_fence_device();
-        const uint v = atomic_inc(&cnt[r]);
-        if (v == nact - 1u) topk_fence_device();
-        sel[0] = v;
-      }
-      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-      if (sel[0] == nact - 1u) { /* the same for every item */
-#else
-      topk_fence_device();
-      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-      if (tid == 0u) sel[0] = atomic_inc(&cnt[r]);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (sel[0] == nact - 1u) { /* the same for every item */
-        topk_fence_device();
-#endif
+      if (topk_publish(cnt + r, nact, sel, tid)) { /* the same for every item */
         if (tid == 0u) atomic_xchg(&cnt[r], 0u);
         /* List o at lists + o * lw (the host checked nchunks * lw <=
          * arena_words; the arena's last reader, the list copy above, is
@@ -1413,8 +1422,10 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
           for (uint i = tid; i < lw; i += wg) {
             const ulong x0 = lists[i], x1 = lists[lw + i];
             const uint2 ab = topk_count_above2_l(lists + lw, n1, x0, lists, n0, x1, top);
-            if (i < n0 && i + ab.x < (uint)k) *(__global int *)(orow + (i + ab.x) * out_s1) = (int)(~(uint)x0);
-            if (i < n1 && i + ab.y < (uint)k) *(__global int *)(orow + (i + ab.y) * out_s1) = (int)(~(uint)x1);
+            if (i < n0 && i + ab.x < (uint)k)
+              *(__global int *)(orow + (i + ab.x) * out_s1) = (int)(~(uint)x0);
+            if (i < n1 && i + ab.y < (uint)k)
+              *(__global int *)(orow + (i + ab.y) * out_s1) = (int)(~(uint)x1);
           }
         } else
         for (uint e = tid, top = topk_pow2(lw); e < nact * lw; e += wg) {

@@ -47,11 +47,10 @@ a = '  /* ---- collect the m winners at scanned positions'
 rep(a, '  TR(4, tr_ck()); TR(11, (ulong)ncand | ((ulong)whole << 32));\n' + a)
 a = '  /* split 2 and a row within one chunk: its one group writes the row */'
 rep(a, '  TR(5, tr_ck()); TR(12, sorted);\n' + a)
-# twice: NVIDIA's one-item fence and the other devices' form
-a = '      if (sel[0] == nact - 1u) { /* the same for every item */'
-if s.count(a) != 2:
-    sys.exit('apply.py: anchor not found twice: ' + a[:70])
-s = s.replace(a, '      TR(6, tr_ck()); TR(10, sel[0]);\n' + a)
+a = '      if (topk_publish(cnt + r, nact, sel, tid)) { /* the same for every item */'
+rep(a, '      const bool last_ = topk_publish(cnt + r, nact, sel, tid);\n'
+       '      TR(6, tr_ck()); TR(10, sel[0]);\n'
+       '      if (last_) {')
 rep('''#endif
   }
 }
