@@ -474,24 +474,33 @@ DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw
 #endif
 
 /* The least power of two >= max(n, 2). */
-DSA_INLINE uint topk_pow2(uint n) {
-  uint p = 2u;
-  while (p < n) p <<= 1;
-  return p;
-}
+/* By the leading zeros of n - 1 rather than a doubling loop: the loop ran
+ * ten dependent trips a call, and a group calls it up to six times on its
+ * critical path (H200 profile: 277 of topk_rows_512's 2548 instructions a
+ * warp, 143 of topk_lrows_256's 2033; docs/PERFORMANCE.md, session 24).
+ * n <= 2^31 (n - 1 < 2^31, so the shift is at most 31). */
+DSA_INLINE uint topk_pow2(uint n) { return n <= 2u ? 2u : 1u << (32u - clz(n - 1u)); }
 
 /* The counting sort's bins for nw words: about TOPK_CSORT_RATIO a word, a
- * power of two, at most TOPK_BINS. */
+ * power of two, at most TOPK_BINS (itself one). */
 DSA_INLINE uint topk_csort_bins(uint nw) {
-  uint nb = 2u;
-  while (nb < TOPK_CSORT_RATIO * nw && nb < TOPK_BINS) nb <<= 1;
-  return nb;
+  return min(topk_pow2(TOPK_CSORT_RATIO * nw), (uint)TOPK_BINS);
 }
 /* Whether the counting sort takes nw words: at most 4 an item, its bins
  * (and, unless in place, the words as pairs) within the room. The level-0
  * stop asks the same before it keeps candidates for it. */
 DSA_INLINE bool topk_csort_fits(uint nw, uint wg, uint room, bool inpl) {
   return nw <= 4u * wg && topk_csort_bins(nw) + (inpl ? 0u : 2u * nw) <= room;
+}
+/* Whether the register kernels' level-0 stop takes nca candidates (m
+ * wanted; the counting sort's room and the arena's words): where they pad
+ * to at most twice m's power of two and the sort and its fallback hold
+ * them (below, TOPK_L0STOP). */
+DSA_INLINE bool topk_l0_takes(uint nca, uint m, uint wg, uint room, bool inpl,
+                              uint arena_words) {
+  const uint p2c = topk_pow2(nca);
+  return p2c <= 2u * topk_pow2(m) && topk_csort_fits(nca, wg, room, inpl) &&
+         p2c <= arena_words && p2c <= wg * TOPK_E_MAX;
 }
 
 /* Largest alive key of the group (every item calls it). */
@@ -857,7 +866,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   /* The register kernels' level-0 stop: ncand (> m) candidates in win,
    * sorted whole (TOPK_L0STOP). */
   bool whole = false;
-  /* ... and a lower bound of their keys: level 0's bin's first key. */
+  /* ... and a lower bound of the candidates' keys (the level-0 stop's and
+   * the sampled select's): the bin's or the threshold's first key. */
   uint cmin = 0u;
 
   /* ---- radix select: the m largest words ---- */
@@ -940,6 +950,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         win = cm;
         ncand = c_all;
         cpos = cp;
+        cmin = (base + tb) << 18; /* the candidates' lower bound: the sort's range */
       } else { /* the radix select, from a clean histogram */
         for (uint j = tid; j < TOPK_BINS; j += wg) hist[j] = 0u;
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -1017,16 +1028,36 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         if (!lk) {
           /* digit > bin <=> p > kb = base + bin; digit == bin <=> p == kb
            * (bin >= 1) or p <= base (bin 0): two compares a slot, masks
-           * built without branches. */
+           * built without branches. Where level 0 ends the select (its bin
+           * holds exactly what is left, or the level-0 stop below takes the
+           * bin and those above as candidates: the usual decode chunk), the
+           * winners or candidates are the alive keys of digit >= bin, i.e.
+           * key >= lo << 18 (bin 0: all): one compare a slot, the stop's
+           * test moved before the masks (H200 profile, topk_rows_512: the
+           * two masks 242 of 2548 instructions a warp; docs/PERFORMANCE.md,
+           * session 24). alive is not read after the select. */
           const uint kb = base + bin, lo = bin ? kb : 0u;
-          uint gtm = 0u, eqm = 0u;
-          TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {
-            const uint p = kv[j] >> 18;
-            gtm |= p > kb ? 1u << j : 0u;
-            eqm |= p - lo <= kb - lo ? 1u << j : 0u;
+          bool ends = cnt == rem - above;
+#if TOPK_CSORT && TOPK_L0STOP
+          ends = ends || (sk && topk_l0_takes((uint)k - (rem - above) + cnt, m, wg, room, inpl,
+                                              arena_words));
+#endif
+          if (ends) {
+            const uint t = lo << 18;
+            uint ge = 0u;
+            TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) ge |= kv[j] >= t ? 1u << j : 0u;
+            win |= alive & ge;
+            alive = 0u;
+          } else {
+            uint gtm = 0u, eqm = 0u;
+            TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) {
+              const uint p = kv[j] >> 18;
+              gtm |= p > kb ? 1u << j : 0u;
+              eqm |= p - lo <= kb - lo ? 1u << j : 0u;
+            }
+            win |= alive & gtm;
+            alive &= eqm;
           }
-          win |= alive & gtm;
-          alive &= eqm;
         } else {
           TOPK_EACH(alive, {
             const uint d = TOPK_DIGIT0(TOPK_KV(j));
@@ -1063,9 +1094,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * crowded bin send it to the merge sort, the arena holds them
        * padded. */
       else if (TOPK_L0STOP && !lk && sk && level == 0u) {
-        const uint nca = (uint)k - rem + cnt, p2c = topk_pow2(nca);
-        if (p2c <= 2u * topk_pow2(m) && topk_csort_fits(nca, wg, room, inpl) &&
-            p2c <= arena_words && p2c <= wg * TOPK_E_MAX) {
+        const uint nca = (uint)k - rem + cnt;
+        if (topk_l0_takes(nca, m, wg, room, inpl, arena_words)) {
           win |= alive;
           ncand = nca;
           whole = true;
@@ -1091,12 +1121,16 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   {
     uint total;
     /* The sampled select scanned its candidates already (parity 1). */
-    uint pos = ncand && !whole ? cpos : TOPK_SCAN(popcount(win), 0u, &total);
+    const uint pos = ncand && !whole ? cpos : TOPK_SCAN(popcount(win), 0u, &total);
     /* The last histogram reads ended before the select's final barrier, and
-     * the scan above has a barrier too: buf (aliasing hist) is free. */
+     * the scan above has a barrier too: buf (aliasing hist) is free. One
+     * pointer stepped past each word written (with buf[pos++], NVIDIA's
+     * compiler reloaded buf's base and made the address for each of the
+     * register kernels' 32 predicated slots). */
+    __local ulong *bp = buf + pos;
     TOPK_EACH(win, {
-      buf[pos] = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + TOPK_COL(j)));
-      pos++;
+      *bp = ((ulong)TOPK_KV(j) << 32) | (ulong)(~(cs + TOPK_COL(j)));
+      bp++;
     })
     if (!ncand || whole) {
       for (uint i = (whole ? ncand : m) + tid; i < p2; i += wg) buf[i] = 0ul;
@@ -1137,14 +1171,17 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
       const uint ks = lbf16 ? 16u : 0u;
       for (uint j = tid; j < nb; j += wg) cb[j] = 0u;
       if (tid == 0u) sel[0] = 0u, sel[1] = 0xFFFFFFFFu, sel[2] = 0u;
-      /* The digit's range: the level-0 stop's candidates lie in [cmin,
-       * kmax] (the group's largest key is among them), which saves the
-       * reduction and a barrier (H200, 64 x 32768 k = 512: docs/
-       * PERFORMANCE.md, session 22); other word sets take their exact min
-       * and max. */
+      /* The digit's range: the level-0 stop's candidates and the sampled
+       * select's lie in [cmin, kmax] (the bin's or the threshold's first
+       * key; the group's largest key is among them), which saves a pass
+       * over the words, the reduction and a barrier (H200: 64 x 32768 k =
+       * 512, docs/PERFORMANCE.md, session 22; lrow's 8192 x 8192 k = 512
+       * 196.0 -> 189.1 us, session 24); the m winners of the radix select
+       * take their exact min and max. A wider range than the words' own
+       * changes only how they spread over the bins, not the order. */
       uint kmn = cmin >> ks, kmx = kmax >> ks;
       barrier(CLK_LOCAL_MEM_FENCE); /* orders the clearing of the bins and sel */
-      if (!whole) {
+      if (ncand == 0u) {
         kmn = 0xFFFFFFFFu, kmx = 0u;
         for (uint i = tid; i < nw; i += wg) {
           const uint key = (uint)(buf[i] >> 32) >> ks;

@@ -64,12 +64,16 @@ static uint32_t bits_of_f(float f) {
   return u;
 }
 
-#define NKINDS 13
+#define NKINDS 14
 /* Data families: 0 uniform, 1 small-int ties, 2 all equal, 3 non-finite mix,
  * 4 masked (-inf), 5 bf16 gauss, 6 ulp-close, 7 ulp-close negative,
  * 8 signed zeros, 9 all NaN, 10 subnormal, 11 64 levels (ties at every k-th
  * value, yet few enough candidates for the sampled select to take them),
- * 12 ascending (the largest all at the row's end). */
+ * 12 ascending (the largest all at the row's end), 13 bin edges: values
+ * spread over ~3840 14-bit key prefixes whose f32 sort keys have their low
+ * 18 bits zero (low bits 1 when positive, 0x3FFFF when negative), so every
+ * key is the first of its level-0 bin: the selects' threshold compares
+ * (key >= a bin's first key) meet equality. */
 
 /* A row of n logits of one data family. */
 static void fill_row(float *v, int64_t n, int kind) {
@@ -102,6 +106,12 @@ static void fill_row(float *v, int64_t n, int kind) {
       case 11: v[i] = (float)rnd(64) / 4; break;
       case 12: v[i] = (float)i / 8 - 100; break;
       case 10: v[i] = f_of_bits((uint32_t)rnd(0x1000) | (rnd(2) ? 0x80000000u : 0u)); break;
+      case 13: { /* +-2^e (1 + m / 32): about 3840 prefixes, few keys each */
+        const float f = ldexpf(1.0f + (float)rnd(32) / 32, (int)rnd(60) - 30);
+        const uint32_t u = bits_of_f(rnd(2) ? -f : f);
+        v[i] = f_of_bits((u & ~0x3FFFFu) | (u >> 31 ? 0x3FFFFu : 1u));
+        break;
+      }
       default: v[i] = 0; break;
     }
   }
@@ -266,7 +276,8 @@ static void test_prefill(void) {
       {3, 3000, 7, 9, 1, 0},      {3, 3000, 7, 10, 1, 0},    {11, 600, 512, -1, 2, 0},
       {9, 3000, 2048, -1, 2, 0},  {13, 300, 7, -1, 3, 0},    {7, 40000, 2048, 0, 1, 0},
       {3, 40000, 512, 1, 1, 0},   {2, 33000, 1, 4, 1, 0},    {5, 2100, 2048, 1, 1, 0},
-      {17, 1000, 1, -1, 0, 0},
+      {17, 1000, 1, -1, 0, 0},    {5, 6000, 512, 13, 1, 0},  {3, 40000, 2048, 13, 1, 0},
+      {4, 4096, 64, 13, 1, 0},    {4, 4096, 100, 0, 1, 0},
       /* bf16 logits: the f32 families truncated (many ties), NaN, -inf,
        * signed zeros, subnormals, n around k, bad ranges, long rows */
       {5, 3000, 512, 0, 1, 1},  {4, 5000, 2048, 5, 1, 1}, {9, 2000, 64, 3, 1, 1},
@@ -384,7 +395,10 @@ static void test_decode(void) {
       {3, 4, 2500, 2048, 1, -1, 2, 0},  {4, 3, 1500, 64, 1, -1, 3, 0},  {4, 3, 1500, 64, 2, -1, 3, 0},
       {2, 1, 32768, 2048, 1, 0, 1, 0},  {1, 2, 32768, 512, 2, 5, 1, 0}, {5, 2, 1000, 128, 1, 3, 0, 0},
       {5, 2, 1000, 128, 2, 4, 0, 0},    {3, 1, 700, 1, 2, 8, 1, 0},     {6, 4, 50, 1, 1, 0, 4, 0},
-      {6, 3, 50, 2, 2, 0, 4, 0},
+      {6, 3, 50, 2, 2, 0, 4, 0},        {2, 1, 32768, 512, 1, 13, 1, 0}, {3, 2, 5000, 512, 2, 13, 0, 0},
+      /* k = 64 and 100 over 4096 columns: where a CPU's groups of 128
+       * reach the register kernels' level-0 stop (4 words an item) */
+      {3, 1, 4096, 64, 1, 13, 1, 0},    {2, 2, 4096, 100, 2, 0, 1, 0},
       /* bf16 logits */
       {2, 1, 32768, 2048, 1, 0, 1, 1}, {1, 2, 32768, 512, 2, 5, 1, 1}, {4, 3, 1500, 64, 2, -1, 3, 1},
       {5, 2, 1000, 128, 1, 3, 0, 1},   {3, 4, 2500, 2048, 2, -1, 2, 1}, {6, 4, 50, 1, 1, 0, 4, 1},
