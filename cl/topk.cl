@@ -120,8 +120,8 @@
 #ifndef TOPK_LK_BITLOOP
 #define TOPK_LK_BITLOOP 1
 #endif
-/* topk_lrows' sampled select: one key in 2^TOPK_SAMPLE_LOG sampled (3, 4 or
- * 5), and the sample's rank that sets the threshold: its expected share of
+/* topk_lrows' sampled select: one key in 2^TOPK_SAMPLE_LOG sampled (2, 3, 4
+ * or 5), and the sample's rank that sets the threshold: its expected share of
  * the m largest plus TOPK_SAMPLE_Z standard deviations plus 2. Build
  * options for tuning. */
 /* TOPK_SAMPLE 0 (a build option) compiles the sampled select out. */
@@ -130,21 +130,25 @@
 #endif
 /* 1/8 (since session 22; 1/16 before): H200, 8192 x 8192 k = 512 224.4 ->
  * 217.7 us, bf16 227.2 -> 215.5 (1/32: 246.3 / 259.4; with Z 1.5: 218.9 /
- * 219.4; docs/PERFORMANCE.md, session 22). */
+ * 219.4; docs/PERFORMANCE.md, session 22). Again in session 24, after the
+ * sort's range from the threshold: 1/8 and Z 2 182.8 us, 1/4 186.3, Z 1.5
+ * 184.7, Z 2.5 184.4; TOPK_CSORT_LIM 32 / 128 the same as 64. */
 #ifndef TOPK_SAMPLE_LOG
 #define TOPK_SAMPLE_LOG 3
 #endif
 #ifndef TOPK_SAMPLE_Z
 #define TOPK_SAMPLE_Z 2.0f
 #endif
-#if TOPK_SAMPLE_LOG == 3
+#if TOPK_SAMPLE_LOG == 2
+#define TOPK_SAMPLE_PAT 0x11111111u
+#elif TOPK_SAMPLE_LOG == 3
 #define TOPK_SAMPLE_PAT 0x01010101u
 #elif TOPK_SAMPLE_LOG == 4
 #define TOPK_SAMPLE_PAT 0x00010001u
 #elif TOPK_SAMPLE_LOG == 5
 #define TOPK_SAMPLE_PAT 0x00000001u
 #else
-#error "TOPK_SAMPLE_LOG: 3, 4 or 5"
+#error "TOPK_SAMPLE_LOG: 2, 3, 4 or 5"
 #endif
 
 /* topk_lrows sorts its winners (or candidates) by counting (TOPK_CSORT 1)
