@@ -1210,10 +1210,21 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
         kmn = sel[1], kmx = sel[2];
       }
       const uint kmin = kmn, lb = 31u - clz(nb), cl = nc - 1u + cs;
-      const ulong top = ((ulong)(kmx - kmin) + 1ul) * nc - 1ul;
+      /* lrow's f32 keys (ks 0): the digit from the key alone, (key - kmin)
+       * >> sh, three instructions instead of the 64-bit product's ten,
+       * three times a word; f32 values rarely repeat, and a bin that
+       * crowds anyway (TOPK_CSORT_LIM) sends the group to the exact
+       * fallback. H200, 8192 x 8192 k = 512: 182.6-182.8 -> 178.1-178.5
+       * us (docs/PERFORMANCE.md, session 24). bf16 rows keep the columns'
+       * spread (their values repeat); so do the register kernels, where it
+       * measured no faster (64 x 32768 k = 512: 1.2 words an item). */
+      const bool kd = lk && ks == 0u;
+      const ulong top = kd ? (ulong)(kmx - kmin) : ((ulong)(kmx - kmin) + 1ul) * nc - 1ul;
       const uint sh = topk_subz(64u - (uint)clz(top), lb);
-#define TOPK_CS_DIGIT(w) \
-  (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> sh)
+#define TOPK_CS_DIGIT(w)                                                                         \
+  (kd ? ((uint)((w) >> 32) - kmin) >> sh                                                         \
+      : (uint)((((ulong)(((uint)((w) >> 32) >> ks) - kmin) * nc) + (ulong)(cl - ~(uint)(w))) >> \
+               sh))
       uint slots = 0u; /* a byte per word: its slot in its bin */
       /* inpl: the item's (at most 4) words stay in registers (wr) and go
        * back to buf itself, by bins, once every item has read it. The pairs
