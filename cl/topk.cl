@@ -477,8 +477,8 @@ DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw
 #define TOPK_AGG 0
 #endif
 
-/* The least power of two >= max(n, 2). */
-/* By the leading zeros of n - 1 rather than a doubling loop: the loop ran
+/* The least power of two >= max(n, 2), by the leading zeros of n - 1
+ * rather than a doubling loop: the loop ran
  * ten dependent trips a call, and a group calls it up to six times on its
  * critical path (H200 profile: 277 of topk_rows_512's 2548 instructions a
  * warp, 143 of topk_lrows_256's 2033; docs/PERFORMANCE.md, session 24).
@@ -1160,7 +1160,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * strictly increasing with the word, from 0 to (span' + 1) * nc - 1
      * (kmin', span' from a group min/max), shifted into nb >=
      * TOPK_CSORT_RATIO * nw bins. So equal keys spread by column (bf16 rows
-     * repeat values: 25 times each near the 512th of 8192 uniform ones).
+     * repeat values: 25 times each near the 512th of 8192 uniform ones);
+     * lrow's f32 words take v = key - kmin (below: their values rarely
+     * repeat, and the product cost more than the spread gave).
      * (A 32-bit v, the key shifted until the column fits beside it, spread
      * the same and ran 10 us slower at 8192 x 8192 k = 512, H100.) No
      * barrier rounds, and few local accesses while bins hold few words. A
