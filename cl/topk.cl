@@ -478,11 +478,11 @@ DSA_INLINE void topk_level(uint level, bool low, uint *sh, uint *msk, bool *colw
 #endif
 
 /* The least power of two >= max(n, 2), by the leading zeros of n - 1
- * rather than a doubling loop: the loop ran
- * ten dependent trips a call, and a group calls it up to six times on its
- * critical path (H200 profile: 277 of topk_rows_512's 2548 instructions a
- * warp, 143 of topk_lrows_256's 2033; docs/PERFORMANCE.md, session 24).
- * n <= 2^31 (n - 1 < 2^31, so the shift is at most 31). */
+ * rather than a doubling loop: the loop ran ten dependent trips a call, and
+ * a group calls it up to six times on its critical path (H200 profile: 277
+ * of topk_rows_512's 2548 instructions a warp, 143 of topk_lrows_256's
+ * 2033; docs/PERFORMANCE.md, session 24). n <= 2^31 (n - 1 < 2^31, so the
+ * shift is at most 31). */
 DSA_INLINE uint topk_pow2(uint n) { return n <= 2u ? 2u : 1u << (32u - clz(n - 1u)); }
 
 /* The counting sort's bins for nw words: about TOPK_CSORT_RATIO a word, a
@@ -870,6 +870,9 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
   /* The register kernels' level-0 stop: ncand (> m) candidates in win,
    * sorted whole (TOPK_L0STOP). */
   bool whole = false;
+  /* Whether level 0's stop takes its candidates (decided with the masks,
+   * read where the level ends). */
+  bool take0 = false;
   /* ... and a lower bound of the candidates' keys (the level-0 stop's and
    * the sampled select's): the bin's or the threshold's first key. */
   uint cmin = 0u;
@@ -885,8 +888,8 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
      * of a 1/2^TOPK_SAMPLE_LOG sample (1/8: slots j = tid mod 8, that + 8,
      * + 16, + 24, so every part of the row is sampled) gives a bin T that
      * the sample puts a little below the m-th largest; the c alive keys
-     * whose digit is >= T are counted in one pass without atomics. If m <= c <= the arena's words, they hold
-     * the m largest words (the m-th largest word of the group is at least
+     * whose digit is >= T are counted in one pass without atomics. If m <=
+     * c <= the arena's words, they hold the m largest words (the m-th largest word of the group is at least
      * the m-th largest of those c, whose digit is >= T): they are copied to
      * local memory and the m largest of them selected there (radix levels
      * over a few candidates per item, after the collect below). Otherwise
@@ -1041,12 +1044,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
            * two masks 242 of 2548 instructions a warp; docs/PERFORMANCE.md,
            * session 24). alive is not read after the select. */
           const uint kb = base + bin, lo = bin ? kb : 0u;
-          bool ends = cnt == rem - above;
 #if TOPK_CSORT && TOPK_L0STOP
-          ends = ends || (sk && topk_l0_takes((uint)k - (rem - above) + cnt, m, wg, room, inpl,
-                                              arena_words));
+          take0 = sk && topk_l0_takes((uint)k - (rem - above) + cnt, m, wg, room, inpl,
+                                      arena_words);
 #endif
-          if (ends) {
+          if (cnt == rem - above || take0) {
             const uint t = lo << 18;
             uint ge = 0u;
             TOPK_UNROLL for (uint j = 0u; j < TOPK_VPT; j++) ge |= kv[j] >= t ? 1u << j : 0u;
@@ -1097,15 +1099,12 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * for the fallback), the counting sort takes them and, should a
        * crowded bin send it to the merge sort, the arena holds them
        * padded. */
-      else if (TOPK_L0STOP && !lk && sk && level == 0u) {
-        const uint nca = (uint)k - rem + cnt;
-        if (topk_l0_takes(nca, m, wg, room, inpl, arena_words)) {
-          win |= alive;
-          ncand = nca;
-          whole = true;
-          cmin = bin ? (base + bin) << 18 : 0u;
-          level = TOPK_LEVELS;
-        }
+      else if (take0) { /* level 0 of a register kernel (set with its masks) */
+        win |= alive;
+        ncand = (uint)k - rem + cnt;
+        whole = true;
+        cmin = bin ? (base + bin) << 18 : 0u;
+        level = TOPK_LEVELS;
       }
 #endif
       if (lk) barrier(CLK_LOCAL_MEM_FENCE); /* the clearing before the next atomics */
