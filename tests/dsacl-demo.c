@@ -51,8 +51,8 @@
  * max |d| / max |ref| <= 1e-5 over finite entries and the -inf mask identical; attention: SPEC.md's tolerance against
  * the fp64 reference (elementwise |d| <= 1e-2 max(1, |ref|), relative L2 <=
  * 4e-3, lse within 1e-4, relative above |lse| = 16: ref_lse_tol), and fused
- * vs two-stage with the same bounds. No
- * stage may raise a fault bit (dsa_queue_faults).
+ * vs two-stage with the same bounds. No stage may raise a fault bit
+ * (dsa_queue_faults).
  *
  * Sample mode (--sample N; --full sets it with N = 4 and the DeepSeek-V4-Flash
  * layer at full context: B = 64, L = 131072 = 32768 compressed rows a

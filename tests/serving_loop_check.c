@@ -8,8 +8,8 @@
  * tolerance: |d| <= 1e-2 max(1, |ref|) elementwise, relative L2 <= 4e-3, lse
  * within 1e-4, relative above |lse| = 16: ref_lse_tol), and the output
  * quantized for the O projection (inverse RoPE + FP8 of the device's
- * attention output: bytes and scales). At the end the
- * three device caches must equal their images byte for byte. The loop runs on
+ * attention output: bytes and scales). At the end the three device caches
+ * must equal their images byte for byte. The loop runs on
  * the program's own cl_context and queue.
  *
  *   serving-loop-check [--requests N] [--batch B] [--seed S]

@@ -8,7 +8,8 @@
  * Tolerance (SPEC.md): max |d| <= 1e-2 * max(1, |ref|) elementwise, relative
  * L2 <= 4e-3, lse within 1e-4 absolute up to |lse| = 16 and 6.25e-6
  * relative above (ref_lse_tol: f32's limit at the amplified cases' |lse| of
- * 130-200; -inf exactly where the reference has it). The two decode strategies must also agree with each other. */
+ * 130-200; -inf exactly where the reference has it). The two decode
+ * strategies must also agree with each other. */
 #include <math.h>
 #include <stdarg.h>
 
