@@ -131,6 +131,17 @@
 /* bf16 halves of a word, as f32 (exact). */
 DSA_INLINE float dsa_tile_lo(uint w) { return as_float(w << 16); }
 DSA_INLINE float dsa_tile_hi(uint w) { return as_float(w & 0xFFFF0000u); }
+#if DSA_TILE_EMU
+/* The f16 in the low half of h, as f32 (exact), for the emulations: the
+ * conversion instruction by vload_half (core OpenCL C, no cl_khr_fp16),
+ * where dsa_f16_to_f32's bit operations made the keys kernels' emulated f16
+ * MMAs a third slower on Intel's CPU runtime (test_indexer_logits under
+ * nv-mma 27.3 -> 17.4 s, with the operand words fetched once). */
+DSA_INLINE float dsa_tile_emu_f16(uint h) {
+  const ushort b = (ushort)(h & 0xFFFFu);
+  return vload_half(0, (const __private half *)&b);
+}
+#endif
 /* dsa_tile_load_bt's elements: bf16 bits of B[k][n], and the pair B[k][n],
  * B[k + 1][n] as a word (k in the low half), B row-major over K rows. */
 DSA_INLINE uint dsa_tile_kn(__local const uint *p, uint pitch, uint k, uint n) {
@@ -235,7 +246,7 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
 #if DSA_TILE_EMU
 /* Half hi (0: bits 0-15, 1: bits 16-31) of a word of two bf16 (or f16). */
 DSA_INLINE float dsa_tile_emu_h(uint w, int hi, const int f16) {
-  return f16 ? dsa_f16_to_f32(hi ? w >> 16 : w & 0xFFFFu) : (hi ? dsa_tile_hi(w) : dsa_tile_lo(w));
+  return f16 ? dsa_tile_emu_f16(hi ? w >> 16 : w) : (hi ? dsa_tile_hi(w) : dsa_tile_lo(w));
 }
 /* The instruction's definition over the fragment map above: element (r, n)
  * sums A[r][k] B[k][n] over k, A[r][k] from lane 4 (r % 8) + (k % 8) / 2,
@@ -244,19 +255,28 @@ DSA_INLINE float dsa_tile_emu_h(uint w, int hi, const int f16) {
 DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
                                        const int f16) {
   const uint g = dsa_tile_lane() >> 2, t = dsa_tile_lane() & 3u;
+  /* k = 2p and 2p + 1 share a word: one shuffle of each operand a pair
+   * (Intel's CPU compiler took minutes on the keys kernels' emulated MMAs
+   * with a shuffle per k), and each word fetched once: rows g and g + 8 of
+   * A (wa[h][p]), columns 2t and 2t + 1 of B (wb[h][p]), 32 shuffles where
+   * fetching them per element took 64. The sum's order is unchanged. */
+  uint wa[2][8], wb[2][8];
+#pragma unroll
+  for (int p = 0; p < 8; p++) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      wa[h][p] = intel_sub_group_shuffle(a.v[h + 2 * (p >> 2)], 4u * g + (uint)(p & 3));
+      wb[h][p] = intel_sub_group_shuffle(b.v[p >> 2], 4u * (2u * t + (uint)h) + (uint)(p & 3));
+    }
+  }
 #pragma unroll
   for (int e = 0; e < 4; e++) {
-    const uint n = 2u * t + (uint)(e & 1);
     float acc = c.v[e];
-    /* k = 2p and 2p + 1 share a word: one shuffle of each operand a pair
-     * (Intel's CPU compiler took minutes on the keys kernels' emulated
-     * MMAs with a shuffle per k; the sum's order is unchanged). */
 #pragma unroll
     for (int p = 0; p < 8; p++) {
-      const uint wa = intel_sub_group_shuffle(a.v[(e >> 1) + 2 * (p >> 2)], 4u * g + (uint)(p & 3));
-      const uint wb = intel_sub_group_shuffle(b.v[p >> 2], 4u * n + (uint)(p & 3));
-      acc = fma(dsa_tile_emu_h(wa, 0, f16), dsa_tile_emu_h(wb, 0, f16), acc);
-      acc = fma(dsa_tile_emu_h(wa, 1, f16), dsa_tile_emu_h(wb, 1, f16), acc);
+      const uint x = wa[e >> 1][p], y = wb[e & 1][p];
+      acc = fma(dsa_tile_emu_h(x, 0, f16), dsa_tile_emu_h(y, 0, f16), acc);
+      acc = fma(dsa_tile_emu_h(x, 1, f16), dsa_tile_emu_h(y, 1, f16), acc);
     }
     c.v[e] = acc;
   }
@@ -400,7 +420,7 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
  * row m is the sum over k of A[m][k] (from the lane holding k) times its own
  * B[k][n]. */
 DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
-  return f16 ? dsa_f16_to_f32(h & 0xFFFFu) : as_float(h << 16);
+  return f16 ? dsa_tile_emu_f16(h) : as_float(h << 16);
 }
 DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
                                        const int f16) {
@@ -637,11 +657,18 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
  * row (or column) i with that k: MFMA lane i + 16 (k / 4), word (k % 4) / 2;
  * WMMA lane i, word k / 2. bf16, or f16 with f16. */
 DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
-  return f16 ? dsa_f16_to_f32(h & 0xFFFFu) : as_float(h << 16);
+  return f16 ? dsa_tile_emu_f16(h) : as_float(h << 16);
 }
 DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
                                        const int f16) {
   const uint lane = dsa_tile_lane(), r = lane & 15u;
+#if DSA_TILE == DSA_TILE_MFMA
+  /* Column r of B, fetched once for the lane's four rows. */
+  uint wbs[8];
+#pragma unroll
+  for (int p = 0; p < 8; p++)
+    wbs[p] = intel_sub_group_shuffle(b.v[p & 1], r + (uint)(p >> 1) * 16u);
+#endif
 #pragma unroll
   for (int e = 0; e < DSA_TILE_CE; e++) {
 #if DSA_TILE == DSA_TILE_MFMA
@@ -655,9 +682,8 @@ DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const d
 #pragma unroll
     for (int p = 0; p < 8; p++) {
 #if DSA_TILE == DSA_TILE_MFMA
-      const uint src = (uint)(p >> 1) * 16u;
-      const uint wa = intel_sub_group_shuffle(a.v[p & 1], row + src);
-      const uint wb = intel_sub_group_shuffle(b.v[p & 1], r + src);
+      const uint wa = intel_sub_group_shuffle(a.v[p & 1], row + (uint)(p >> 1) * 16u);
+      const uint wb = wbs[p];
 #else
       const uint wa = intel_sub_group_shuffle(a.v[p], row);
       const uint wb = b.v[p];
