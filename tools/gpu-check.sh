@@ -42,6 +42,12 @@ $b/tools/dsacl-info --variants | tee "$out/info.txt" | head -40
 if [ "${1:-}" != "--bench-only" ]; then
   meson test -C $b --no-suite vendor --print-errorlogs --num-processes 4 2>&1 \
     | tee "$out/test.log" | tail -15
+  # The logits keys kernel at each group size and the tile kernel's f16
+  # path, each forced over the whole reference test (CI runs only the
+  # goldens so under its emulations: tests/meson.build).
+  for il in 128 256 off; do
+    echo "DSACL_IL_KEYS=$il: $(DSACL_IL_KEYS=$il $b/tests/test_indexer_logits 2>&1 | tail -1)"
+  done | tee "$out/il-keys.txt"
   # Every other variant this GPU can run (capabilities masked one by one,
   # a 32 KiB device), against the reference tests and the goldens.
   if [ -x $b/tests/checkcl ]; then
