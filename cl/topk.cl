@@ -701,7 +701,11 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
    * the words as pairs at k = 2048 (48 KiB), and on CPUs topk_rows_64, so
    * that the tests run both forms. Elsewhere the words by bin are listed
    * as pairs in the room. */
-  const bool inpl = !lk && (wg == (uint)TOPK_MAX_WG || (TOPK_SK_ALL && wg == 64u));
+#if TOPK_SK_ALL /* (an #if: clang warns of a constant operand of || or &&) */
+  const bool inpl = !lk && (wg == (uint)TOPK_MAX_WG || wg == 64u);
+#else
+  const bool inpl = !lk && wg == (uint)TOPK_MAX_WG;
+#endif
   const ulong g = get_group_id(0), r = g / nchunks;
   const uint c = (uint)(g - r * nchunks);
   /* Set before the range read rather than after the early returns: with
