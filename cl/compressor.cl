@@ -10,7 +10,11 @@
  * score + ape for the same four columns. No barriers.
  *
  * compressor_compress_512 / _128: one work-group per token, hd/4 lanes
- * (128 or 32); lane l owns dims [4l, 4l+4) through every stage. The window's
+ * (128 or 32); lane l owns dims [4l, 4l+4) through every stage.
+ * compressor_compress_512w (variant "wide", windows of 128 rows): hd lanes,
+ * lane l owns dim l through the softmax (the same operations per dim, so
+ * the same bits), then lanes 0..hd/4-1 take four dims each from local
+ * memory for the rest, as above. The window's
  * row addresses are resolved once into local memory (block-table lookups,
  * range checks); each lane then makes three passes over the rows for its
  * four dims (max, sum of EXP2, weighted sum; EXP2 recomputed, it is
@@ -34,7 +38,11 @@
 /* fp32 1e-4: the indexer FP8 amax floor (§5.2). */
 #define CMP_IDX_FLOOR_BITS 0x38D1B717u
 #define CMP_MASKED 0xFFFFFFFFFFFFFFFFul
-/* Window rows per batch in the softmax (a divisor of 8 and of 128). */
+/* Window rows per batch in the softmax (a divisor of 8 and of 128; CMP_B x
+ * 4 <= 32, the slow-path bit mask). The wide kernel measured no better with
+ * 8, 16 or 32 (H200, 64 windows of 128 rows: 126.7 / 130.9 / 121.3 / 110.5
+ * us at 4 / 8 / 16 / 32, the prefill row 209.9 / 212.6 / 225.2 / 290.3:
+ * more registers, fewer groups an SM for its 8192 mostly idle groups). */
 #ifndef CMP_B
 #define CMP_B 4
 #endif
@@ -163,9 +171,10 @@ DSA_INLINE uint cmp_bf16x2(float a, float b) {
   return (uint)dsa_f32_to_bf16(a) | ((uint)dsa_f32_to_bf16(b) << 16);
 }
 
-/* The whole operator for one token; HD (512 or 128) is a literal at each
- * call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3 MXFP4. */
-DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int st_bs,
+/* The whole operator for one token; HD (512 or 128) and WIDE are literals
+ * at each call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3
+ * MXFP4. WIDE: HD lanes, one dim each in the softmax (cbuf: HD floats). */
+DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), long st_nb, int st_bs,
                                 DSA_CTENSOR2(bt), long bt_rows, long bt_w, DSA_CTENSOR1(req),
                                 int has_req,
                                 DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
@@ -173,8 +182,10 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
                                 long n_pos, DSA_CTENSOR1(cslots),
                                 DSA_PAGED(cache), int fmt, int ratio, float eps, DSA_FAULTS,
                                 __local ulong *rowoff, __local float *red, __local uint *keys,
-                                __local int *badrow) {
-  const int LANES = HD / 4;
+                                __local int *badrow, __local float *cbuf) {
+  const int LANES = HD / 4;            /* lanes of the tail: four dims each */
+  const int NL = WIDE ? HD : LANES;    /* the group's lanes */
+  const int DPL = WIDE ? 1 : 4;        /* dims a lane in the softmax */
   const uint lane = get_local_id(0);
   const ulong t = get_group_id(1);
   const int overlap = ratio == 4;
@@ -199,7 +210,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
 
   /* Window rows: byte offsets (from st_mem) of each row's kv column base. */
   if (go) {
-    for (int i = (int)lane; i < N; i += LANES) {
+    for (int i = (int)lane; i < N; i += NL) {
       const long qi = p - N + 1 + i;
       ulong off = CMP_MASKED;
       if (qi >= 0) {
@@ -233,8 +244,9 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   }
   if (lane == 0u && fbit) dsa_fault(faults, fbit);
 
-  /* Softmax-gated sum of the rows for dims [4 lane, 4 lane + 4), CMP_B rows
-   * at a time: a batch's loads are issued together, its CMP_B x 4 weights
+  /* Softmax-gated sum of the rows for the lane's DPL dims ([4 lane, 4 lane +
+   * 4), or dim lane when WIDE), CMP_B rows at a time: a batch's loads are
+   * issued together, its CMP_B x DPL weights
    * (EXP2 and the division) computed as independent chains, and only then
    * folded into den / c in row order, as docs/COMPRESSOR.md sums. (One row
    * at a time, a lane's work was one dependent chain: the 64 groups of a
@@ -242,8 +254,11 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
    * which leaves the sums unchanged: they start at +0 and never become -0. */
   const float L2E = 0x1.715476p+0f;
   float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  /* A lane's DPL floats at p (the rest of the float4 unused when 1). */
+#define CMP_LD(p) (DPL == 4 ? vload4(0, (__global const float *)(p)) \
+                            : (float4)(*(__global const float *)(p), 0.0f, 0.0f, 0.0f))
   if (go) {
-    const ulong col = (ulong)lane * 16u;
+    const ulong col = (ulong)lane * (ulong)(4 * DPL);
     const ulong sco = SW * 4u + col;
     float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
@@ -251,13 +266,15 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
 #pragma unroll
       for (int b = 0; b < CMP_B; b++) {
         const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
-        sb[b] = off != CMP_MASKED ? vload4(0, (__global const float *)(st_mem + off + sco))
+        sb[b] = off != CMP_MASKED ? CMP_LD(st_mem + off + sco)
                                   : (float4)(-INFINITY); /* fmax(m, -inf) = m */
       }
 #pragma unroll
-      for (int b = 0; b < CMP_B; b++)
-        m[0] = fmax(m[0], sb[b].x), m[1] = fmax(m[1], sb[b].y), m[2] = fmax(m[2], sb[b].z),
-        m[3] = fmax(m[3], sb[b].w);
+      for (int b = 0; b < CMP_B; b++) {
+        const float sv[4] = {sb[b].x, sb[b].y, sb[b].z, sb[b].w};
+#pragma unroll
+        for (int k = 0; k < DPL; k++) m[k] = fmax(m[k], sv[k]);
+      }
     }
     float den[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
@@ -266,21 +283,19 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
       for (int b = 0; b < CMP_B; b++) {
         const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
         const bool ok = off != CMP_MASKED;
-        const float4 sv = ok ? vload4(0, (__global const float *)(st_mem + off + sco))
-                             : (float4)(0.0f);
-        w[b][0] = ok ? cmp_exp2((sv.x - m[0]) * L2E) : 0.0f;
-        w[b][1] = ok ? cmp_exp2((sv.y - m[1]) * L2E) : 0.0f;
-        w[b][2] = ok ? cmp_exp2((sv.z - m[2]) * L2E) : 0.0f;
-        w[b][3] = ok ? cmp_exp2((sv.w - m[3]) * L2E) : 0.0f;
+        const float4 s4 = ok ? CMP_LD(st_mem + off + sco) : (float4)(0.0f);
+        const float sv[4] = {s4.x, s4.y, s4.z, s4.w};
+#pragma unroll
+        for (int k = 0; k < DPL; k++) w[b][k] = ok ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
       }
 #pragma unroll
       for (int b = 0; b < CMP_B; b++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) den[k] = den[k] + w[b][k];
+        for (int k = 0; k < DPL; k++) den[k] = den[k] + w[b][k];
     }
     float rd[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) rd[k] = 1.0f / den[k]; /* a first guess only */
+    for (int k = 0; k < DPL; k++) rd[k] = 1.0f / den[k]; /* a first guess only */
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
       float pr[CMP_B][4];
       uint slow = 0u;
@@ -288,39 +303,47 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
       for (int b = 0; b < CMP_B; b++) {
         const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
         const bool ok = off != CMP_MASKED;
-        const float4 s4 = ok ? vload4(0, (__global const float *)(st_mem + off + sco))
-                             : (float4)(0.0f);
-        const float4 k4 = ok ? vload4(0, (__global const float *)(st_mem + off + col))
-                             : (float4)(0.0f);
+        const float4 s4 = ok ? CMP_LD(st_mem + off + sco) : (float4)(0.0f);
+        const float4 k4 = ok ? CMP_LD(st_mem + off + col) : (float4)(0.0f);
         const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < DPL; k++) {
           const float e2 = ok ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
           bool exact;
           const float pw = cmp_div_guess(e2, den[k], rd[k], &exact);
-          slow |= (ok && !exact) ? 1u << (b * 4 + k) : 0u;
+          slow |= (ok && !exact) ? 1u << (b * DPL + k) : 0u;
           pr[b][k] = kvv[k] * pw; /* masked: 0 * 0 */
         }
       }
       if (slow) { /* rare: a quotient the guess could not prove rounded */
 #pragma unroll
         for (int b = 0; b < CMP_B; b++) {
-          if (!((slow >> (b * 4)) & 0xFu)) continue;
+          if (!((slow >> (b * DPL)) & ((1u << DPL) - 1u))) continue;
           const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
-          const float4 s4 = vload4(0, (__global const float *)(st_mem + off + sco));
-          const float4 k4 = vload4(0, (__global const float *)(st_mem + off + col));
+          const float4 s4 = CMP_LD(st_mem + off + sco);
+          const float4 k4 = CMP_LD(st_mem + off + col);
           const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
-          for (int k = 0; k < 4; k++)
-            if ((slow >> (b * 4 + k)) & 1u)
+          for (int k = 0; k < DPL; k++)
+            if ((slow >> (b * DPL + k)) & 1u)
               pr[b][k] = kvv[k] * cmp_div_cr(cmp_exp2((sv[k] - m[k]) * L2E), den[k]);
         }
       }
 #pragma unroll
       for (int b = 0; b < CMP_B; b++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) cv[k] = cv[k] + pr[b][k];
+        for (int k = 0; k < DPL; k++) cv[k] = cv[k] + pr[b][k];
     }
+  }
+#undef CMP_LD
+  /* WIDE: lanes 0..LANES-1 take dims [4 lane, 4 lane + 4) for the rest; the
+   * others store nothing (tl false) but pass every barrier. */
+  const bool tl = !WIDE || (int)lane < LANES;
+  if (WIDE) {
+    cbuf[lane] = cv[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int k = 0; k < 4; k++) cv[k] = tl ? cbuf[4 * lane + (uint)k] : 0.0f;
   }
 
   /* RMSNorm: lane sum of its four squares, then the halving tree. */
@@ -328,7 +351,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   a = a + cv[1] * cv[1];
   a = a + cv[2] * cv[2];
   a = a + cv[3] * cv[3];
-  red[lane] = a;
+  if (tl) red[lane] = a;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int wd = LANES / 2; wd >= 1; wd >>= 1) {
     if ((int)lane < wd) red[lane] = red[lane] + red[lane + wd];
@@ -339,7 +362,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   float n[4];
 #pragma unroll
   for (int k = 0; k < 4; k++) {
-    const ulong d = (ulong)lane * 4u + (ulong)k;
+    const ulong d = tl ? (ulong)lane * 4u + (ulong)k : 0ul;
     __global const uchar *wp = w_mem + w_off + d * w_s0;
     const float g = w_bf16 ? dsa_bf16_to_f32(*(__global const ushort *)wp)
                            : *(__global const float *)wp;
@@ -349,7 +372,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   /* RoPE: lane's pairs (2 lane, 2 lane + 1); RoPE section = last 64 dims.
    * Head 128 rotates every pair, (1, 0) before the section (vLLM's masked
    * loads); head 512 only its RoPE lanes. */
-  const int rope_lane = (int)lane >= (HD - 64) / 4;
+  const int rope_lane = tl && (int)lane >= (HD - 64) / 4;
   float rt[4] = {n[0], n[1], n[2], n[3]};
   if (go && (rope_lane || HD == 128)) {
     float cc[2] = {1.0f, 1.0f}, ss[2] = {0.0f, 0.0f};
@@ -381,10 +404,10 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
   /* The bf16 words the quantizer sees: MLA NoPE unrotated, indexer rotated. */
   const uint lo = HD == 512 ? cmp_bf16x2(n[0], n[1]) : cmp_bf16x2(rt[0], rt[1]);
   const uint hi = HD == 512 ? cmp_bf16x2(n[2], n[3]) : cmp_bf16x2(rt[2], rt[3]);
-  keys[lane] = max(dsa_bf16x2_abs_key(lo), dsa_bf16x2_abs_key(hi));
+  if (tl) keys[lane] = max(dsa_bf16x2_abs_key(lo), dsa_bf16x2_abs_key(hi));
   /* What this lane stores, decided before the barrier: 0 nothing, 1 MLA
    * RoPE, 2 MLA NoPE, 3 indexer FP8, 4 indexer MXFP4. */
-  const int role = !go ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
+  const int role = !go || !tl ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
   barrier(CLK_LOCAL_MEM_FENCE);
   /* No return anywhere in this kernel once it has barriers: PoCL 5 (pthread)
    * mishandles a uniform early return, even one before the first barrier
@@ -430,8 +453,8 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
 #define CMP_T3(x) x##_mem, x##_off, x##_s0, x##_s1, x##_s2, x##_al
 #define CMP_P(x) x##_mem, x##_off, x##_nb, x##_bs, x##_bstride, x##_al
 
-#define CMP_KERNEL(NAME, HDV)                                                                 \
-  __kernel __attribute__((reqd_work_group_size(HDV / 4, 1, 1))) void NAME(                    \
+#define CMP_KERNEL(NAME, HDV, WIDEV)                                                          \
+  __kernel __attribute__((reqd_work_group_size(WIDEV ? HDV : HDV / 4, 1, 1))) void NAME(      \
       DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,    \
       DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),   \
       DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, long n_pos,                \
@@ -441,11 +464,13 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, DSA_CTENSOR3(st), long st_nb, int 
     __local float red[HDV / 4];                                                               \
     __local uint keys[HDV / 4];                                                               \
     __local int badrow;                                                                       \
-    cmp_body(HDV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req), has_req,  \
+    __local float cbuf[WIDEV ? HDV : 1];                                                      \
+    cmp_body(HDV, WIDEV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req), has_req,  \
              CMP_T1(pos), pos_i32, CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16,     \
              n_pos, CMP_T1(cslots),                                                           \
-             CMP_P(cache), fmt, ratio, eps, faults, rowoff, red, keys, &badrow);              \
+             CMP_P(cache), fmt, ratio, eps, faults, rowoff, red, keys, &badrow, cbuf);        \
   }
 
-CMP_KERNEL(compressor_compress_512, 512)
-CMP_KERNEL(compressor_compress_128, 128)
+CMP_KERNEL(compressor_compress_512, 512, 0)
+CMP_KERNEL(compressor_compress_128, 128, 0)
+CMP_KERNEL(compressor_compress_512w, 512, 1)

@@ -129,6 +129,7 @@ static dsa_status init_context(dsa_context *c, const dsa_context_options *o) {
   DSA_CHECK(dsa__topk_env(c));
   DSA_CHECK(dsa__il_keys_env(c));
   dsa__mla_route_env(c);
+  dsa__compressor_env(c);
   dsa__build_options(&c->caps, c->caps_enabled, c->build_options, sizeof c->build_options);
   {
     bool emu = false; /* dsa_context_matrix_backend's text, fixed from here on */

@@ -228,6 +228,9 @@ struct dsa_context {
   /* DSACL_MLA_TWO_STAGE (op_sparse_mla.c): "off" or "0" refuses the fused
    * decode's two-stage route (true here). */
   bool mla_route_off;
+  /* DSACL_COMPRESSOR (op_compressor.c): "narrow" refuses the compressor's
+   * "wide" variant. */
+  bool cmp_narrow;
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
@@ -265,6 +268,8 @@ dsa_status dsa__topk_env(dsa_context *c);
 dsa_status dsa__il_keys_env(dsa_context *c);
 /* Reads DSACL_MLA_TWO_STAGE into c (op_sparse_mla.c). */
 void dsa__mla_route_env(dsa_context *c);
+/* Reads DSACL_COMPRESSOR into c (op_compressor.c). */
+void dsa__compressor_env(dsa_context *c);
 
 /* A queue of c is gone: frees c if it was destroyed and this was its last. */
 void dsa__context_queue_gone(dsa_context *c);

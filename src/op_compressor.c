@@ -3,6 +3,8 @@
  * cl/compressor.cl. */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -16,7 +18,37 @@ const char dsa__defines_compressor[] = DSA_KDEF(CMP_SAVE_WG) DSA_KDEF(CMP_MAX_RO
 
 DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_states",
                   {"portable", 0, NULL, NULL});
+/* "wide" (compressor_compress_512w): windows of 128 rows (ratio 128, head
+ * 512) with hd work-items, one dim each through the softmax, instead of hd /
+ * 4 with four. A window's softmax is ~97 instructions a (row, dim) over its
+ * three passes, and at four dims a work-item the window's 4 warps ran alone
+ * on an SM at one instruction in 7.6 cycles (Nsight Compute, H200: 49,900
+ * instructions a warp, 6 % of issue slots). H200, same call: 64 windows of
+ * a decode step (T = 64) 208.8 -> 124.3 us, the T = 8192 prefill's 64
+ * windows 232.6 -> 206.8. Same operations per dim in the same order, so the
+ * same bytes. Needs work-groups of 512; DSACL_COMPRESSOR=narrow refuses it
+ * (tests: the portable kernel at ratio 128). */
+typedef struct cmp_shape {
+  int hd, ratio;
+} cmp_shape;
+/* DSACL_COMPRESSOR, read when the context is made (as DSACL_TOPK). */
+void dsa__compressor_env(dsa_context *c) {
+  const char *e = getenv("DSACL_COMPRESSOR");
+  c->cmp_narrow = e && !strcmp(e, "narrow");
+}
+static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->cmp_narrow) return "DSACL_COMPRESSOR=narrow";
+  if (c->caps.max_wg < 512) {
+    snprintf(buf, n, "needs work-groups of 512, the device takes %zu", (size_t)c->caps.max_wg);
+    return buf;
+  }
+  if (!shape) return NULL;
+  const cmp_shape *s = shape;
+  if (s->hd != 512 || s->ratio != 128) return "head 512 at ratio 128 only";
+  return NULL;
+}
 DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
+                  {"wide", 0, refuse_wide, "ratio 128: one dim a work-item"},
                   {"portable", 0, NULL, NULL});
 
 void dsa_compressor_params_default(dsa_compressor_params *p) {
@@ -174,9 +206,13 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
                      (long long)t);
 
   if (t == 0) return dsa__launch_nothing(q, ev);
-  if (dsa__pick(q, &dsa__variants_compressor_compress_insert, NULL) < 0)
-    return DSA_ERR_UNSUPPORTED;
-  const char *kname = hd == 512 ? "compressor_compress_512" : "compressor_compress_128";
+  const cmp_shape shape = {(int)hd, p->compress_ratio};
+  const int v = dsa__pick(q, &dsa__variants_compressor_compress_insert, &shape);
+  if (v < 0) return DSA_ERR_UNSUPPORTED;
+  const int wide = v == 0;
+  const char *kname = wide ? "compressor_compress_512w"
+                      : hd == 512 ? "compressor_compress_512"
+                                  : "compressor_compress_128";
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, kname, &kern));
   dsa_kargs a;
@@ -201,7 +237,7 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   dsa__karg_i32(&a, p->compress_ratio);
   dsa__karg_f32(&a, p->eps);
   dsa__karg_faults(&a);
-  const size_t lanes = (size_t)(hd / 4);
+  const size_t lanes = (size_t)(wide ? hd : hd / 4);
   const size_t global[2] = {lanes, (size_t)t}, local[2] = {lanes, 1};
   return dsa__launch_args(q, kern, kname, &a, 2, global, local, ev);
 }
