@@ -261,13 +261,29 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     const ulong col = (ulong)lane * (ulong)(4 * DPL);
     const ulong sco = SW * 4u + col;
     float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    /* WIDE: each pass loads the next batch before the arithmetic on this
+     * one, so a batch's loads wait behind the work instead of the work
+     * behind them (a lane walks its window in 3 x N / CMP_B rounds). H200,
+     * 64 windows of 128 rows: 124.4 -> 74.2 us. Not in the hd / 4 kernels:
+     * there (80 -> 120 registers) the ratio-4 prefill rows lost 14-29 %
+     * (HD 512 81.3 -> 92.7 us, HD 128 29.5 -> 38.0). Rows past N and masked
+     * rows load nothing: fill. */
+    const int PF = WIDE;
+#define CMP_BATCH(dst, i0, base, fill)                                        \
+  _Pragma("unroll") for (int b = 0; b < CMP_B; b++) {                         \
+    const ulong off_ = (i0) + b < N ? rowoff[(i0) + b] : CMP_MASKED;          \
+    dst[b] = off_ != CMP_MASKED ? CMP_LD(st_mem + off_ + (base)) : (fill);    \
+  }
+    float4 ns[CMP_B], nk[CMP_B];
+    if (PF) CMP_BATCH(ns, 0, sco, (float4)(-INFINITY)) /* fmax(m, -inf) = m */
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
       float4 sb[CMP_B];
+      if (PF) {
 #pragma unroll
-      for (int b = 0; b < CMP_B; b++) {
-        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
-        sb[b] = off != CMP_MASKED ? CMP_LD(st_mem + off + sco)
-                                  : (float4)(-INFINITY); /* fmax(m, -inf) = m */
+        for (int b = 0; b < CMP_B; b++) sb[b] = ns[b];
+        CMP_BATCH(ns, i0 + CMP_B, sco, (float4)(-INFINITY))
+      } else {
+        CMP_BATCH(sb, i0, sco, (float4)(-INFINITY))
       }
 #pragma unroll
       for (int b = 0; b < CMP_B; b++) {
@@ -277,14 +293,21 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
       }
     }
     float den[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (PF) CMP_BATCH(ns, 0, sco, (float4)(0.0f))
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
+      float4 sb[CMP_B];
+      if (PF) {
+#pragma unroll
+        for (int b = 0; b < CMP_B; b++) sb[b] = ns[b];
+        CMP_BATCH(ns, i0 + CMP_B, sco, (float4)(0.0f))
+      } else {
+        CMP_BATCH(sb, i0, sco, (float4)(0.0f))
+      }
       float w[CMP_B][4];
 #pragma unroll
       for (int b = 0; b < CMP_B; b++) {
-        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
-        const bool ok = off != CMP_MASKED;
-        const float4 s4 = ok ? CMP_LD(st_mem + off + sco) : (float4)(0.0f);
-        const float sv[4] = {s4.x, s4.y, s4.z, s4.w};
+        const bool ok = i0 + b < N && rowoff[i0 + b] != CMP_MASKED;
+        const float sv[4] = {sb[b].x, sb[b].y, sb[b].z, sb[b].w};
 #pragma unroll
         for (int k = 0; k < DPL; k++) w[b][k] = ok ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
       }
@@ -296,16 +319,28 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     float rd[4];
 #pragma unroll
     for (int k = 0; k < DPL; k++) rd[k] = 1.0f / den[k]; /* a first guess only */
+    if (PF) {
+      CMP_BATCH(ns, 0, sco, (float4)(0.0f))
+      CMP_BATCH(nk, 0, col, (float4)(0.0f))
+    }
     for (int i0 = 0; i0 < N; i0 += CMP_B) {
+      float4 sb[CMP_B], kb[CMP_B];
+      if (PF) {
+#pragma unroll
+        for (int b = 0; b < CMP_B; b++) sb[b] = ns[b], kb[b] = nk[b];
+        CMP_BATCH(ns, i0 + CMP_B, sco, (float4)(0.0f))
+        CMP_BATCH(nk, i0 + CMP_B, col, (float4)(0.0f))
+      } else {
+        CMP_BATCH(sb, i0, sco, (float4)(0.0f))
+        CMP_BATCH(kb, i0, col, (float4)(0.0f))
+      }
       float pr[CMP_B][4];
       uint slow = 0u;
 #pragma unroll
       for (int b = 0; b < CMP_B; b++) {
-        const ulong off = i0 + b < N ? rowoff[i0 + b] : CMP_MASKED;
-        const bool ok = off != CMP_MASKED;
-        const float4 s4 = ok ? CMP_LD(st_mem + off + sco) : (float4)(0.0f);
-        const float4 k4 = ok ? CMP_LD(st_mem + off + col) : (float4)(0.0f);
-        const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
+        const bool ok = i0 + b < N && rowoff[i0 + b] != CMP_MASKED;
+        const float sv[4] = {sb[b].x, sb[b].y, sb[b].z, sb[b].w};
+        const float kvv[4] = {kb[b].x, kb[b].y, kb[b].z, kb[b].w};
 #pragma unroll
         for (int k = 0; k < DPL; k++) {
           const float e2 = ok ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
@@ -335,6 +370,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
         for (int k = 0; k < DPL; k++) cv[k] = cv[k] + pr[b][k];
     }
   }
+#undef CMP_BATCH
 #undef CMP_LD
   /* WIDE: lanes 0..LANES-1 take dims [4 lane, 4 lane + 4) for the rest; the
    * others store nothing (tl false) but pass every barrier. */
