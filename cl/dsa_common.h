@@ -169,12 +169,15 @@ DSA_INLINE float dsa_ue8m0_to_f32(uint u) { return as_float((u & 0xFFu) << 23); 
 
 /* ---- f16 (the matrix tiles' FP8 path) ---------------------------------- */
 
-/* f16 bits (low 16 bits of h) as f32 (exact). */
+/* f16 bits (low 16 bits of h) as f32 (exact): the conversion instruction
+ * through vload_half (core OpenCL C, half as storage, no cl_khr_fp16), as
+ * the logits' vload_half2. Its bit-operation form made the emulated f16
+ * MMAs (cl/dsa_tile.h, its one caller) a third slower on Intel's CPU
+ * runtime (test_indexer_logits under nv-mma 27.3 -> 17.4 s, with the
+ * emulation's operand words fetched once). */
 DSA_INLINE float dsa_f16_to_f32(uint h) {
-  const uint e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-  const float mag = e == 0u ? (float)m * 0x1p-24f
-                            : as_float(e == 31u ? 0x7F800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
-  return (h & 0x8000u) ? -mag : mag;
+  const ushort b = (ushort)(h & 0xFFFFu);
+  return vload_half(0, (const __private half *)&b);
 }
 
 /* Two e4m3 bytes (the low 16 bits of x, the first in bits 0..7) as an f16

@@ -131,17 +131,6 @@
 /* bf16 halves of a word, as f32 (exact). */
 DSA_INLINE float dsa_tile_lo(uint w) { return as_float(w << 16); }
 DSA_INLINE float dsa_tile_hi(uint w) { return as_float(w & 0xFFFF0000u); }
-#if DSA_TILE_EMU
-/* The f16 in the low half of h, as f32 (exact), for the emulations: the
- * conversion instruction by vload_half (core OpenCL C, no cl_khr_fp16),
- * where dsa_f16_to_f32's bit operations made the keys kernels' emulated f16
- * MMAs a third slower on Intel's CPU runtime (test_indexer_logits under
- * nv-mma 27.3 -> 17.4 s, with the operand words fetched once). */
-DSA_INLINE float dsa_tile_emu_f16(uint h) {
-  const ushort b = (ushort)(h & 0xFFFFu);
-  return vload_half(0, (const __private half *)&b);
-}
-#endif
 /* dsa_tile_load_bt's elements: bf16 bits of B[k][n], and the pair B[k][n],
  * B[k + 1][n] as a word (k in the low half), B row-major over K rows. */
 DSA_INLINE uint dsa_tile_kn(__local const uint *p, uint pitch, uint k, uint n) {
@@ -246,7 +235,7 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
 #if DSA_TILE_EMU
 /* Half hi (0: bits 0-15, 1: bits 16-31) of a word of two bf16 (or f16). */
 DSA_INLINE float dsa_tile_emu_h(uint w, int hi, const int f16) {
-  return f16 ? dsa_tile_emu_f16(hi ? w >> 16 : w) : (hi ? dsa_tile_hi(w) : dsa_tile_lo(w));
+  return f16 ? dsa_f16_to_f32(hi ? w >> 16 : w) : (hi ? dsa_tile_hi(w) : dsa_tile_lo(w));
 }
 /* The instruction's definition over the fragment map above: element (r, n)
  * sums A[r][k] B[k][n] over k, A[r][k] from lane 4 (r % 8) + (k % 8) / 2,
@@ -420,7 +409,7 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
  * row m is the sum over k of A[m][k] (from the lane holding k) times its own
  * B[k][n]. */
 DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
-  return f16 ? dsa_tile_emu_f16(h) : as_float(h << 16);
+  return f16 ? dsa_f16_to_f32(h) : as_float(h << 16);
 }
 DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
                                        const int f16) {
@@ -657,7 +646,7 @@ DSA_INLINE dsa_tile_b dsa_tile_load_bt(__local const uint *p, uint pitch) {
  * row (or column) i with that k: MFMA lane i + 16 (k / 4), word (k % 4) / 2;
  * WMMA lane i, word k / 2. bf16, or f16 with f16. */
 DSA_INLINE float dsa_tile_h16(uint h, const int f16) {
-  return f16 ? dsa_tile_emu_f16(h) : as_float(h << 16);
+  return f16 ? dsa_f16_to_f32(h) : as_float(h << 16);
 }
 DSA_INLINE dsa_tile_c dsa_tile_emu_mma(dsa_tile_c c, const dsa_tile_a a, const dsa_tile_b b,
                                        const int f16) {
