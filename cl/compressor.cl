@@ -39,10 +39,10 @@
 #define CMP_IDX_FLOOR_BITS 0x38D1B717u
 #define CMP_MASKED 0xFFFFFFFFFFFFFFFFul
 /* Window rows per batch in the softmax (a divisor of 8 and of 128; CMP_B x
- * 4 <= 32, the slow-path bit mask). The wide kernel measured no better with
- * 8, 16 or 32 (H200, 64 windows of 128 rows: 126.7 / 130.9 / 121.3 / 110.5
- * us at 4 / 8 / 16 / 32, the prefill row 209.9 / 212.6 / 225.2 / 290.3:
- * more registers, fewer groups an SM for its 8192 mostly idle groups). */
+ * 4 <= 32, the slow-path bit mask). The wide kernel with its prefetch
+ * measured within a few per cent at 2 and 8 (H200, 64 windows of 128 rows:
+ * 77.2 / 74.4 / 72.3 us at 2 / 4 / 8, the T = 8192 prefill 172.7 / 189.0 /
+ * 186.4; docs/PERFORMANCE.md, session 25). */
 #ifndef CMP_B
 #define CMP_B 4
 #endif
@@ -174,9 +174,9 @@ DSA_INLINE uint cmp_bf16x2(float a, float b) {
 /* The whole operator for one token; HD (512 or 128) and WIDE are literals
  * at each call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3
  * MXFP4. WIDE: HD lanes, one dim each in the softmax (cbuf: HD floats). */
-DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), long st_nb, int st_bs,
-                                DSA_CTENSOR2(bt), long bt_rows, long bt_w, DSA_CTENSOR1(req),
-                                int has_req,
+DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), long st_nb,
+                                int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,
+                                DSA_CTENSOR1(req), int has_req,
                                 DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
                                 DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16,
                                 long n_pos, DSA_CTENSOR1(cslots),
@@ -379,7 +379,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     cbuf[lane] = cv[0];
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-    for (int k = 0; k < 4; k++) cv[k] = tl ? cbuf[4 * lane + (uint)k] : 0.0f;
+    for (int k = 0; k < 4; k++) cv[k] = tl ? cbuf[tl ? 4 * lane + (uint)k : 0u] : 0.0f;
   }
 
   /* RMSNorm: lane sum of its four squares, then the halving tree. */
@@ -501,9 +501,9 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     __local uint keys[HDV / 4];                                                               \
     __local int badrow;                                                                       \
     __local float cbuf[WIDEV ? HDV : 1];                                                      \
-    cmp_body(HDV, WIDEV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req), has_req,  \
-             CMP_T1(pos), pos_i32, CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16,     \
-             n_pos, CMP_T1(cslots),                                                           \
+    cmp_body(HDV, WIDEV, CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_rows, bt_w, CMP_T1(req),    \
+             has_req, CMP_T1(pos), pos_i32, CMP_T1(slots), CMP_T1(w), w_bf16, CMP_T2(cs),     \
+             cs_bf16, n_pos, CMP_T1(cslots),                                                  \
              CMP_P(cache), fmt, ratio, eps, faults, rowoff, red, keys, &badrow, cbuf);        \
   }
 

@@ -27,8 +27,9 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * a decode step (T = 64) 208.8 -> 124.3 us, the T = 8192 prefill's 64
  * windows 232.6 -> 206.8; with each batch's loads issued a batch ahead
  * (cl/compressor.cl) 74.2 and 183.6-188.6. Same operations per dim in the
- * same order, so the same bytes. Needs work-groups of 512; DSACL_COMPRESSOR=narrow refuses it
- * (tests: the portable kernel at ratio 128). */
+ * same order, so the same bytes. Needs work-groups of 512;
+ * DSACL_COMPRESSOR=narrow refuses it (tests: the portable kernel at ratio
+ * 128). */
 typedef struct cmp_shape {
   int hd, ratio;
 } cmp_shape;
