@@ -188,24 +188,32 @@ DSA_INLINE float dsa_f16_to_f32(uint h) {
  * no conversion instruction; a kernel folds 2^8 back in after the product
  * (cl/dsa_tile.h's f16 multiply, the indexer logits). */
 DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled(uint x) {
-  /* Bytes 0 and 1 of x to bytes 0 and 2 (one prmt on NVIDIA); then per
-   * 16-bit half b (b + (b & 0x80)) << 7 = (b & 0x7F) << 7 | (b & 0x80) << 8
-   * (the sign bit carries into bit 8, no further): 4 operations a pair
-   * where the masks-and-shifts form took 6-7. */
 #if DSA_HAS_NV_PTX
+  /* Three operations a pair: prmt puts byte 0 in byte 0 and its sign
+   * replicated over byte 1 (selector nibble 8: sign mode), byte 1 likewise
+   * in bytes 2 and 3, so each 16-bit half is the byte sign-extended; << 7
+   * puts the byte's low 7 bits at 13..7 and a sign copy at 15 (and at 14,
+   * and the low half's copies spill into the high half's bits 0..6), and
+   * the mask 0xBF80 keeps 15 and 13..7 of each half. The same bits as the
+   * carry form below (all 2^16 pairs, checked on the host with a model of
+   * prmt), one operation a pair fewer. */
   uint y;
-  __asm__("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(y) : "r"(x), "r"(0u));
+  __asm__("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(y) : "r"(x), "r"(0u));
+  return (y << 7) & 0xBF80BF80u;
 #else
+  /* Bytes 0 and 1 of x to bytes 0 and 2; then per 16-bit half b
+   * (b + (b & 0x80)) << 7 = (b & 0x7F) << 7 | (b & 0x80) << 8 (the sign bit
+   * carries into bit 8, no further). */
   const uint y = (x & 0xFFu) | ((x & 0xFF00u) << 8);
-#endif
   return (y + (y & 0x00800080u)) << 7;
+#endif
 }
 /* The same for bytes 2 and 3 of x (no shift first on NVIDIA). */
 DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled_hi(uint x) {
 #if DSA_HAS_NV_PTX
   uint y;
-  __asm__("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(y) : "r"(x), "r"(0u));
-  return (y + (y & 0x00800080u)) << 7;
+  __asm__("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(y) : "r"(x), "r"(0u));
+  return (y << 7) & 0xBF80BF80u;
 #else
   return dsa_e4m3x2_to_f16x2_scaled(x >> 16);
 #endif

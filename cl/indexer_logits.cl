@@ -767,10 +767,10 @@ DSA_INLINE void tl_stage_words(__local uint *dst, const uint4 x, const int fp4, 
   if (h16) {
     /* f16 pairs scaled by 2^-8 (DSA_TILE_HAS_F16: a few integer operations
      * a pair instead of the bf16 path's per-value decode). */
-    lo = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.x), dsa_e4m3x2_to_f16x2_scaled(x.x >> 16),
-                 dsa_e4m3x2_to_f16x2_scaled(x.y), dsa_e4m3x2_to_f16x2_scaled(x.y >> 16));
-    hi = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.z), dsa_e4m3x2_to_f16x2_scaled(x.z >> 16),
-                 dsa_e4m3x2_to_f16x2_scaled(x.w), dsa_e4m3x2_to_f16x2_scaled(x.w >> 16));
+    lo = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.x), dsa_e4m3x2_to_f16x2_scaled_hi(x.x),
+                 dsa_e4m3x2_to_f16x2_scaled(x.y), dsa_e4m3x2_to_f16x2_scaled_hi(x.y));
+    hi = (uint4)(dsa_e4m3x2_to_f16x2_scaled(x.z), dsa_e4m3x2_to_f16x2_scaled_hi(x.z),
+                 dsa_e4m3x2_to_f16x2_scaled(x.w), dsa_e4m3x2_to_f16x2_scaled_hi(x.w));
   } else if (!fp4) {
     lo = (uint4)(il_bf16x2_of_e4m3x2(x.x), il_bf16x2_of_e4m3x2(x.x >> 16),
                  il_bf16x2_of_e4m3x2(x.y), il_bf16x2_of_e4m3x2(x.y >> 16));
