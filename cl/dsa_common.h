@@ -369,6 +369,34 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_cvt(uint x, float sc) {
           : "r"(x), "f"(sc));
   return (uint2)(lo, hi);
 }
+/* The same products without conversion instructions: prmt (sign mode)
+ * makes each byte of a pair a sign-extended 16-bit half, << 4 and the mask
+ * 0x87F0 leave the sign at 15 and the byte's exponent and mantissa at 10..4:
+ * a bf16 of the e4m3 value times 2^-120, exact for every code but NaN
+ * (subnormal codes become bf16 subnormals 0.mmm x 2^-126, zero stays
+ * zero); then one bf16 multiply by m2 = 2^(u - 7) in both halves
+ * (dsa_dequant_hm_scale; fma.rn.bf16x2 with -0, sm_80+), exact where the
+ * product is a normal bf16. 8 instructions a word on the ALU and FMA pipes
+ * where the conversion form takes 12, 8 of them conversions. Valid where
+ * dsa_dequant4_e4m3_hm_special is 0: no NaN code, 10 <= u <= 134 (the
+ * multiplier's exponent field u + 120 <= 254; every product of a nonzero
+ * code at least 2^-9 x 2^(u - 127) >= 2^-126, a normal). Equal to
+ * dsa_dequant4_e4m3_bf16_exact there (tools/probes/dequant_cvt.c, on the
+ * device: every byte pair in both halves, every such u). */
+DSA_INLINE int dsa_dequant4_e4m3_hm_special(uint x, uint u) {
+  return (((x & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0u || u - 10u > 124u;
+}
+DSA_INLINE uint dsa_dequant_hm_scale(uint u) { return ((u + 120u) << 7) * 0x00010001u; }
+DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_hm(uint x, uint m2) {
+  uint y0, y1, lo, hi;
+  __asm__("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(y0) : "r"(x), "r"(0u));
+  __asm__("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(y1) : "r"(x), "r"(0u));
+  y0 = (y0 << 4) & 0x87F087F0u;
+  y1 = (y1 << 4) & 0x87F087F0u;
+  __asm__("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(y0), "r"(m2), "r"(0x80008000u));
+  __asm__("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(y1), "r"(m2), "r"(0x80008000u));
+  return (uint2)(lo, hi);
+}
 #else
 #define DSA_DEQUANT_CVT 0
 #endif

@@ -1269,7 +1269,7 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
 /* FD_CVT: the conversion instructions' dequantization where the device has
  * them (DSA_DEQUANT_CVT, NVIDIA sm_89+); 0 forces the integer path. */
 #ifndef FD_CVT
-#define FD_CVT DSA_DEQUANT_CVT
+#define FD_CVT (DSA_DEQUANT_CVT ? 2 : 0)
 #endif
 #if FD_CVT && !DSA_DEQUANT_CVT
 #error "sparse_mla.cl: FD_CVT needs DSA_DEQUANT_CVT"
@@ -1296,7 +1296,14 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
   const uint a0[4] = {x0.x, x0.y, x0.z, x0.w}, a1[4] = {x1.x, x1.y, x1.z, x1.w};
   const uint b1[4] = {y1.x, y1.y, y1.z, y1.w};
   int sp0 = 0, sp1 = 0;
-#if FD_CVT
+#if FD_CVT == 2
+  /* The bf16 multiply's form: a NaN code, or u outside [10, 134], takes
+   * fd_lane's exact path. */
+  const uint m0 = dsa_dequant_hm_scale(u0), m1 = dsa_dequant_hm_scale(u1);
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    sp0 |= dsa_dequant4_e4m3_hm_special(a0[i], u0), sp1 |= dsa_dequant4_e4m3_hm_special(a1[i], u1);
+#elif FD_CVT
   /* The conversion instructions' form: only a NaN (code or u = 255) takes
    * fd_lane's exact path. */
   const float sc0 = dsa_ue8m0_to_f32(u0), sc1 = dsa_ue8m0_to_f32(u1);
@@ -1315,7 +1322,10 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
     uint w0[8], w1[8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-#if FD_CVT
+#if FD_CVT == 2
+      const uint2 f0 = dsa_dequant4_e4m3_bf16_hm(a0[i], m0);
+      const uint2 f1 = dsa_dequant4_e4m3_bf16_hm(a1[i], m1);
+#elif FD_CVT
       const uint2 f0 = dsa_dequant4_e4m3_bf16_cvt(a0[i], sc0);
       const uint2 f1 = dsa_dequant4_e4m3_bf16_cvt(a1[i], sc1);
 #else

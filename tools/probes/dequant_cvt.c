@@ -1,13 +1,15 @@
 /* dequant_cvt: the fused attention's dequantization by conversion
  * instructions (cl/dsa_common.h, dsa_dequant4_e4m3_bf16_cvt: NVIDIA sm_89+)
- * against the exact path (dsa_dequant4_e4m3_bf16_exact) on the device: every
- * byte pair in both halves of the word (the high half a bijection of the
- * low), every scale byte u; words that dsa_dequant4_e4m3_nan flags are
- * skipped (they take the exact path in the kernel). A standalone probe (not
- * built by meson):
+ * and by one bf16 multiply (dsa_dequant4_e4m3_bf16_hm) against the exact
+ * path (dsa_dequant4_e4m3_bf16_exact) on the device: every byte pair in
+ * both halves of the word (the high half a bijection of the low), every
+ * scale byte u; words that dsa_dequant4_e4m3_nan (dsa_dequant4_e4m3_hm_special)
+ * flags are skipped (they take the exact path in the kernel). A standalone
+ * probe (not built by meson):
  *   cc -O2 tools/probes/dequant_cvt.c -lOpenCL -o dequant_cvt &&
  *   ./dequant_cvt cl "-DDSA_HAS_NV_PTX=1 -DDSA_NV_SM=90"
- * prints "checked N words, M differ" and exits 0 when M = 0. Elsewhere
+ * prints "checked N words, M differ (cvt), M2 differ (hm)" and exits 0
+ * when both are 0. Elsewhere
  * (no DSA_DEQUANT_CVT) it checks the exact path against itself. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -38,6 +40,13 @@ static const char *src =
     "    if (atomic_inc(bad) == 0u) first[0] = x, first[1] = u, first[2] = c.x, first[3] = c.y,\n"
     "                               first[4] = e.x, first[5] = e.y;\n"
     "  }\n"
+    "#if DSA_DEQUANT_CVT\n"
+    "  if (!dsa_dequant4_e4m3_hm_special(x, u)) {\n"
+    "    const uint2 h = dsa_dequant4_e4m3_bf16_hm(x, dsa_dequant_hm_scale(u));\n"
+    "    if ((h.x != e.x || h.y != e.y) && atomic_inc(bad + 1) == 0u)\n"
+    "      first[6] = x, first[7] = u;\n"
+    "  }\n"
+    "#endif\n"
     "}\n";
 int main(int argc, char **argv) {
   const char *inc = argc > 1 ? argv[1] : "cl", *defs = argc > 2 ? argv[2] : "";
@@ -66,7 +75,7 @@ int main(int argc, char **argv) {
   cl_kernel k = clCreateKernel(prog, "probe", &e);
   CK(e);
   cl_uint zero[8] = {0};
-  cl_mem bad = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, 4, zero, &e);
+  cl_mem bad = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, 8, zero, &e);
   CK(e);
   cl_mem first = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, 32, zero, &e);
   CK(e);
@@ -74,12 +83,14 @@ int main(int argc, char **argv) {
   CK(clSetKernelArg(k, 1, sizeof first, &first));
   const size_t n = (size_t)65536 * 256, wg = 256;
   CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &n, &wg, 0, NULL, NULL));
-  cl_uint nb = 0, f[8];
-  CK(clEnqueueReadBuffer(q, bad, CL_TRUE, 0, 4, &nb, 0, NULL, NULL));
+  cl_uint nb2[2] = {0, 0}, f[8];
+  CK(clEnqueueReadBuffer(q, bad, CL_TRUE, 0, 8, nb2, 0, NULL, NULL));
+  const cl_uint nb = nb2[0];
   CK(clEnqueueReadBuffer(q, first, CL_TRUE, 0, 32, f, 0, NULL, NULL));
-  printf("checked %zu words, %u differ\n", n, nb);
+  printf("checked %zu words, %u differ (cvt), %u differ (hm)\n", n, nb, nb2[1]);
   if (nb)
     printf("first: x %08x u %u: cvt %08x %08x, exact %08x %08x\n", f[0], f[1], f[2], f[3], f[4],
            f[5]);
-  return nb != 0;
+  if (nb2[1]) printf("first (hm): x %08x u %u\n", f[6], f[7]);
+  return nb != 0 || nb2[1] != 0;
 }
