@@ -130,7 +130,8 @@ static tcache cache_make(int64_t nb, int32_t bs, int64_t stride, double amp) {
     ref_mla_insert(&t.ref, row, 512, &s, 1);
     /* Codes the quantizer does not write but a cache may hold, in one slot of
      * eight: e4m3 NaN codes (read as 0), subnormal codes and scale bytes
-     * below 8 (the dequantization's exact path), a NaN RoPE element. */
+     * below 8 or from 135 on (the dequantization's exact paths), a NaN RoPE
+     * element. */
     if (rnd(8) == 0) {
       const int64_t blk = s / bs, tok = s % bs, b = rnd(7);
       uint8_t *data = t.img + blk * stride + tok * 576;
@@ -138,7 +139,9 @@ static tcache cache_make(int64_t nb, int32_t bs, int64_t stride, double amp) {
       for (int i = 0; i < n && mode < 2; i++)
         data[64 * b + rnd(64)] = (uint8_t)(mode == 0 ? (rnd(2) ? 0xFF : 0x7F)
                                                      : (rnd(2) ? 0x80 : 0) | (1 + rnd(7)));
-      if (mode == 2) t.img[blk * stride + (int64_t)bs * 576 + tok * 8 + b] = (uint8_t)rnd(8);
+      if (mode == 2)
+        t.img[blk * stride + (int64_t)bs * 576 + tok * 8 + b] =
+            (uint8_t)(rnd(2) ? rnd(8) : 135 + rnd(8));
       if (mode == 3) {
         const int64_t e = 448 + 2 * rnd(64);
         data[e] = 0xC0, data[e + 1] = 0x7F;

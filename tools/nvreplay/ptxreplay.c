@@ -270,6 +270,18 @@ int main(int argc, char **argv) {
     long b = 0;
     for (size_t j = 0; j < a[i].n; j++) b += h[j] != a[i].out[j];
     if (b) printf("argument %d: %ld of %zu bytes differ from the OpenCL launch\n", i, b, a[i].n);
+    /* The first few differing 4-byte words (offset, replay, OpenCL; as
+     * floats too), to tell a replay artifact from the kernel's own. */
+    for (size_t j = 0, shown = 0; b && j + 4 <= a[i].n && shown < 6; j += 4) {
+      if (!memcmp(h + j, a[i].out + j, 4)) continue;
+      float fr, fo;
+      memcpy(&fr, h + j, 4);
+      memcpy(&fo, a[i].out + j, 4);
+      printf("  word at byte %zu: replay %08x (%g), OpenCL %08x (%g)\n", j,
+             *(unsigned *)(void *)(h + j), (double)fr, *(unsigned *)(void *)(a[i].out + j),
+             (double)fo);
+      shown++;
+    }
     bad += b;
     free(h);
   }

@@ -45,10 +45,18 @@ grep clrecord "$out/command.txt" || true
 for k in ${kernels//,/ }; do
   d=/tmp/clrec/$k
   [ -d "$d" ] || { echo "$k: not launched (or not recorded)"; continue; }
-  /tmp/ptxreplay "$d" 20 | tee "$out/$k.replay.txt"
+  # NVREPLAY_ALLOW_DIFF=1 profiles a replay whose bytes differ from the
+  # OpenCL launch's, for its timing and instruction mix. The fused decode's
+  # split workspace differs (26-39 thousand of 17.8 MB bytes, a different
+  # count each replay) where three OpenCL launches of the same case write
+  # the same bytes: the replay's words at the workspace's start are (m, l)
+  # pairs, which the kernel writes past the partial rows at an offset of
+  # get_num_groups(2) rows: in the replay that is evidently 0 and its groups
+  # race on the first rows (session 26). A replay artifact, not the kernel's.
+  /tmp/ptxreplay "$d" 20 | tee "$out/$k.replay.txt" || [ -n "${NVREPLAY_ALLOW_DIFF:-}" ]
   # shellcheck disable=SC2086
   ncu $ncu_args -k "$k" --launch-count 1 -f -o "/tmp/rep_$k" /tmp/ptxreplay "$d" 0 \
-    > "$out/$k.ncu.log" 2>&1 || { tail -5 "$out/$k.ncu.log"; continue; }
+    > "$out/$k.ncu.log" 2>&1 || [ -n "${NVREPLAY_ALLOW_DIFF:-}" ] || { tail -5 "$out/$k.ncu.log"; continue; }
   ncu --import "/tmp/rep_$k.ncu-rep" --page details > "$out/$k.details.txt"
   ncu --import "/tmp/rep_$k.ncu-rep" --page source --csv --print-source sass > "$out/$k.sass.csv"
   ncu --import "/tmp/rep_$k.ncu-rep" --page raw --csv > "$out/$k.raw.csv"
