@@ -1260,14 +1260,21 @@ DSA_INLINE void fd_lane(__local const uchar *rs, int valid, uint L, uint l, __lo
  * side, the RoPE lanes' NaN zeroing by a select; a lane with an e4m3 NaN,
  * subnormal or extreme scale in either round takes fd_lane's exact path
  * for both (same results). 3.5-4 % of the fused decode on an H100
- * (docs/PERFORMANCE.md, mla5). On NVIDIA sm_89+ (FD_CVT) the common path is
- * conversion instructions (dsa_dequant4_e4m3_bf16_cvt, the exact path's
- * arithmetic) and only a NaN word takes fd_lane: -7 to -9 % (session 19). */
+ * (docs/PERFORMANCE.md, mla5). On NVIDIA sm_89+ (FD_CVT) the common path
+ * has no integer chain of that kind: since session 26 prmt, shift, mask and
+ * one bf16 multiply a pair (dsa_dequant4_e4m3_bf16_hm, FD_CVT 2: -1.8 to
+ * -2.8 % against the conversion instructions' form, FD_CVT 1, which was
+ * -7 to -9 % against the integer one in session 19); only a NaN word or a
+ * scale byte outside [10, 134] takes fd_lane. Selects to mask unused
+ * entries (16 a lane) and the RoPE lanes' NaN test before the zeroing cut
+ * the block from 187 to ~140 instructions a warp and measured no faster
+ * (session 26): the block is bound by its latency, not its count. */
 #if MT_NT != 2 * (MT_WG / 32) || NOPE_LANES != 28
 #error "sparse_mla.cl: fd_dequant maps 2 entries (56 + 8 dim lanes) onto each warp"
 #endif
-/* FD_CVT: the conversion instructions' dequantization where the device has
- * them (DSA_DEQUANT_CVT, NVIDIA sm_89+); 0 forces the integer path. */
+/* FD_CVT (DSA_DEQUANT_CVT, NVIDIA sm_89+): 2 the bf16 multiply's form (the
+ * default there), 1 the conversion instructions' form; 0 (elsewhere, or
+ * forced) the integer path. */
 #ifndef FD_CVT
 #define FD_CVT (DSA_DEQUANT_CVT ? 2 : 0)
 #endif
