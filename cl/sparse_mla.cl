@@ -1305,7 +1305,8 @@ DSA_INLINE void fd_dequant(__local const uchar *rs0, __local const int *vms, uin
   int sp0 = 0, sp1 = 0;
 #if FD_CVT == 2
   /* The bf16 multiply's form: a NaN code, or u outside [10, 134], takes
-   * fd_lane's exact path. */
+   * fd_lane's exact path. (Unused entries and the RoPE lanes multiply by a
+   * stale or unused scale byte's m: the selects below drop those words.) */
   const uint m0 = dsa_dequant_hm_scale(u0), m1 = dsa_dequant_hm_scale(u1);
 #pragma unroll
   for (int i = 0; i < 4; i++)
@@ -1819,12 +1820,6 @@ sparse_mla_decode_fused_tile(SA_FUSED_PARAMS, int nsplit, int chunk, __global uc
 }
 #endif
 
-/* Split-K, second stage: grid (64, H, T), item i dims [8i, +8) of head h of
- * token t: the partial rows of the nsplit splits weighted by e^{m_s - M}
- * (M their largest running max), divided by sum_s l_s e^{m_s - M} +
- * e^{sink - M}; lse = M + ln sum_s l_s e^{m_s - M}. Splits with no used
- * entry have m = -inf and weigh 0; a row with none at all gives zeros and
- * lse -inf, as the unsplit kernel. Faults: unused (the first stage's). */
 /* Split row r's share of item i's 8 dims and of the sum l, weighted by
  * e^{m_r - M}. */
 DSA_INLINE void sc_add(__global const float *po, __global const float *ml, const ulong r,
@@ -1837,6 +1832,12 @@ DSA_INLINE void sc_add(__global const float *po, __global const float *ml, const
   o[4] += b.x * w, o[5] += b.y * w, o[6] += b.z * w, o[7] += b.w * w;
 }
 
+/* Split-K, second stage: grid (64, H, T), item i dims [8i, +8) of head h of
+ * token t: the partial rows of the nsplit splits weighted by e^{m_s - M}
+ * (M their largest running max), divided by sum_s l_s e^{m_s - M} +
+ * e^{sink - M}; lse = M + ln sum_s l_s e^{m_s - M}. Splits with no used
+ * entry have m = -inf and weigh 0; a row with none at all gives zeros and
+ * lse -inf, as the unsplit kernel. Faults: unused (the first stage's). */
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void sparse_mla_split_combine(
     int n_heads, int nsplit, __global const uchar *ws, SA_OUTPUT) {
   (void)scale, (void)faults;
