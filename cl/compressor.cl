@@ -20,8 +20,9 @@
  * four dims (max, sum of EXP2, weighted sum; EXP2 recomputed, it is
  * deterministic), reduces the sum of squares as the fixed halving tree of
  * docs/COMPRESSOR.md, and quantizes: block maxima through local memory.
- * Tokens that do not close a window read only their metadata; the group
- * still passes every barrier (no early return: see the note at the stores).
+ * Tokens that do not close a window read only their metadata; on GPUs the
+ * group then leaves before its first barrier, on CPU devices it still
+ * passes every barrier (no early return there: see the note at the stores).
  *
  * Numerics are device-independent: FP_CONTRACT off, fma only where written,
  * EXP2 by a fixed fma polynomial, the softmax division correctly rounded
@@ -205,6 +206,18 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
     if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
   }
+#if !DSA_DEVICE_CPU
+  /* GPUs: a token that closes no window (or failed the checks above) leaves
+   * here, before the first barrier, the whole group at once (go is the
+   * same in every lane). In a prefill most groups are such tokens (8128 of
+   * 8192 at ratio 128); running the body on zeros through every barrier,
+   * they held the compute units' slots ahead of the windows' groups. CPU
+   * devices keep the no-return form (the note at the stores: PoCL). */
+  if (!go) {
+    if (lane == 0u && fbit) dsa_fault(faults, fbit);
+    return;
+  }
+#endif
   if (lane == 0u) *badrow = 0x7FFFFFFF;
   barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -445,11 +458,12 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
    * RoPE, 2 MLA NoPE, 3 indexer FP8, 4 indexer MXFP4. */
   const int role = !go || !tl ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* No return anywhere in this kernel once it has barriers: PoCL 5 (pthread)
+  /* No return anywhere in this kernel on CPU devices: PoCL 5 (pthread)
    * mishandles a uniform early return, even one before the first barrier
    * (private values of other work-items were mixed up: lanes stored one
-   * another's dims). Tokens that do not close a window run the whole body
-   * on zeros with go = false and store nothing. */
+   * another's dims). There, tokens that do not close a window run the whole
+   * body on zeros with go = false and store nothing (GPUs return before the
+   * first barrier; later failures, as here, store nothing). */
   if (role == 0) {
   } else if (role == 1) {
     const uint q = lane - (uint)(HD - 64) / 4u;
