@@ -388,7 +388,8 @@ DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_cvt(uint x, float sc) {
  * 71.6 -> 77.0; the paged gather and the two-stage form unchanged;
  * session 26), as the conversion and prmt forms did before. */
 DSA_INLINE int dsa_dequant4_e4m3_hm_special(uint x, uint u) {
-  return (((x & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0u || u - 10u > 124u;
+  /* The cvt form's NaN test (its u = 255 lies outside [10, 134] too). */
+  return dsa_dequant4_e4m3_nan(x, u) || u - 10u > 124u;
 }
 DSA_INLINE uint dsa_dequant_hm_scale(uint u) { return ((u + 120u) << 7) * 0x00010001u; }
 DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_hm(uint x, uint m2) {
