@@ -1173,6 +1173,20 @@ IL_TILE_KERNEL(paged_mqa_logits_mxfp4_tile, 1, 1)
 #if KM_PF < 1
 #error "indexer_logits.cl: KM_PF >= 1"
 #endif
+/* KM_FOLD 1: the epilogue sums ReLU(acc) w over the lane's heads and
+ * multiplies the row's sum by its k_scale once, instead of each product
+ * (one multiply an accumulator fewer: 32 a 16-key chunk and token on
+ * NVIDIA). ReLU(acc s) = s ReLU(acc) for s > 0, and with s a power of two
+ * (the quantizers' scales) in the normal range every rounding scales with
+ * it, so the logits keep their bits; other positive scales round once
+ * differently (SPEC-reference §6.1: any order). A lane whose rows' scales
+ * are not all positive normal floats (zero, negative, NaN, infinite,
+ * subnormal: only a foreign cache has them) multiplies its accumulators
+ * by the scales first (a branch of its own, not taken with sane caches),
+ * which is the per-product form, the spec's formula as written. */
+#ifndef KM_FOLD
+#define KM_FOLD 1
+#endif
 #ifndef KM_BTP
 #define KM_BTP 1
 #endif
@@ -1777,6 +1791,21 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
 #endif
           p[hr] = 0.0f;
         }
+#if KM_FOLD
+        /* The lane's rows take k_scale after the head sum where each is a
+         * positive normal float (KM_FOLD, above); the four lanes of a row
+         * decide alike, so the row sums meet one form. */
+        int fold = 1;
+#pragma unroll
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
+          fold &= sr[hr] >= FLT_MIN && sr[hr] <= FLT_MAX;
+        if (!fold) { /* per lane: no shuffle inside */
+#pragma unroll
+          for (int nt = 0; nt < KM_NTW; nt++)
+#pragma unroll
+            for (int e = 0; e < DSA_TILE_CE; e++) acc[nt].v[e] *= sr[dsa_tile_rslot(e)];
+        }
+#endif
 #pragma unroll
         for (int nt = 0; nt < KM_NTW; nt++) {
 #if KM_QL
@@ -1799,11 +1828,21 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
             for (int e = 0; e < DSA_TILE_CE; e++) {
               if (dsa_tile_slot(e) != s2) continue; /* constant after unrolling */
               const int h = dsa_tile_rslot(e);
+#if KM_FOLD
+              p[h] += fmax(acc[nt].v[e], 0.0f) * wv_[s2];
+#else
               p[h] += fmax(acc[nt].v[e] * sr[h], 0.0f) * wv_[s2];
+#endif
             }
         }
 #pragma unroll
-        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) p[hr] = dsa_tile_row_sum(p[hr]) * 0x1p8f;
+        for (int hr = 0; hr < DSA_TILE_CROWS; hr++) {
+#if KM_FOLD
+          p[hr] = dsa_tile_row_sum(p[hr]) * (fold ? sr[hr] : 1.0f) * 0x1p8f;
+#else
+          p[hr] = dsa_tile_row_sum(p[hr]) * 0x1p8f;
+#endif
+        }
 #if KM_QL
         /* The warp holds all heads of its token: these are the logits. */
         if (dsa_tile_row_leader() && tk_ok) {

@@ -53,6 +53,26 @@ static float pow2f(int e) { return ldexpf(1.0f, e); }
  * keys and moderate queries stay finite: the keys kernel once folded 2^16
  * into the scale, which overflowed from 2^112 on. */
 static float key_scale(int huge) { return huge ? pow2f(111 + (int)rnd(7)) : pow2f((int)rnd(12) - 6); }
+/* A foreign cache's scales (SPEC-reference §6.1 asks k_scale > 0; the
+ * formula, scale before ReLU, still defines the others): zero, negative,
+ * NaN, subnormal, the least scale whose 2^8 multiple is normal, not a
+ * power of two, and sane ones, so a kernel that takes the scale after
+ * its head sum meets every case it must leave to the per-product form. */
+static float key_scale_foreign(void) {
+  switch (rnd(8)) {
+    case 0: return 0.0f;
+    case 1: return -pow2f((int)rnd(12) - 6);
+    case 2: return NAN;
+    case 3: return 1e-40f;
+    case 4: return pow2f(-134);
+    case 5: return (float)(0.3 + dsa_test_uniform(&rng));
+    default: return key_scale(0);
+  }
+}
+/* By family: 4 huge, 5 foreign, else sane. */
+static float key_scale_kind(int kind) {
+  return kind == 5 ? key_scale_foreign() : key_scale(kind == 4);
+}
 
 /* ue8m0 scale bytes in a sane range (the quantizers write 1..253). */
 static uint8_t ue8m0_byte(void) { return (uint8_t)(110 + rnd(30)); }
@@ -249,7 +269,7 @@ typedef struct rag_case {
   int fp4;
   int64_t m, h, d, n;
   int clean, bf16, padded;
-  int qkind, kkind, wkind; /* kkind 4: subnormal keys with huge scales */
+  int qkind, kkind, wkind; /* kkind 4: subnormal keys with huge scales; 5: foreign scales */
   int ranges; /* 0 random, 1 full, 2 empty (ks = ke), 3 inverted, 4 out of bounds (faults) */
 } rag_case;
 
@@ -269,7 +289,7 @@ static void run_ragged(const rag_case *tc) {
   } else {
     fill_e4m3(qv, m * h * d, tc->qkind);
     fill_e4m3(kv, n * d, tc->kkind);
-    for (int64_t i = 0; i < n; i++) ksc[i] = key_scale(tc->kkind == 4);
+    for (int64_t i = 0; i < n; i++) ksc[i] = key_scale_kind(tc->kkind);
   }
   /* Some heads all zero. */
   for (int64_t r = 0; r < m; r++)
@@ -342,6 +362,8 @@ static void test_ragged(void) {
       {0, 5, 64, 128, 2500, 1, 0, 0, 1, 1, 0, 0}, {0, 3, 64, 128, 2100, 0, 1, 1, 1, 1, 0, 1},
       /* Key scales 2^111 .. 2^117 (finite logits). */
       {0, 3, 64, 128, 1100, 1, 0, 0, 1, 4, 0, 0},
+      /* Foreign key scales (zero, negative, NaN, subnormal, ...). */
+      {0, 3, 64, 128, 1100, 1, 0, 0, 1, 5, 0, 0}, {0, 4, 8, 128, 300, 0, 0, 1, 1, 5, 1, 0},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_ragged(&fixed[i]);
   /* Random combinations on top of the fixed cases (which hold each
@@ -365,7 +387,7 @@ typedef struct paged_case {
   int ctx_kind; /* 0 random, 1 full table, 2 zeros, 3 lengths past the table (fault) */
   int bad_blocks;
   int64_t mml_extra; /* max_model_len = w * bs + mml_extra (may be negative) */
-  int huge;          /* subnormal keys with scales 2^111 .. 2^117 (key_scale) */
+  int huge; /* 1: subnormal keys with scales 2^111 .. 2^117 (key_scale); 2: foreign scales */
 } paged_case;
 
 static void run_paged(const paged_case *tc) {
@@ -390,8 +412,8 @@ static void run_paged(const paged_case *tc) {
       if (fp4) {
         for (int qq = 0; qq < 4; qq++) base[bs * 64 + t * 4 + qq] = ue8m0_byte();
       } else {
-        fill_e4m3(base + t * 128, 128, tc->huge ? 4 : rnd(8) == 0 ? 0 : 1);
-        float s = key_scale(tc->huge);
+        fill_e4m3(base + t * 128, 128, tc->huge == 1 ? 4 : rnd(8) == 0 ? 0 : 1);
+        float s = key_scale_kind(tc->huge == 1 ? 4 : tc->huge == 2 ? 5 : 0);
         memcpy(base + bs * 128 + t * 4, &s, 4);
       }
     }
@@ -518,6 +540,9 @@ static void test_paged(void) {
       /* Key scales 2^111 .. 2^117 (one and two tokens a sequence) */
       {0, 3, 1, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 1},
       {0, 2, 2, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 1},
+      /* Foreign key scales (one and two tokens a sequence) */
+      {0, 3, 1, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 2},
+      {0, 2, 2, 64, 18, 20, 64, 0, 1, 1, 0, 0, 1, 0, 0, 2},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_paged(&fixed[i]);
   static const int64_t hs[] = {1, 8, 16, 64, 128};
