@@ -1793,8 +1793,11 @@ DSA_INLINE_ALWAYS void km_body(IL_PARAMS, const int paged, const int tpw, const 
         }
 #if KM_FOLD
         /* The lane's rows take k_scale after the head sum where each is a
-         * positive normal float (KM_FOLD, above); the four lanes of a row
-         * decide alike, so the row sums meet one form. */
+         * positive normal float (KM_FOLD, above). The lanes whose sums meet
+         * in dsa_tile_row_sum hold the same rows in every back-end's map
+         * (NVIDIA: the four lanes of g, rows g and g + 8; Intel: every lane,
+         * all 8; AMD: the 16 lanes of one lane / 16), so they decide alike
+         * and a row's sum meets one form. */
         int fold = 1;
 #pragma unroll
         for (int hr = 0; hr < DSA_TILE_CROWS; hr++)
