@@ -147,11 +147,14 @@ DSA_INLINE void il_dec16(const uint4 x, const int fp4, float *v, const float qmu
 
 DSA_INLINE void il_store(__global uchar *out, ulong o_off, ulong o_rs, uint r, int col,
                          float v, int out_bf16) {
-  const ulong a = o_off + (ulong)r * o_rs;
+  /* One address for either element size (col >= 0 in every caller): the
+   * keys kernels' stores made both, 3 instructions each (session 27's
+   * SASS). */
+  __global uchar *p = out + o_off + (ulong)r * o_rs + (ulong)(uint)col * (out_bf16 ? 2u : 4u);
   if (out_bf16)
-    *(__global ushort *)(out + a + (ulong)col * 2u) = dsa_f32_to_bf16(v);
+    *(__global ushort *)p = dsa_f32_to_bf16(v);
   else
-    *(__global float *)(out + a + (ulong)col * 4u) = v;
+    *(__global float *)p = v;
 }
 
 /* The row's valid key range [lo, hi) (clamped) and whether it was faulty. */

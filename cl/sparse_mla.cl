@@ -1380,6 +1380,20 @@ DSA_INLINE void tile_body(
   const int len = nsplit > 1 ? min(len_a + len_b, j0 + chunk) : len_a + len_b;
   const int ntiles = (max(len - j0, 0) + MT_NT - 1) / MT_NT;
 
+  /* Fused: the first tiles' index reads (the ring's MT_ST tiles, tile
+   * MT_ST's records, the indices of the FD_NB tiles after it) go out
+   * before the query rows are staged: they need only the lengths, so their
+   * latency overlaps the query's load and two barriers instead of
+   * following them (H200: -0.4 to -0.8 us at the four bench shapes,
+   * docs/PERFORMANCE.md, session 27). */
+  dsa_lazy_ref fr[MT_ST], frec, fn0;
+  if (fused) {
+#pragma unroll
+    for (int i = 0; i < MT_ST; i++)
+      fr[i] = ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)(tid / 16u)); /* ce */
+    if (tid < MT_NT) frec = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
+    if (tid < FD_RB) fn0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
+  }
   /* The group's query rows as bf16 pairs (MT_KDP words a row; absent heads
    * zero): in the tile buffer while the fragments are loaded, or for good. */
 #if DSA_TILE_A_REGS
@@ -1435,8 +1449,7 @@ DSA_INLINE void tile_body(
   if (fused) {
 #pragma unroll
     for (int i = 0; i < MT_ST; i++) {
-      const dsa_ref r = ref_resolve(
-          sa, sb, ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)ce), cq, 1, faults);
+      const dsa_ref r = ref_resolve(sa, sb, fr[i], cq, 1, faults);
       fd_issue(sa, sb, r, cq, ring + ((uint)i * MT_NT + ce) * FD_EB);
       if (cq == 0u) vm[i * MT_NT + (int)ce] = r.slot >= 0;
       dsa_async_commit();
@@ -1445,11 +1458,10 @@ DSA_INLINE void tile_body(
      * the first FD_RB items then hold the indices of tiles MT_ST + 1 ..
      * MT_ST + FD_NB (item i: tile MT_ST + 1 + i / MT_NT, entry i % MT_NT). */
     if (tid < MT_NT) {
-      const dsa_lazy_ref l = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
       const uint ri = (MT_ST % FD_RS) * MT_NT + tid;
-      fd_record(sa, sb, ref_resolve(sa, sb, l, 0u, 1, faults), rec + ri, rfl + ri);
+      fd_record(sa, sb, ref_resolve(sa, sb, frec, 0u, 1, faults), rec + ri, rfl + ri);
     }
-    if (tid < FD_RB) n0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
+    if (tid < FD_RB) n0 = fn0;
     dsa_async_wait(MT_ST - 1);
     barrier(CLK_LOCAL_MEM_FENCE);
   } else {
