@@ -180,6 +180,23 @@ DSA_INLINE float dsa_f16_to_f32(uint h) {
   return vload_half(0, (const __private half *)&b);
 }
 
+#if DSA_HAS_NV_PTX
+/* prmt in its sign mode (selector nibbles 8-B): bytes 0 and 1 of x
+ * (dsa_nv_sext01) or 2 and 3 (dsa_nv_sext23) each sign-extended to a
+ * 16-bit half, the first in the low half. One instruction; the e4m3 pair
+ * conversions below shift and mask these halves. */
+DSA_INLINE uint dsa_nv_sext01(uint x) {
+  uint y;
+  __asm__("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(y) : "r"(x), "r"(0u));
+  return y;
+}
+DSA_INLINE uint dsa_nv_sext23(uint x) {
+  uint y;
+  __asm__("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(y) : "r"(x), "r"(0u));
+  return y;
+}
+#endif
+
 /* Two e4m3 bytes (the low 16 bits of x, the first in bits 0..7) as an f16
  * pair scaled by 2^-8, the first in the low half: e4m3 s.eeee.mmm moved into
  * f16 s.0eeee.mmm0000000 keeps every value, subnormals included, times
@@ -197,9 +214,7 @@ DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled(uint x) {
    * the mask 0xBF80 keeps 15 and 13..7 of each half. The same bits as the
    * carry form below (all 2^16 pairs, checked on the host with a model of
    * prmt), one operation a pair fewer. */
-  uint y;
-  __asm__("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(y) : "r"(x), "r"(0u));
-  return (y << 7) & 0xBF80BF80u;
+  return (dsa_nv_sext01(x) << 7) & 0xBF80BF80u;
 #else
   /* Bytes 0 and 1 of x to bytes 0 and 2; then per 16-bit half b
    * (b + (b & 0x80)) << 7 = (b & 0x7F) << 7 | (b & 0x80) << 8 (the sign bit
@@ -211,9 +226,7 @@ DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled(uint x) {
 /* The same for bytes 2 and 3 of x (no shift first on NVIDIA). */
 DSA_INLINE uint dsa_e4m3x2_to_f16x2_scaled_hi(uint x) {
 #if DSA_HAS_NV_PTX
-  uint y;
-  __asm__("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(y) : "r"(x), "r"(0u));
-  return (y << 7) & 0xBF80BF80u;
+  return (dsa_nv_sext23(x) << 7) & 0xBF80BF80u;
 #else
   return dsa_e4m3x2_to_f16x2_scaled(x >> 16);
 #endif
@@ -393,11 +406,8 @@ DSA_INLINE int dsa_dequant4_e4m3_hm_special(uint x, uint u) {
 }
 DSA_INLINE uint dsa_dequant_hm_scale(uint u) { return ((u + 120u) << 7) * 0x00010001u; }
 DSA_INLINE uint2 dsa_dequant4_e4m3_bf16_hm(uint x, uint m2) {
-  uint y0, y1, lo, hi;
-  __asm__("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(y0) : "r"(x), "r"(0u));
-  __asm__("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(y1) : "r"(x), "r"(0u));
-  y0 = (y0 << 4) & 0x87F087F0u;
-  y1 = (y1 << 4) & 0x87F087F0u;
+  const uint y0 = (dsa_nv_sext01(x) << 4) & 0x87F087F0u, y1 = (dsa_nv_sext23(x) << 4) & 0x87F087F0u;
+  uint lo, hi;
   __asm__("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(y0), "r"(m2), "r"(0x80008000u));
   __asm__("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(y1), "r"(m2), "r"(0x80008000u));
   return (uint2)(lo, hi);

@@ -1386,11 +1386,12 @@ DSA_INLINE void tile_body(
    * latency overlaps the query's load and two barriers instead of
    * following them (H200: -0.4 to -0.8 us at the four bench shapes,
    * docs/PERFORMANCE.md, session 27). */
+  const uint ce = tid / 16u, cq = tid % 16u; /* the ring's copy mapping (below) */
   dsa_lazy_ref fr[MT_ST], frec, fn0;
   if (fused) {
 #pragma unroll
     for (int i = 0; i < MT_ST; i++)
-      fr[i] = ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)(tid / 16u)); /* ce */
+      fr[i] = ref_read(sa, sb, len_a, len, t, j0 + i * MT_NT + (int)ce);
     if (tid < MT_NT) frec = ref_read(sa, sb, len_a, len, t, j0 + MT_ST * MT_NT + (int)tid);
     if (tid < FD_RB) fn0 = ref_read(sa, sb, len_a, len, t, j0 + (MT_ST + 1) * MT_NT + (int)tid);
   }
@@ -1443,7 +1444,6 @@ DSA_INLINE void tile_body(
    * of the data reads that need them). Fused: the ring's copy mapping
    * (entry ce, piece cq), tile 0 in flight, the index of tile 1 read. */
   const int e0 = j0 + (int)(2u * sp);
-  const uint ce = tid / 16u, cq = tid % 16u;
   dsa_raw r0, r1;
   dsa_lazy_ref n0, n1;
   if (fused) {
