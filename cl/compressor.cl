@@ -23,6 +23,9 @@
  * Tokens that do not close a window read only their metadata; on GPUs the
  * group then leaves before its first barrier, on CPU devices it still
  * passes every barrier (no early return there: see the note at the stores).
+ * compressor_c128_part + compressor_c128_tail (variant "split", ratio 128,
+ * head 512; at the end of this file): a window's dims over 16 work-groups,
+ * the norm and the rest in a second kernel (layout and grids there).
  *
  * Numerics are device-independent: FP_CONTRACT off, fma only where written,
  * EXP2 by a fixed fma polynomial, the softmax division correctly rounded
@@ -170,6 +173,126 @@ DSA_INLINE float cmp_div_guess(float w, float d, float r, bool *exact) {
 
 DSA_INLINE uint cmp_bf16x2(float a, float b) {
   return (uint)dsa_f32_to_bf16(a) | ((uint)dsa_f32_to_bf16(b) << 16);
+}
+
+/* Tensor / cache argument groups passed on to cmp_body and cmp_tail. */
+#define CMP_T1(x) x##_mem, x##_off, x##_s0, x##_al
+#define CMP_T2(x) x##_mem, x##_off, x##_s0, x##_s1, x##_al
+#define CMP_T3(x) x##_mem, x##_off, x##_s0, x##_s1, x##_s2, x##_al
+#define CMP_P(x) x##_mem, x##_off, x##_nb, x##_bs, x##_bstride, x##_al
+
+/* The rest of a token's operator after the softmax-gated sum, for one of
+ * HD / 4 lanes holding dims [4 lane, 4 lane + 4) in cv (tl false: a lane
+ * past them, which stores nothing but passes every barrier): RMSNorm (the
+ * fixed halving tree), RoPE, the quantizer and the stores into the cache
+ * slot cslot (go false: nothing stored). red, keys: HD / 4 words each. */
+DSA_INLINE_ALWAYS void cmp_tail(const int HD, const bool tl, const float cv[4], const bool go,
+                                const long cslot, const long pc, DSA_CTENSOR1(w), int w_bf16,
+                                DSA_CTENSOR2(cs), int cs_bf16, DSA_PAGED(cache), int fmt,
+                                float eps, __local float *red, __local uint *keys) {
+  const int LANES = HD / 4;
+  const uint lane = get_local_id(0);
+  const dsa_paged c = DSA_PAGED_OF(cache);
+  /* RMSNorm: lane sum of its four squares, then the halving tree. */
+  float a = cv[0] * cv[0];
+  a = a + cv[1] * cv[1];
+  a = a + cv[2] * cv[2];
+  a = a + cv[3] * cv[3];
+  if (tl) red[lane] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int wd = LANES / 2; wd >= 1; wd >>= 1) {
+    if ((int)lane < wd) red[lane] = red[lane] + red[lane + wd];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float var = red[0] * (HD == 512 ? 0x1p-9f : 0x1p-7f);
+  const float rho = dsa_rsqrt_cr(var + eps);
+  float n[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const ulong d = tl ? (ulong)lane * 4u + (ulong)k : 0ul;
+    __global const uchar *wp = w_mem + w_off + d * w_s0;
+    const float g = w_bf16 ? dsa_bf16_to_f32(*(__global const ushort *)wp)
+                           : *(__global const float *)wp;
+    n[k] = (cv[k] * rho) * g;
+  }
+
+  /* RoPE: lane's pairs (2 lane, 2 lane + 1); RoPE section = last 64 dims.
+   * Head 128 rotates every pair, (1, 0) before the section (vLLM's masked
+   * loads); head 512 only its RoPE lanes. */
+  const int rope_lane = tl && (int)lane >= (HD - 64) / 4;
+  float rt[4] = {n[0], n[1], n[2], n[3]};
+  if (go && (rope_lane || HD == 128)) {
+    float cc[2] = {1.0f, 1.0f}, ss[2] = {0.0f, 0.0f};
+    if (rope_lane) {
+      const int i0 = 2 * (int)lane - (HD - 64) / 2;
+      __global const uchar *row = cs_mem + cs_off + (ulong)pc * cs_s0;
+      cc[0] = dsa_load_cs(row, cs_bf16, (uint)i0), cc[1] = dsa_load_cs(row, cs_bf16, (uint)i0 + 1u);
+      ss[0] = dsa_load_cs(row, cs_bf16, 32u + (uint)i0);
+      ss[1] = dsa_load_cs(row, cs_bf16, 33u + (uint)i0);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const float e = n[2 * k], o = n[2 * k + 1];
+      const float os = o * ss[k], es = e * ss[k];
+      rt[2 * k] = fma(e, cc[k], -os);
+      rt[2 * k + 1] = fma(o, cc[k], es);
+    }
+  }
+
+  __global uchar *data, *scales;
+  const uint tdata = HD == 512 ? (uint)MLA_DATA_BYTES
+                     : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_DATA
+                                : (uint)DSA_CACHE_INDEXER_MXFP4_DATA;
+  const uint tscale = HD == 512 ? (uint)DSA_CACHE_MLA_FP8_SCALE
+                      : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_SCALE
+                                 : (uint)DSA_CACHE_INDEXER_MXFP4_SCALE;
+  dsa_paged_slot(&c, go ? cslot : 0, tdata, tscale, &data, &scales);
+
+  /* The bf16 words the quantizer sees: MLA NoPE unrotated, indexer rotated. */
+  const uint lo = HD == 512 ? cmp_bf16x2(n[0], n[1]) : cmp_bf16x2(rt[0], rt[1]);
+  const uint hi = HD == 512 ? cmp_bf16x2(n[2], n[3]) : cmp_bf16x2(rt[2], rt[3]);
+  if (tl) keys[lane] = max(dsa_bf16x2_abs_key(lo), dsa_bf16x2_abs_key(hi));
+  /* What this lane stores, decided before the barrier: 0 nothing, 1 MLA
+   * RoPE, 2 MLA NoPE, 3 indexer FP8, 4 indexer MXFP4. */
+  const int role = !go || !tl ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* No return anywhere in this kernel on CPU devices: PoCL 5 (pthread)
+   * mishandles a uniform early return, even one before the first barrier
+   * (private values of other work-items were mixed up: lanes stored one
+   * another's dims). There, tokens that do not close a window run the whole
+   * body on zeros with go = false and store nothing (GPUs return before the
+   * first barrier; later failures, as here, store nothing). */
+  if (role == 0) {
+  } else if (role == 1) {
+    const uint q = lane - (uint)(HD - 64) / 4u;
+      dsa_store8(data + MLA_NOPE + 8u * q,
+               (uint2)(cmp_bf16x2(rt[0], rt[1]), cmp_bf16x2(rt[2], rt[3])), c.align >= 8);
+    if (q == 0u) scales[7] = 0;
+  } else if (role == 2) {
+    const uint b = lane / 16u;
+      uint m = 0u;
+    for (uint i = 0; i < 16u; i++) m = max(m, keys[16u * b + i]);
+    const int e = mla_block_exp(m);
+    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
+    if ((lane & 15u) == 0u) scales[b] = mla_scale_byte(e);
+  } else if (role == 3) {
+    uint m = 0u;
+    for (uint i = 0; i < 32u; i++) m = max(m, keys[i]);
+    const int e = dsa_e4m3_scale_exp(max(m, CMP_IDX_FLOOR_BITS));
+    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
+    if (lane == 0u) vstore4(as_uchar4((uint)(e + 127) << 23), 0, scales);
+  } else {
+    const uint b = lane / 8u;
+    uint m = 0u;
+    for (uint i = 0; i < 8u; i++) m = max(m, keys[8u * b + i]);
+    const int e = dsa_mxfp4_scale_exp(m, DSA_E2M1_RNE);
+    const uint n0 = dsa_bf16_to_e2m1(lo & 0xFFFFu, e, DSA_E2M1_RNE);
+    const uint n1 = dsa_bf16_to_e2m1(lo >> 16, e, DSA_E2M1_RNE);
+    const uint n2 = dsa_bf16_to_e2m1(hi & 0xFFFFu, e, DSA_E2M1_RNE);
+    const uint n3 = dsa_bf16_to_e2m1(hi >> 16, e, DSA_E2M1_RNE);
+    vstore2((uchar2)((uchar)(n0 | (n1 << 4)), (uchar)(n2 | (n3 << 4))), 0, data + 2u * lane);
+    if ((lane & 7u) == 0u) scales[b] = (uchar)(e + 127);
+  }
 }
 
 /* The whole operator for one token; HD (512 or 128) and WIDE are literals
@@ -395,113 +518,9 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
     for (int k = 0; k < 4; k++) cv[k] = tl ? cbuf[tl ? 4 * lane + (uint)k : 0u] : 0.0f;
   }
 
-  /* RMSNorm: lane sum of its four squares, then the halving tree. */
-  float a = cv[0] * cv[0];
-  a = a + cv[1] * cv[1];
-  a = a + cv[2] * cv[2];
-  a = a + cv[3] * cv[3];
-  if (tl) red[lane] = a;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int wd = LANES / 2; wd >= 1; wd >>= 1) {
-    if ((int)lane < wd) red[lane] = red[lane] + red[lane + wd];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float var = red[0] * (HD == 512 ? 0x1p-9f : 0x1p-7f);
-  const float rho = dsa_rsqrt_cr(var + eps);
-  float n[4];
-#pragma unroll
-  for (int k = 0; k < 4; k++) {
-    const ulong d = tl ? (ulong)lane * 4u + (ulong)k : 0ul;
-    __global const uchar *wp = w_mem + w_off + d * w_s0;
-    const float g = w_bf16 ? dsa_bf16_to_f32(*(__global const ushort *)wp)
-                           : *(__global const float *)wp;
-    n[k] = (cv[k] * rho) * g;
-  }
-
-  /* RoPE: lane's pairs (2 lane, 2 lane + 1); RoPE section = last 64 dims.
-   * Head 128 rotates every pair, (1, 0) before the section (vLLM's masked
-   * loads); head 512 only its RoPE lanes. */
-  const int rope_lane = tl && (int)lane >= (HD - 64) / 4;
-  float rt[4] = {n[0], n[1], n[2], n[3]};
-  if (go && (rope_lane || HD == 128)) {
-    float cc[2] = {1.0f, 1.0f}, ss[2] = {0.0f, 0.0f};
-    if (rope_lane) {
-      const int i0 = 2 * (int)lane - (HD - 64) / 2;
-      __global const uchar *row = cs_mem + cs_off + (ulong)pc * cs_s0;
-      cc[0] = dsa_load_cs(row, cs_bf16, (uint)i0), cc[1] = dsa_load_cs(row, cs_bf16, (uint)i0 + 1u);
-      ss[0] = dsa_load_cs(row, cs_bf16, 32u + (uint)i0);
-      ss[1] = dsa_load_cs(row, cs_bf16, 33u + (uint)i0);
-    }
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      const float e = n[2 * k], o = n[2 * k + 1];
-      const float os = o * ss[k], es = e * ss[k];
-      rt[2 * k] = fma(e, cc[k], -os);
-      rt[2 * k + 1] = fma(o, cc[k], es);
-    }
-  }
-
-  __global uchar *data, *scales;
-  const uint tdata = HD == 512 ? (uint)MLA_DATA_BYTES
-                     : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_DATA
-                                : (uint)DSA_CACHE_INDEXER_MXFP4_DATA;
-  const uint tscale = HD == 512 ? (uint)DSA_CACHE_MLA_FP8_SCALE
-                      : fmt == 2 ? (uint)DSA_CACHE_INDEXER_FP8_SCALE
-                                 : (uint)DSA_CACHE_INDEXER_MXFP4_SCALE;
-  dsa_paged_slot(&c, go ? cslot : 0, tdata, tscale, &data, &scales);
-
-  /* The bf16 words the quantizer sees: MLA NoPE unrotated, indexer rotated. */
-  const uint lo = HD == 512 ? cmp_bf16x2(n[0], n[1]) : cmp_bf16x2(rt[0], rt[1]);
-  const uint hi = HD == 512 ? cmp_bf16x2(n[2], n[3]) : cmp_bf16x2(rt[2], rt[3]);
-  if (tl) keys[lane] = max(dsa_bf16x2_abs_key(lo), dsa_bf16x2_abs_key(hi));
-  /* What this lane stores, decided before the barrier: 0 nothing, 1 MLA
-   * RoPE, 2 MLA NoPE, 3 indexer FP8, 4 indexer MXFP4. */
-  const int role = !go || !tl ? 0 : HD == 512 ? (rope_lane ? 1 : 2) : fmt == 2 ? 3 : 4;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  /* No return anywhere in this kernel on CPU devices: PoCL 5 (pthread)
-   * mishandles a uniform early return, even one before the first barrier
-   * (private values of other work-items were mixed up: lanes stored one
-   * another's dims). There, tokens that do not close a window run the whole
-   * body on zeros with go = false and store nothing (GPUs return before the
-   * first barrier; later failures, as here, store nothing). */
-  if (role == 0) {
-  } else if (role == 1) {
-    const uint q = lane - (uint)(HD - 64) / 4u;
-      dsa_store8(data + MLA_NOPE + 8u * q,
-               (uint2)(cmp_bf16x2(rt[0], rt[1]), cmp_bf16x2(rt[2], rt[3])), c.align >= 8);
-    if (q == 0u) scales[7] = 0;
-  } else if (role == 2) {
-    const uint b = lane / 16u;
-      uint m = 0u;
-    for (uint i = 0; i < 16u; i++) m = max(m, keys[16u * b + i]);
-    const int e = mla_block_exp(m);
-    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
-    if ((lane & 15u) == 0u) scales[b] = mla_scale_byte(e);
-  } else if (role == 3) {
-    uint m = 0u;
-    for (uint i = 0; i < 32u; i++) m = max(m, keys[i]);
-    const int e = dsa_e4m3_scale_exp(max(m, CMP_IDX_FLOOR_BITS));
-    vstore4(as_uchar4(dsa_bf16x4_to_e4m3_pow2(lo, hi, e)), 0, data + 4u * lane);
-    if (lane == 0u) vstore4(as_uchar4((uint)(e + 127) << 23), 0, scales);
-  } else {
-    const uint b = lane / 8u;
-    uint m = 0u;
-    for (uint i = 0; i < 8u; i++) m = max(m, keys[8u * b + i]);
-    const int e = dsa_mxfp4_scale_exp(m, DSA_E2M1_RNE);
-    const uint n0 = dsa_bf16_to_e2m1(lo & 0xFFFFu, e, DSA_E2M1_RNE);
-    const uint n1 = dsa_bf16_to_e2m1(lo >> 16, e, DSA_E2M1_RNE);
-    const uint n2 = dsa_bf16_to_e2m1(hi & 0xFFFFu, e, DSA_E2M1_RNE);
-    const uint n3 = dsa_bf16_to_e2m1(hi >> 16, e, DSA_E2M1_RNE);
-    vstore2((uchar2)((uchar)(n0 | (n1 << 4)), (uchar)(n2 | (n3 << 4))), 0, data + 2u * lane);
-    if ((lane & 7u) == 0u) scales[b] = (uchar)(e + 127);
-  }
+  cmp_tail(HD, tl, cv, go, cslot, pc, CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, CMP_P(cache), fmt,
+           eps, red, keys);
 }
-
-/* Tensor / cache argument groups passed on to cmp_body. */
-#define CMP_T1(x) x##_mem, x##_off, x##_s0, x##_al
-#define CMP_T2(x) x##_mem, x##_off, x##_s0, x##_s1, x##_al
-#define CMP_T3(x) x##_mem, x##_off, x##_s0, x##_s1, x##_s2, x##_al
-#define CMP_P(x) x##_mem, x##_off, x##_nb, x##_bs, x##_bstride, x##_al
 
 #define CMP_KERNEL(NAME, HDV, WIDEV)                                                          \
   __kernel __attribute__((reqd_work_group_size(WIDEV ? HDV : HDV / 4, 1, 1))) void NAME(      \
@@ -524,3 +543,196 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
 CMP_KERNEL(compressor_compress_512, 512, 0)
 CMP_KERNEL(compressor_compress_128, 128, 0)
 CMP_KERNEL(compressor_compress_512w, 512, 1)
+
+/* ---- Ratio 128, head 512, a window's dims over work-groups (variant "split")
+ * One C128 window is 128 rows x 512 dims of score and kv (512 KB). The
+ * kernels above give a window one work-group, which walks its rows in
+ * dependent rounds of loads: 64 windows took 74 us on an H200 (a
+ * window's time, not its bytes: one alone takes as long) and left 68 of
+ * the 132 SMs idle. Here:
+ *
+ * compressor_c128_part: grid (CMP_PWG * CMP_NS, T), group (s, i) takes
+ *   dims [CMP_SD s, CMP_SD (s + 1)) of token t = t0 + i's window (the
+ *   host launches the tokens in slices of T, ws's rows). Item i holds rows
+ *   i / 8 + 32 j (j < 4), dims CMP_SD s + 4 (i % 8) + [0, 4) of score and
+ *   kv: all eight 16-byte loads of an item in flight at once, a row's
+ *   slice one 128-byte line over 8 items. Then, per dim, the operations of
+ *   docs/COMPRESSOR.md in its order: the max (a tree: fmax ignores NaN, and
+ *   a zero max of either sign gives every s the same s - m, hence the same
+ *   weights), EXP2 of the item's 16 elements, den summed in row order by
+ *   one item a dim from local memory, the correctly rounded quotients and
+ *   the products by every item, c[d] summed in row order by one item a
+ *   dim into ws[i][d]. Split 0 reports the token's faults and writes its
+ *   verdict (a word a token after the T x 512 floats of ws).
+ * compressor_c128_tail: grid (128, T), a token a group: cmp_tail on the
+ *   token's 512 sums in ws (the same lanes and tree as the kernels above).
+ *
+ * The same operations per dim in the same order as cmp_body, so the same
+ * bytes. Local memory: 17.2 KB a group. */
+#define CMP_SD 32                /* dims a group */
+#define CMP_NS (512 / CMP_SD)    /* groups a window */
+#define CMP_PWG 256              /* items a group: 128 rows x 8 float4 / 4 */
+#define CMP_PR 128               /* rows of a ratio-128 window */
+
+__kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c128_part(
+    DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,
+    DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
+    long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), __global float *ws, long t0, long T,
+    DSA_FAULTS) {
+  __local ulong rowoff[CMP_PR];
+  __local float4 buf[CMP_PR * CMP_SD / 4]; /* partial maxima, weights, then products */
+  __local float vm[CMP_SD], vd[CMP_SD];    /* the dims' max and den */
+  __local int badrow;
+  const uint lane = get_local_id(0), sp = get_group_id(0);
+  const ulong tw = get_group_id(1), t = (ulong)t0 + tw; /* ws row, token */
+  const dsa_paged c = DSA_PAGED_OF(cache);
+  __global int *stat = (__global int *)(ws + (ulong)T * 512u);
+  const bool rep = sp == 0u && lane == 0u; /* reports for the token */
+
+  /* The token checks of cmp_body, in its order. */
+  bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
+  const long p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
+  uint fbit = 0u;
+  if (go && p < 0) go = false, fbit = DSA_FAULT_POSITION_RANGE;
+  if (go && (p + 1) % CMP_PR != 0) go = false;
+  long r = 0;
+  if (go) {
+    r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
+    if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
+  }
+#if !DSA_DEVICE_CPU
+  if (!go) { /* the whole group (go is uniform); CPUs: cmp_body's note */
+    if (rep) {
+      if (fbit) dsa_fault(faults, fbit);
+      stat[tw] = 0;
+    }
+    return;
+  }
+#endif
+  if (lane == 0u) badrow = 0x7FFFFFFF;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && lane < (uint)CMP_PR) {
+    const int i = (int)lane;
+    const long qi = p - CMP_PR + 1 + i;
+    ulong off = CMP_MASKED;
+    if (qi >= 0) {
+      const long jb = dsa_div_nonneg(qi, st_bs);
+      if (jb >= bt_w) {
+        atomic_min(&badrow, 2 * i);
+      } else {
+        const long b =
+            *(__global const int *)(bt_mem + bt_off + (ulong)r * bt_s0 + (ulong)jb * bt_s1);
+        if (b < 0 || b >= st_nb) atomic_min(&badrow, 2 * i + 1);
+        else off = st_off + (ulong)b * st_s0 + (ulong)(qi - jb * st_bs) * st_s1;
+      }
+    }
+    rowoff[i] = off;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && badrow != 0x7FFFFFFF)
+    go = false, fbit = (badrow & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;
+  if (go) {
+    const long cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+    if (cslot < 0) go = false;
+    else if (cslot >= c.capacity) go = false, fbit = DSA_FAULT_SLOT_RANGE;
+  }
+  if (go && p / CMP_PR * CMP_PR >= n_pos) go = false, fbit = DSA_FAULT_POSITION_RANGE;
+  if (rep) {
+    if (fbit) dsa_fault(faults, fbit);
+    stat[tw] = go;
+  }
+
+  /* The item's 4 rows x 4 dims of score (masked rows: -inf, which no max
+   * takes) and kv (masked: 0). */
+  const uint cg = lane % 8u, rq = lane / 8u;
+  const ulong col = ((ulong)sp * CMP_SD + 4u * cg) * 4u, sco = 512u * 4u + col;
+  float4 sv[4], kv[4];
+  bool ok[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const ulong off = go ? rowoff[rq + 32u * (uint)j] : CMP_MASKED;
+    ok[j] = off != CMP_MASKED;
+    __global const uchar *row = st_mem + (ok[j] ? off : 0ul);
+    sv[j] = ok[j] ? vload4(0, (__global const float *)(row + sco)) : (float4)(-INFINITY);
+    kv[j] = ok[j] ? vload4(0, (__global const float *)(row + col)) : (float4)(0.0f);
+  }
+  /* The max: the item's rows, then the 32 items of each dim group. */
+  buf[lane] = fmax(fmax(sv[0], sv[1]), fmax(sv[2], sv[3]));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local const float *bf = (__local const float *)buf;
+  if (lane < (uint)CMP_SD) { /* dim lane: entries (q, lane / 4) of item q * 8 + lane / 4 */
+    float m = -INFINITY;
+#pragma unroll 8
+    for (int q = 0; q < 32; q++) m = fmax(m, bf[q * 32 + (int)lane]);
+    vm[lane] = m;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The weights, stored at (row, dim): float4 (row * 8 + cg). */
+  const float L2E = 0x1.715476p+0f;
+  const float mv[4] = {vm[4u * cg], vm[4u * cg + 1u], vm[4u * cg + 2u], vm[4u * cg + 3u]};
+  float wv[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float s4[4] = {sv[j].x, sv[j].y, sv[j].z, sv[j].w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) wv[j][k] = ok[j] ? cmp_exp2((s4[k] - mv[k]) * L2E) : 0.0f;
+    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(wv[j][0], wv[j][1], wv[j][2], wv[j][3]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < (uint)CMP_SD) { /* den in row order (masked rows add +0) */
+    float den = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < CMP_PR; i++) den = den + bf[i * CMP_SD + (int)lane];
+    vd[lane] = den;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Quotients (correctly rounded, cmp_body's fast test first) and products. */
+  const float dv[4] = {vd[4u * cg], vd[4u * cg + 1u], vd[4u * cg + 2u], vd[4u * cg + 3u]};
+  float rd[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) rd[k] = 1.0f / dv[k]; /* a first guess only */
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float k4[4] = {kv[j].x, kv[j].y, kv[j].z, kv[j].w};
+    float pr[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      bool exact;
+      float pw = cmp_div_guess(wv[j][k], dv[k], rd[k], &exact);
+      if (ok[j] && !exact) pw = cmp_div_cr(wv[j][k], dv[k]); /* rare */
+      pr[k] = k4[k] * pw; /* masked: 0 * 0 */
+    }
+    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && lane < (uint)CMP_SD) { /* c[d] in row order */
+    float cv = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < CMP_PR; i++) cv = cv + bf[i * CMP_SD + (int)lane];
+    ws[tw * 512u + (ulong)sp * CMP_SD + lane] = cv;
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void compressor_c128_tail(
+    DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16,
+    DSA_CTENSOR1(cslots), DSA_PAGED(cache), float eps, __global const float *ws, long t0,
+    long T) {
+  __local float red[128];
+  __local uint keys[128];
+  const uint lane = get_local_id(0);
+  const ulong tw = get_group_id(1), t = (ulong)t0 + tw; /* ws row, token */
+  const bool go = ((__global const int *)(ws + (ulong)T * 512u))[tw] != 0;
+#if !DSA_DEVICE_CPU
+  if (!go) return; /* the whole group */
+#endif
+  float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  long cslot = 0, pc = 0;
+  if (go) {
+    const float4 c4 = vload4(lane, ws + tw * 512u);
+    cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
+    cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+    pc = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32) / CMP_PR * CMP_PR;
+  }
+  cmp_tail(512, true, cv, go, cslot, pc, CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, CMP_P(cache), 1,
+           eps, red, keys);
+}

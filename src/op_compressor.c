@@ -18,28 +18,63 @@ const char dsa__defines_compressor[] = DSA_KDEF(CMP_SAVE_WG) DSA_KDEF(CMP_MAX_RO
 
 DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_states",
                   {"portable", 0, NULL, NULL});
-/* "wide" (compressor_compress_512w): windows of 128 rows (ratio 128, head
- * 512) with hd work-items, one dim each through the softmax, instead of hd /
- * 4 with four. A window's softmax is ~97 instructions a (row, dim) over its
- * three passes, and at four dims a work-item the window's 4 warps ran alone
- * on an SM at one instruction in 7.6 cycles (Nsight Compute, H200: 49,900
+/* "split" (compressor_c128_part + compressor_c128_tail): windows of 128
+ * rows (ratio 128, head 512) with their 512 dims over CMP_NS work-groups
+ * of 32, every row of a group's slice loaded at once, and the norm, RoPE
+ * and quantization in a second kernel (cl/compressor.cl). A window's time
+ * in the kernels below is its chain of row loads, not its bytes (one
+ * window alone takes as long as 64), and 64 windows leave most of a big GPU
+ * idle. The same operations per dim in the same order, so the same bytes.
+ * Its grid has CMP_NS groups a token; in a prefill most leave at once (a
+ * token closes a window every 128), which costs little: H200, 64 decode
+ * windows (T = 64) 74.0 -> 6.0 us, the T = 8192 prefill's 64 windows
+ * 127.4 -> 10.0 (docs/PERFORMANCE.md, session 28). The scratch holds
+ * 2052 bytes a token, so the tokens go in slices of CMP_SPLIT_T (a pair
+ * of launches each).
+ *
+ * "wide" (compressor_compress_512w): windows of 128 rows with hd
+ * work-items, one dim each through the softmax, instead of hd / 4 with
+ * four. A window's softmax is ~97 instructions a (row, dim) over its three
+ * passes, and at four dims a work-item the window's 4 warps ran alone on an
+ * SM at one instruction in 7.6 cycles (Nsight Compute, H200: 49,900
  * instructions a warp, 6 % of issue slots). H200, same call: 64 windows of
  * a decode step (T = 64) 208.8 -> 124.3 us, the T = 8192 prefill's 64
  * windows 232.6 -> 206.8; with each batch's loads issued a batch ahead
  * (cl/compressor.cl) 74.2 and 183.6-188.6. Same operations per dim in the
- * same order, so the same bytes. Needs work-groups of 512;
- * DSACL_COMPRESSOR=narrow refuses it (tests: the portable kernel at ratio
- * 128). */
+ * same order, so the same bytes. Needs work-groups of 512.
+ *
+ * DSACL_COMPRESSOR=wide refuses "split", =narrow both (tests: the portable
+ * kernel at ratio 128), =split:N makes the split's slices N tokens (tests). */
+#define CMP_NS 16           /* work-groups a window (cl/compressor.cl) */
+#define CMP_PWG 256         /* their work-items */
+#define CMP_PART_LOCAL 17552 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
+#define CMP_SPLIT_T 16384 /* tokens a slice: 32 MiB of scratch */
 typedef struct cmp_shape {
   int hd, ratio;
 } cmp_shape;
 /* DSACL_COMPRESSOR, read when the context is made (as DSACL_TOPK). */
 void dsa__compressor_env(dsa_context *c) {
   const char *e = getenv("DSACL_COMPRESSOR");
-  c->cmp_narrow = e && !strcmp(e, "narrow");
+  c->cmp_mode = e && !strcmp(e, "narrow") ? 2 : e && !strcmp(e, "wide") ? 1 : 0;
+  c->cmp_slice = 0;
+  if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) c->cmp_slice = atoi(e + 6);
+}
+static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
+  if (c->cmp_mode) return c->cmp_mode == 2 ? "DSACL_COMPRESSOR=narrow" : "DSACL_COMPRESSOR=wide";
+  if (c->caps.max_wg < CMP_PWG) {
+    snprintf(buf, n, "needs work-groups of %d, the device takes %zu", CMP_PWG,
+             (size_t)c->caps.max_wg);
+    return buf;
+  }
+  const char *lm = dsa__refuse_local_mem(c, CMP_PART_LOCAL, buf, n);
+  if (lm) return lm;
+  if (!shape) return NULL;
+  const cmp_shape *s = shape;
+  if (s->hd != 512 || s->ratio != 128) return "head 512 at ratio 128 only";
+  return NULL;
 }
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  if (c->cmp_narrow) return "DSACL_COMPRESSOR=narrow";
+  if (c->cmp_mode == 2) return "DSACL_COMPRESSOR=narrow";
   if (c->caps.max_wg < 512) {
     snprintf(buf, n, "needs work-groups of 512, the device takes %zu", (size_t)c->caps.max_wg);
     return buf;
@@ -50,6 +85,7 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
+                  {"split", 0, refuse_split, "ratio 128: a window's dims over 16 work-groups"},
                   {"wide", 0, refuse_wide, "ratio 128: one dim a work-item"},
                   {"portable", 0, NULL, NULL});
 
@@ -153,6 +189,67 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   return dsa__launch_args(q, kern, "compressor_save_states", &a, 2, global, local, ev);
 }
 
+/* Variant "split": compressor_c128_part, then compressor_c128_tail over the
+ * queue's scratch (T x 512 sums, then a verdict word a token). Both
+ * kernels and the scratch are had before anything is enqueued. */
+static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
+                               const dsa_tensor *block_table, const dsa_tensor *token_to_req,
+                               const dsa_tensor *positions, const dsa_tensor *slot_mapping,
+                               const dsa_tensor *norm_weight, int w_bf16,
+                               const dsa_tensor *cos_sin, const dsa_tensor *cache_slot_mapping,
+                               const dsa_paged_cache *cache, const dsa_compressor_params *p,
+                               int64_t t, const dsa_events *ev) {
+  cl_kernel part, tail;
+  cl_mem ws;
+  const int64_t cap = q->ctx->cmp_slice ? q->ctx->cmp_slice : CMP_SPLIT_T;
+  const int64_t sl = t < cap ? t : cap; /* tokens a slice */
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_part", &part));
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_tail", &tail));
+  DSA_CHECK(dsa__queue_scratch(q, (size_t)sl * (512 * 4 + 4), &ws));
+  for (int64_t t0 = 0; t0 < t; t0 += sl) {
+    const int64_t n = t - t0 < sl ? t - t0 : sl;
+    dsa_kargs a;
+    dsa__kargs_init(&a, q);
+    dsa__karg_tensor(&a, state, 3);
+    dsa__karg_i64(&a, state->shape[0]);
+    dsa__karg_i32(&a, (cl_int)state->shape[1]);
+    dsa__karg_tensor(&a, block_table, 2);
+    dsa__karg_i64(&a, block_table->shape[0]);
+    dsa__karg_i64(&a, block_table->shape[1]);
+    dsa__karg_tensor(&a, token_to_req, 1);
+    dsa__karg_i32(&a, token_to_req != NULL);
+    dsa__karg_positions(&a, positions);
+    dsa__karg_tensor(&a, slot_mapping, 1);
+    dsa__karg_i64(&a, cos_sin->shape[0]);
+    dsa__karg_tensor(&a, cache_slot_mapping, 1);
+    dsa__karg_paged(&a, cache);
+    dsa__karg_mem(&a, ws);
+    dsa__karg_i64(&a, t0);
+    dsa__karg_i64(&a, sl);
+    dsa__karg_faults(&a);
+    const size_t g1[2] = {(size_t)CMP_PWG * CMP_NS, (size_t)n}, l1[2] = {CMP_PWG, 1};
+    /* In-order queue: each launch follows the one before. */
+    const dsa_events first = {t0 == 0 && ev ? ev->num_wait : 0, t0 == 0 && ev ? ev->wait : NULL,
+                              NULL};
+    DSA_CHECK(dsa__launch_args(q, part, "compressor_c128_part", &a, 2, g1, l1, &first));
+    dsa__kargs_init(&a, q);
+    dsa__karg_positions(&a, positions);
+    dsa__karg_tensor(&a, norm_weight, 1);
+    dsa__karg_i32(&a, w_bf16);
+    dsa__karg_cos_sin(&a, cos_sin);
+    dsa__karg_tensor(&a, cache_slot_mapping, 1);
+    dsa__karg_paged(&a, cache);
+    dsa__karg_f32(&a, p->eps);
+    dsa__karg_mem(&a, ws);
+    dsa__karg_i64(&a, t0);
+    dsa__karg_i64(&a, sl);
+    const size_t g2[2] = {128, (size_t)n}, l2[2] = {128, 1};
+    const dsa_events last = {0, NULL, t0 + n == t && ev ? ev->done : NULL};
+    DSA_CHECK(dsa__launch_args(q, tail, "compressor_c128_tail", &a, 2, g2, l2, &last));
+  }
+  return DSA_OK;
+}
+
 dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
                                           const dsa_tensor *block_table,
                                           const dsa_tensor *token_to_req,
@@ -211,7 +308,9 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   const cmp_shape shape = {(int)hd, p->compress_ratio};
   const int v = dsa__pick(q, &dsa__variants_compressor_compress_insert, &shape);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
-  const int wide = v == 0;
+  if (v == 0) return launch_split(q, state, block_table, token_to_req, positions, slot_mapping,
+                                  norm_weight, w_bf16, cos_sin, cache_slot_mapping, cache, p, t, ev);
+  const int wide = v == 1;
   const char *kname = wide ? "compressor_compress_512w"
                       : hd == 512 ? "compressor_compress_512"
                                   : "compressor_compress_128";
