@@ -11,15 +11,16 @@
  *
  * compressor_compress_512 / _128: one work-group per token, hd/4 lanes
  * (128 or 32); lane l owns dims [4l, 4l+4) through every stage.
- * compressor_compress_512w (variant "wide", windows of 128 rows): hd lanes,
- * lane l owns dim l through the softmax (the same operations per dim, so
- * the same bits), then lanes 0..hd/4-1 take four dims each from local
- * memory for the rest, as above. The window's
+ * compressor_compress_512w / _128w (variant "wide"): hd lanes, lane l owns
+ * dim l through the softmax (the same operations per dim, so the same
+ * bits), then lanes 0..hd/4-1 take four dims each from local memory for
+ * the rest, as above. The window's
  * row addresses are resolved once into local memory (block-table lookups,
  * range checks); each lane then makes three passes over the rows for its
- * four dims (max, sum of EXP2, weighted sum; EXP2 recomputed, it is
- * deterministic), reduces the sum of squares as the fixed halving tree of
- * docs/COMPRESSOR.md, and quantizes: block maxima through local memory.
+ * dims (max, sum of EXP2, weighted sum; EXP2 recomputed, it is
+ * deterministic; at ratio 4 the eight rows are loaded once and the passes
+ * run on registers), reduces the sum of squares as the fixed halving tree
+ * of docs/COMPRESSOR.md, and quantizes: block maxima through local memory.
  * Tokens that do not close a window read only their metadata; on GPUs the
  * group then leaves before its first barrier, on CPU devices it still
  * passes every barrier (no early return there: see the note at the stores).
@@ -49,6 +50,11 @@
  * 186.4; docs/PERFORMANCE.md, session 25). */
 #ifndef CMP_B
 #define CMP_B 4
+#endif
+/* CMP_R4 (a build option for A/B): the hd / 4 kernels take ratio 4's eight
+ * rows in one round of loads (cmp_body). */
+#ifndef CMP_R4
+#define CMP_R4 1
 #endif
 
 __kernel void compressor_save_states(DSA_CTENSOR2(kv), DSA_CTENSOR2(sc), DSA_CTENSOR2(ape),
@@ -393,7 +399,74 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
   /* A lane's DPL floats at p (the rest of the float4 unused when 1). */
 #define CMP_LD(p) (DPL == 4 ? vload4(0, (__global const float *)(p)) \
                             : (float4)(*(__global const float *)(p), 0.0f, 0.0f, 0.0f))
-  if (go) {
+  if (CMP_R4 && go && N == 8) {
+    /* Ratio 4 (N = 8 rows): every row's loads at once, then the three
+     * passes on registers: one round of memory latency instead of the
+     * batches' six (two batches a pass, EXP2 recomputed in the third). The
+     * same operations per dim in the same order. H200, C4 main, T = 64
+     * decode 17.8 -> 14.4 us, T = 8192 prefill 70.1 -> 55.5 (hd / 4
+     * lanes; docs/PERFORMANCE.md, session 28). */
+    const ulong col = (ulong)lane * (ulong)(4 * DPL), sco = SW * 4u + col;
+    float4 s8[8], k8[8];
+    bool ok8[8];
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+      const ulong off = rowoff[b];
+      ok8[b] = off != CMP_MASKED;
+      __global const uchar *row = st_mem + (ok8[b] ? off : 0ul);
+      s8[b] = ok8[b] ? CMP_LD(row + sco) : (float4)(-INFINITY);
+      k8[b] = ok8[b] ? CMP_LD(row + col) : (float4)(0.0f);
+    }
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    float w[8][4], den[4] = {0.0f, 0.0f, 0.0f, 0.0f}, rd[4];
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+      const float sv[4] = {s8[b].x, s8[b].y, s8[b].z, s8[b].w};
+#pragma unroll
+      for (int k = 0; k < DPL; k++) m[k] = fmax(m[k], sv[k]);
+    }
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+      const float sv[4] = {s8[b].x, s8[b].y, s8[b].z, s8[b].w};
+#pragma unroll
+      for (int k = 0; k < DPL; k++) w[b][k] = ok8[b] ? cmp_exp2((sv[k] - m[k]) * L2E) : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < 8; b++)
+#pragma unroll
+      for (int k = 0; k < DPL; k++) den[k] = den[k] + w[b][k];
+#pragma unroll
+    for (int k = 0; k < DPL; k++) rd[k] = 1.0f / den[k]; /* a first guess only */
+    bool slow = false;
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+      const float kvv[4] = {k8[b].x, k8[b].y, k8[b].z, k8[b].w};
+#pragma unroll
+      for (int k = 0; k < DPL; k++) {
+        bool exact;
+        const float pw = cmp_div_guess(w[b][k], den[k], rd[k], &exact);
+        slow |= ok8[b] && !exact;
+        cv[k] = cv[k] + kvv[k] * pw; /* masked: 0 * 0 */
+      }
+    }
+    if (slow) { /* rare: a quotient the guess could not prove rounded. The
+                 * lane's sums again, every quotient by cmp_div_cr (which
+                 * returns the guess where it was proved), in a rolled loop:
+                 * 32 inlined copies of the long division made the kernel
+                 * 1.5x slower on an H200. */
+      cv[0] = cv[1] = cv[2] = cv[3] = 0.0f;
+#pragma unroll 1
+      for (int b = 0; b < 8; b++) {
+        const ulong off = rowoff[b];
+        if (off == CMP_MASKED) continue; /* adds +0 */
+        const float4 s4 = CMP_LD(st_mem + off + sco), k4 = CMP_LD(st_mem + off + col);
+        const float sv[4] = {s4.x, s4.y, s4.z, s4.w}, kvv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int k = 0; k < DPL; k++)
+          cv[k] = cv[k] + kvv[k] * cmp_div_cr(cmp_exp2((sv[k] - m[k]) * L2E), den[k]);
+      }
+    }
+  } else if (go) {
     const ulong col = (ulong)lane * (ulong)(4 * DPL);
     const ulong sco = SW * 4u + col;
     float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
@@ -543,6 +616,7 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
 CMP_KERNEL(compressor_compress_512, 512, 0)
 CMP_KERNEL(compressor_compress_128, 128, 0)
 CMP_KERNEL(compressor_compress_512w, 512, 1)
+CMP_KERNEL(compressor_compress_128w, 128, 1)
 
 /* ---- Ratio 128, head 512, a window's dims over work-groups (variant "split")
  * One C128 window is 128 rows x 512 dims of score and kv (512 KB). The

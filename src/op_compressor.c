@@ -41,7 +41,14 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * a decode step (T = 64) 208.8 -> 124.3 us, the T = 8192 prefill's 64
  * windows 232.6 -> 206.8; with each batch's loads issued a batch ahead
  * (cl/compressor.cl) 74.2 and 183.6-188.6. Same operations per dim in the
- * same order, so the same bytes. Needs work-groups of 512.
+ * same order, so the same bytes. Needs work-groups of hd. At ratio 4
+ * (eight rows a window, every row's loads at once in either kernel) it
+ * takes decode-sized calls, where a window's time is its latency: H200, C4
+ * main T = 64 17.7 (the hd / 4 kernel before session 28) -> 14.4 (hd / 4)
+ * -> 11.5 us (wide), indexer FP8 17.3 -> 13.6 -> 10.0; a prefill's
+ * thousands of windows fill the device better on hd / 4 lanes (T = 8192:
+ * 70.5 -> 56.0 us against 90.0 wide), so above 4 tokens a compute unit
+ * the portable kernel takes them.
  *
  * DSACL_COMPRESSOR=wide refuses "split", =narrow both (tests: the portable
  * kernel at ratio 128), =split:N makes the split's slices N tokens (tests). */
@@ -51,6 +58,7 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
 #define CMP_SPLIT_T 16384 /* tokens a slice: 32 MiB of scratch */
 typedef struct cmp_shape {
   int hd, ratio;
+  int64_t t;
 } cmp_shape;
 /* DSACL_COMPRESSOR, read when the context is made (as DSACL_TOPK). */
 void dsa__compressor_env(dsa_context *c) {
@@ -75,18 +83,25 @@ static const char *refuse_split(const dsa_context *c, const void *shape, char *b
 }
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
   if (c->cmp_mode == 2) return "DSACL_COMPRESSOR=narrow";
-  if (c->caps.max_wg < 512) {
-    snprintf(buf, n, "needs work-groups of 512, the device takes %zu", (size_t)c->caps.max_wg);
+  const size_t need = shape ? (size_t)((const cmp_shape *)shape)->hd : 128;
+  if (c->caps.max_wg < need) {
+    snprintf(buf, n, "needs work-groups of %zu, the device takes %zu", need,
+             (size_t)c->caps.max_wg);
     return buf;
   }
   if (!shape) return NULL;
   const cmp_shape *s = shape;
-  if (s->hd != 512 || s->ratio != 128) return "head 512 at ratio 128 only";
+  if (s->ratio == 4 && s->t > 4 * (int64_t)c->caps.compute_units) {
+    snprintf(buf, n, "ratio 4 with T = %lld above 4 tokens a compute unit (%u units)",
+             (long long)s->t, (unsigned)c->caps.compute_units);
+    return buf;
+  }
   return NULL;
 }
 DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
                   {"split", 0, refuse_split, "ratio 128: a window's dims over 16 work-groups"},
-                  {"wide", 0, refuse_wide, "ratio 128: one dim a work-item"},
+                  {"wide", 0, refuse_wide,
+                   "one dim a work-item (hd of them a window); ratio 4: T <= 4 a compute unit"},
                   {"portable", 0, NULL, NULL});
 
 void dsa_compressor_params_default(dsa_compressor_params *p) {
@@ -305,15 +320,14 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
                      (long long)t);
 
   if (t == 0) return dsa__launch_nothing(q, ev);
-  const cmp_shape shape = {(int)hd, p->compress_ratio};
+  const cmp_shape shape = {(int)hd, p->compress_ratio, t};
   const int v = dsa__pick(q, &dsa__variants_compressor_compress_insert, &shape);
   if (v < 0) return DSA_ERR_UNSUPPORTED;
   if (v == 0) return launch_split(q, state, block_table, token_to_req, positions, slot_mapping,
                                   norm_weight, w_bf16, cos_sin, cache_slot_mapping, cache, p, t, ev);
   const int wide = v == 1;
-  const char *kname = wide ? "compressor_compress_512w"
-                      : hd == 512 ? "compressor_compress_512"
-                                  : "compressor_compress_128";
+  const char *kname = hd == 512 ? (wide ? "compressor_compress_512w" : "compressor_compress_512")
+                                : (wide ? "compressor_compress_128w" : "compressor_compress_128");
   cl_kernel kern;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, kname, &kern));
   dsa_kargs a;
