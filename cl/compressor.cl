@@ -705,15 +705,19 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
   barrier(CLK_LOCAL_MEM_FENCE);
   if (go && badrow != 0x7FFFFFFF)
     go = false, fbit = (badrow & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;
-  if (go) {
-    const long cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
-    if (cslot < 0) go = false;
-    else if (cslot >= c.capacity) go = false, fbit = DSA_FAULT_SLOT_RANGE;
-  }
-  if (go && p / CMP_PR * CMP_PR >= n_pos) go = false, fbit = DSA_FAULT_POSITION_RANGE;
+  /* The rows are known: their loads (below) do not wait for the last two
+   * checks, which only the verdict needs (split 0 makes it; a window whose
+   * token fails them is computed and not stored). */
   if (rep) {
+    bool ok = go;
+    if (ok) {
+      const long cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+      if (cslot < 0) ok = false;
+      else if (cslot >= c.capacity) ok = false, fbit = DSA_FAULT_SLOT_RANGE;
+    }
+    if (ok && p / CMP_PR * CMP_PR >= n_pos) ok = false, fbit = DSA_FAULT_POSITION_RANGE;
     if (fbit) dsa_fault(faults, fbit);
-    stat[tw] = go;
+    stat[tw] = ok;
   }
 
   /* The item's 4 rows x 4 dims of score (masked rows: -inf, which no max
@@ -744,13 +748,13 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
   /* The weights, stored at (row, dim): float4 (row * 8 + cg). */
   const float L2E = 0x1.715476p+0f;
   const float mv[4] = {vm[4u * cg], vm[4u * cg + 1u], vm[4u * cg + 2u], vm[4u * cg + 3u]};
-  float wv[4][4];
 #pragma unroll
   for (int j = 0; j < 4; j++) {
     const float s4[4] = {sv[j].x, sv[j].y, sv[j].z, sv[j].w};
+    float w4[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) wv[j][k] = ok[j] ? cmp_exp2((s4[k] - mv[k]) * L2E) : 0.0f;
-    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(wv[j][0], wv[j][1], wv[j][2], wv[j][3]);
+    for (int k = 0; k < 4; k++) w4[k] = ok[j] ? cmp_exp2((s4[k] - mv[k]) * L2E) : 0.0f;
+    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(w4[0], w4[1], w4[2], w4[3]);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lane < (uint)CMP_SD) { /* den in row order (masked rows add +0) */
@@ -765,18 +769,41 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
   float rd[4];
 #pragma unroll
   for (int k = 0; k < 4; k++) rd[k] = 1.0f / dv[k]; /* a first guess only */
+  /* The weights back from local memory (not held in registers across the
+   * sum: fewer registers, more groups an SM); each item rewrites only its
+   * own entries. */
+  bool slow = false;
 #pragma unroll
   for (int j = 0; j < 4; j++) {
-    const float k4[4] = {kv[j].x, kv[j].y, kv[j].z, kv[j].w};
+    const float4 w4 = buf[(rq + 32u * (uint)j) * 8u + cg];
+    const float wv[4] = {w4.x, w4.y, w4.z, w4.w}, k4[4] = {kv[j].x, kv[j].y, kv[j].z, kv[j].w};
     float pr[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       bool exact;
-      float pw = cmp_div_guess(wv[j][k], dv[k], rd[k], &exact);
-      if (ok[j] && !exact) pw = cmp_div_cr(wv[j][k], dv[k]); /* rare */
-      pr[k] = k4[k] * pw; /* masked: 0 * 0 */
+      pr[k] = k4[k] * cmp_div_guess(wv[k], dv[k], rd[k], &exact); /* masked: 0 * 0 */
+      slow |= ok[j] && !exact;
     }
     buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
+  }
+  if (slow) { /* rare: a quotient the guess could not prove rounded; the
+               * item's products again by cmp_div_cr (the guess where it
+               * was proved), rolled: inlined 16 times, the long division
+               * cost registers in every group (cmp_body's note) */
+#pragma unroll 1
+    for (int j = 0; j < 4; j++) {
+      const uint r = rq + 32u * (uint)j;
+      const ulong off = rowoff[r];
+      if (off == CMP_MASKED) continue; /* its products are +0 */
+      const float4 s4 = vload4(0, (__global const float *)(st_mem + off + sco));
+      const float4 k4 = vload4(0, (__global const float *)(st_mem + off + col));
+      const float sv1[4] = {s4.x, s4.y, s4.z, s4.w}, kv1[4] = {k4.x, k4.y, k4.z, k4.w};
+      float pr[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        pr[k] = kv1[k] * cmp_div_cr(cmp_exp2((sv1[k] - mv[k]) * L2E), dv[k]);
+      buf[r * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (go && lane < (uint)CMP_SD) { /* c[d] in row order */

@@ -229,8 +229,9 @@ struct dsa_context {
    * decode's two-stage route (true here). */
   bool mla_route_off;
   /* DSACL_COMPRESSOR (op_compressor.c): 1 "wide" refuses the compressor's
-   * split kernels, 2 "narrow" the split and wide ones (tests); 0 auto.
-   * "split:N": cmp_slice N, the split's tokens a slice (tests; 0 default). */
+   * split kernels, 2 "narrow" the split and wide ones (tests), 3 "split"
+   * takes the split at any T; 0 auto. "split:N" also makes cmp_slice N,
+   * the split's tokens a slice (tests; 0 default). */
   int cmp_mode, cmp_slice;
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */

@@ -25,12 +25,13 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * in the kernels below is its chain of row loads, not its bytes (one
  * window alone takes as long as 64), and 64 windows leave most of a big GPU
  * idle. The same operations per dim in the same order, so the same bytes.
- * Its grid has CMP_NS groups a token; in a prefill most leave at once (a
- * token closes a window every 128), which costs little: H200, 64 decode
- * windows (T = 64) 74.0 -> 6.0 us, the T = 8192 prefill's 64 windows
- * 127.4 -> 10.0 (docs/PERFORMANCE.md, session 28). The scratch holds
- * 2052 bytes a token, so the tokens go in slices of CMP_SPLIT_T (a pair
- * of launches each).
+ * H200, 64 decode windows (T = 64): 74.7 -> 33.6 us, both kernels
+ * (docs/PERFORMANCE.md, session 28). Its grid has CMP_NS groups a token,
+ * and in a prefill most of them only read their token and leave (a token
+ * closes a window every 128): T = 8192 took 189 us against wide's 127, so
+ * it takes at most CMP_SPLIT_MAX_T tokens unless forced. The scratch holds
+ * 2052 bytes a token, so the tokens go in slices of CMP_SPLIT_T (a pair of
+ * launches each).
  *
  * "wide" (compressor_compress_512w): windows of 128 rows with hd
  * work-items, one dim each through the softmax, instead of hd / 4 with
@@ -51,11 +52,15 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * the portable kernel takes them.
  *
  * DSACL_COMPRESSOR=wide refuses "split", =narrow both (tests: the portable
- * kernel at ratio 128), =split:N makes the split's slices N tokens (tests). */
+ * kernel at ratio 128), =split takes "split" at any T, =split:N also makes
+ * its slices N tokens (tests). */
 #define CMP_NS 16           /* work-groups a window (cl/compressor.cl) */
 #define CMP_PWG 256         /* their work-items */
 #define CMP_PART_LOCAL 17552 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
 #define CMP_SPLIT_T 16384 /* tokens a slice: 32 MiB of scratch */
+#ifndef CMP_SPLIT_MAX_T
+#define CMP_SPLIT_MAX_T 1024 /* the most tokens it takes unforced */
+#endif
 typedef struct cmp_shape {
   int hd, ratio;
   int64_t t;
@@ -63,12 +68,16 @@ typedef struct cmp_shape {
 /* DSACL_COMPRESSOR, read when the context is made (as DSACL_TOPK). */
 void dsa__compressor_env(dsa_context *c) {
   const char *e = getenv("DSACL_COMPRESSOR");
-  c->cmp_mode = e && !strcmp(e, "narrow") ? 2 : e && !strcmp(e, "wide") ? 1 : 0;
+  c->cmp_mode = e && !strcmp(e, "narrow") ? 2
+                : e && !strcmp(e, "wide") ? 1
+                : e && !strncmp(e, "split", 5) ? 3
+                                                : 0;
   c->cmp_slice = 0;
   if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) c->cmp_slice = atoi(e + 6);
 }
 static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  if (c->cmp_mode) return c->cmp_mode == 2 ? "DSACL_COMPRESSOR=narrow" : "DSACL_COMPRESSOR=wide";
+  if (c->cmp_mode == 1 || c->cmp_mode == 2)
+    return c->cmp_mode == 2 ? "DSACL_COMPRESSOR=narrow" : "DSACL_COMPRESSOR=wide";
   if (c->caps.max_wg < CMP_PWG) {
     snprintf(buf, n, "needs work-groups of %d, the device takes %zu", CMP_PWG,
              (size_t)c->caps.max_wg);
@@ -79,6 +88,11 @@ static const char *refuse_split(const dsa_context *c, const void *shape, char *b
   if (!shape) return NULL;
   const cmp_shape *s = shape;
   if (s->hd != 512 || s->ratio != 128) return "head 512 at ratio 128 only";
+  if (s->t > CMP_SPLIT_MAX_T && c->cmp_mode != 3) {
+    snprintf(buf, n, "T = %lld: more than %d tokens (%d work-groups a token)", (long long)s->t,
+             CMP_SPLIT_MAX_T, CMP_NS);
+    return buf;
+  }
   return NULL;
 }
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
@@ -99,7 +113,8 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
-                  {"split", 0, refuse_split, "ratio 128: a window's dims over 16 work-groups"},
+                  {"split", 0, refuse_split,
+                   "ratio 128, T <= 1024: a window's dims over 16 work-groups"},
                   {"wide", 0, refuse_wide,
                    "one dim a work-item (hd of them a window); ratio 4: T <= 4 a compute unit"},
                   {"portable", 0, NULL, NULL});

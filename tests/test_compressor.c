@@ -323,6 +323,10 @@ static void test_compress(void) {
       {3, 4, 2, 50, 30, 5, 3, 1, 1, 3},     {1, 128, 1, 300, 12, 5, 2, 1, 0, 1},
       {2, 128, 1, 400, 10, 8, 64, 0, 1, 0}, {3, 128, 1, 300, 10, 8, 64, 1, 0, 3},
       {1, 4, 1, 8, 8, 4, 64, 0, 1, 3}, /* first windows only */
+      /* Ratio 128, head 512, scores of family 1 (spread 20): many weights
+       * in [2^-126, 2^-100), whose quotients only the long division
+       * rounds (the kernels' slow paths). */
+      {1, 128, 2, 400, 16, 8, 2, 0, 0, 1},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_compress(&fixed[i]);
   for (int it = 0; it < 10; it++) {
