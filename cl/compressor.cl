@@ -638,6 +638,9 @@ CMP_KERNEL(compressor_compress_128w, 128, 1)
  *   the products by every item, c[d] summed in row order by one item a
  *   dim into ws[i][d]. Split 0 reports the token's faults and writes its
  *   verdict (a word a token after the T x 512 floats of ws).
+ * With fuse, the token's last part group to finish (an arrival counter a
+ *   token, dsa_group_publish) runs cmp_tail itself on 128 of its items and
+ *   the second kernel is not launched.
  * compressor_c128_tail: grid (128, T), a token a group: cmp_tail on the
  *   token's 512 sums in ws (the same lanes and tree as the kernels above).
  *
@@ -652,8 +655,10 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
     DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,
     DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
     long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), __global float *ws, long t0, long T,
-    DSA_FAULTS) {
+    DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, float eps,
+    __global uint *cnt, int fuse, DSA_FAULTS) {
   __local ulong rowoff[CMP_PR];
+  __local uint sel;
   __local float4 buf[CMP_PR * CMP_SD / 4]; /* partial maxima, weights, then products */
   __local float vm[CMP_SD], vd[CMP_SD];    /* the dims' max and den */
   __local int badrow;
@@ -811,6 +816,23 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
 #pragma unroll 8
     for (int i = 0; i < CMP_PR; i++) cv = cv + bf[i * CMP_SD + (int)lane];
     ws[tw * 512u + (ulong)sp * CMP_SD + lane] = cv;
+  }
+  /* fuse: the token's last group to finish takes its tail here, instead of
+   * compressor_c128_tail (one launch fewer; where a device-scope fence is
+   * known, src/op_compressor.c). go is the same in every group of the
+   * token, so all of them count or none. */
+  if (fuse && go && dsa_group_publish(cnt + tw, CMP_NS, &sel, lane)) {
+    if (lane == 0u) cnt[tw] = 0u; /* zero for the next launch */
+    const bool ok = stat[tw] != 0, tl = lane < 128u;
+    float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    long cslot = 0;
+    if (ok && tl) {
+      const float4 c4 = vload4(lane, ws + tw * 512u);
+      cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
+      cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+    }
+    cmp_tail(512, tl, cv, ok, cslot, p / CMP_PR * CMP_PR, CMP_T1(w), w_bf16, CMP_T2(cs),
+             cs_bf16, CMP_P(cache), 1, eps, (__local float *)buf, (__local uint *)buf + 128);
   }
 }
 

@@ -486,4 +486,60 @@ DSA_INLINE void dsa_store8(__global uchar *p, uint2 v, int aligned) {
 /* Kernel argument groups (tensors, paged caches) and their device structs. */
 #include "dsa_args.h"
 
+/* Orders this work-item's global writes before its later global accesses
+ * for every work-group of the device (a hand-off to the last group to finish:
+ * the top-k split's merge, the C128 compressor's tail).
+ * OpenCL 1.2's mem_fence names no scope; on NVIDIA an acq_rel fence of
+ * device (gpu) scope. CPU devices keep their caches coherent. */
+DSA_INLINE void dsa_fence_device(void) {
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
+  /* The release (writer) and acquire (reader) fence of PTX's
+   * message-passing pattern around the row counter's relaxed atomic
+   * (sm_70+); membar.gl (fence.sc.gpu) and OpenCL's mem_fence before it
+   * cost more (H200, 64 x 32768 k = 512: about 0.1-0.2 us;
+   * docs/PERFORMANCE.md, session 22). */
+  __asm__ __volatile__("fence.acq_rel.gpu;" ::: "memory");
+#elif DSA_HAS_NV_PTX
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  __asm__ __volatile__("membar.gl;");
+#else
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+/* A hand-off to the last of nact groups (every item calls it, after
+ * writing its share of the group's results; the top-k split's lists, the
+ * C128 compressor's sums): publishes them, counts the group on *cnt and
+ * returns, in every item, whether this group counted last, whose items
+ * may then read what every group wrote. NVIDIA (sm_70+):
+ * the barrier orders the items' stores before item 0's fence, and PTX's
+ * fences are cumulative (a release covers the writes its thread has
+ * observed, the barrier's included), so one item fences, counts and, in
+ * the last group, fences again before the barrier that lets the others
+ * read (the pattern of CUDA's grid sync; H100, 64 x 32768 k = 512:
+ * 20.8-21.2 -> 20.7-20.9 us, docs/PERFORMANCE.md, session 23). Elsewhere
+ * every item fences: OpenCL 1.2's mem_fence orders one work-item's
+ * accesses only. */
+DSA_INLINE bool dsa_group_publish(__global uint *cnt, uint nact, __local uint *sel, uint tid) {
+#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (tid == 0u) {
+    dsa_fence_device();
+    const uint v = atomic_inc(cnt);
+    if (v == nact - 1u) dsa_fence_device();
+    sel[0] = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  return sel[0] == nact - 1u;
+#else
+  dsa_fence_device();
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (tid == 0u) sel[0] = atomic_inc(cnt);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const bool last = sel[0] == nact - 1u;
+  if (last) dsa_fence_device();
+  return last;
+#endif
+}
+
 #endif

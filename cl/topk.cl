@@ -377,60 +377,6 @@ DSA_INLINE uint topk_scan_sg(uint v, __local uint *tmp, uint tid, uint wg, uint 
 TOPK_COUNT_ABOVE(topk_count_above_l, __local)
 TOPK_COUNT_ABOVE(topk_count_above, __global)
 
-/* Orders this work-item's global writes before its later global accesses
- * for every work-group of the device (the split's merge in its last group).
- * OpenCL 1.2's mem_fence names no scope; on NVIDIA an acq_rel fence of
- * device (gpu) scope. CPU devices keep their caches coherent. */
-DSA_INLINE void topk_fence_device(void) {
-#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
-  /* The release (writer) and acquire (reader) fence of PTX's
-   * message-passing pattern around the row counter's relaxed atomic
-   * (sm_70+); membar.gl (fence.sc.gpu) and OpenCL's mem_fence before it
-   * cost more (H200, 64 x 32768 k = 512: about 0.1-0.2 us;
-   * docs/PERFORMANCE.md, session 22). */
-  __asm__ __volatile__("fence.acq_rel.gpu;" ::: "memory");
-#elif DSA_HAS_NV_PTX
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  __asm__ __volatile__("membar.gl;");
-#else
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-#endif
-}
-
-/* The split's hand-off (every item calls it, after writing its share of
- * the group's list): publishes the list, counts the group on its row's
- * counter *cnt and returns, in every item, whether this group counted last
- * of the row's nact, whose items may then read every list. NVIDIA (sm_70+):
- * the barrier orders the items' stores before item 0's fence, and PTX's
- * fences are cumulative (a release covers the writes its thread has
- * observed, the barrier's included), so one item fences, counts and, in
- * the last group, fences again before the barrier that lets the others
- * read (the pattern of CUDA's grid sync; H100, 64 x 32768 k = 512:
- * 20.8-21.2 -> 20.7-20.9 us, docs/PERFORMANCE.md, session 23). Elsewhere
- * every item fences: OpenCL 1.2's mem_fence orders one work-item's
- * accesses only. */
-DSA_INLINE bool topk_publish(__global uint *cnt, uint nact, __local uint *sel, uint tid) {
-#if DSA_HAS_NV_PTX && defined(DSA_NV_SM) && DSA_NV_SM >= 70
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (tid == 0u) {
-    topk_fence_device();
-    const uint v = atomic_inc(cnt);
-    if (v == nact - 1u) topk_fence_device();
-    sel[0] = v;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  return sel[0] == nact - 1u;
-#else
-  topk_fence_device();
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (tid == 0u) sel[0] = atomic_inc(cnt);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const bool last = sel[0] == nact - 1u;
-  if (last) topk_fence_device();
-  return last;
-#endif
-}
-
 /* The counts of words above x0 in L0 (n0 words) and above x1 in L1 (n1):
  * the two liftings in one loop, so that their dependent local loads are in
  * flight together; top: a power of two >= n0, n1. */
@@ -1439,7 +1385,7 @@ __attribute__((always_inline)) DSA_INLINE void topk_rows_body(TOPK_ROWS_PARAMS, 
        * resets the counter for the next launch. No group waits for
        * another, so nothing assumes that groups run concurrently. */
       const uint nact = (n + chunk - 1u) / chunk; /* the chunks with columns */
-      if (topk_publish(cnt + r, nact, sel, tid)) { /* the same for every item */
+      if (dsa_group_publish(cnt + r, nact, sel, tid)) { /* the same for every item */
         if (tid == 0u) atomic_xchg(&cnt[r], 0u);
         /* List o at lists + o * lw (the host checked nchunks * lw <=
          * arena_words; the arena's last reader, the list copy above, is

@@ -233,6 +233,7 @@ struct dsa_context {
    * takes the split at any T; 0 auto. "split:N" also makes cmp_slice N,
    * the split's tokens a slice (tests; 0 default). */
   int cmp_mode, cmp_slice;
+  bool cmp_nofuse; /* "split2": the split's tail as its own kernel (tests) */
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
@@ -312,8 +313,9 @@ struct dsa_queue {
    * and kept (0: not yet): topk_rows_<WG>, topk_lrows_<WG>, wide's, and
    * topk_per_row's CL_KERNEL_WORK_GROUP_SIZE. */
   size_t topk_lim[4];
-  /* The top-k split's per-row arrival counters (op_topk.c), zero between
-   * launches (the last group of a row resets its own); grown on demand. */
+  /* Arrival counters (dsa__queue_counters: the top-k split's rows, the C128
+   * compressor's tokens), zero between launches (the last group of a row or
+   * token resets its own); grown on demand. */
   cl_mem topk_cnt;
   size_t topk_cnt_rows;
 };
@@ -323,6 +325,12 @@ struct dsa_queue {
  * smaller buffer it replaces is released, which OpenCL defers until the
  * commands using it have finished). */
 dsa_status dsa__queue_scratch(dsa_queue *q, size_t bytes, cl_mem *out);
+/* At least n arrival counters owned by q (at least 1024), zero now: zero
+ * when made (copied from a zeroed host array, so nothing is enqueued) and
+ * zero again after every launch that used them, whose last group of each
+ * row or token resets its own (cl/dsa_common.h, dsa_group_publish). A
+ * larger set replaces the old one only when n grows. */
+dsa_status dsa__queue_counters(dsa_queue *q, int64_t n, cl_mem *out);
 
 dsa_status dsa__get_kernel(dsa_queue *q, dsa_program_id prog, const char *name,
                            cl_kernel *out);

@@ -74,6 +74,7 @@ void dsa__compressor_env(dsa_context *c) {
                                                 : 0;
   c->cmp_slice = 0;
   if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) c->cmp_slice = atoi(e + 6);
+  c->cmp_nofuse = e && !strcmp(e, "split2");
 }
 static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
   if (c->cmp_mode == 1 || c->cmp_mode == 2)
@@ -219,6 +220,18 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   return dsa__launch_args(q, kern, "compressor_save_states", &a, 2, global, local, ev);
 }
 
+/* Whether the split's tail may run in each token's last part group (that
+ * group reads sums other groups wrote in the same launch, which OpenCL 1.2
+ * orders by no fence of its own): where the device-scope fence is known,
+ * as for the top-k split's merge (src/op_topk.c): NVIDIA with inline PTX,
+ * Intel's CPU runtime. DSACL_COMPRESSOR=split2 launches the tail kernel
+ * anyway (tests). */
+static int fuse_ok(const dsa_context *c) {
+  if (c->cmp_nofuse) return 0;
+  if ((c->caps.type & CL_DEVICE_TYPE_CPU) && c->caps.vendor == DSA_VENDOR_INTEL) return 1;
+  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
+}
+
 /* Variant "split": compressor_c128_part, then compressor_c128_tail over the
  * queue's scratch (T x 512 sums, then a verdict word a token). Both
  * kernels and the scratch are had before anything is enqueued. */
@@ -233,9 +246,12 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
   cl_mem ws;
   const int64_t cap = q->ctx->cmp_slice ? q->ctx->cmp_slice : CMP_SPLIT_T;
   const int64_t sl = t < cap ? t : cap; /* tokens a slice */
+  const int fuse = fuse_ok(q->ctx);
+  cl_mem cnt = NULL;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_part", &part));
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_tail", &tail));
   DSA_CHECK(dsa__queue_scratch(q, (size_t)sl * (512 * 4 + 4), &ws));
+  if (fuse) DSA_CHECK(dsa__queue_counters(q, sl, &cnt));
   for (int64_t t0 = 0; t0 < t; t0 += sl) {
     const int64_t n = t - t0 < sl ? t - t0 : sl;
     dsa_kargs a;
@@ -256,12 +272,20 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     dsa__karg_mem(&a, ws);
     dsa__karg_i64(&a, t0);
     dsa__karg_i64(&a, sl);
+    dsa__karg_tensor(&a, norm_weight, 1);
+    dsa__karg_i32(&a, w_bf16);
+    dsa__karg_cos_sin(&a, cos_sin);
+    dsa__karg_f32(&a, p->eps);
+    dsa__karg_mem(&a, cnt);
+    dsa__karg_i32(&a, fuse);
     dsa__karg_faults(&a);
     const size_t g1[2] = {(size_t)CMP_PWG * CMP_NS, (size_t)n}, l1[2] = {CMP_PWG, 1};
     /* In-order queue: each launch follows the one before. */
+    const int last_slice = t0 + n == t;
     const dsa_events first = {t0 == 0 && ev ? ev->num_wait : 0, t0 == 0 && ev ? ev->wait : NULL,
-                              NULL};
+                              fuse && last_slice && ev ? ev->done : NULL};
     DSA_CHECK(dsa__launch_args(q, part, "compressor_c128_part", &a, 2, g1, l1, &first));
+    if (fuse) continue;
     dsa__kargs_init(&a, q);
     dsa__karg_positions(&a, positions);
     dsa__karg_tensor(&a, norm_weight, 1);
@@ -274,7 +298,7 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     dsa__karg_i64(&a, t0);
     dsa__karg_i64(&a, sl);
     const size_t g2[2] = {128, (size_t)n}, l2[2] = {128, 1};
-    const dsa_events last = {0, NULL, t0 + n == t && ev ? ev->done : NULL};
+    const dsa_events last = {0, NULL, last_slice && ev ? ev->done : NULL};
     DSA_CHECK(dsa__launch_args(q, tail, "compressor_c128_tail", &a, 2, g2, l2, &last));
   }
   return DSA_OK;

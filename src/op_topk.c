@@ -487,30 +487,6 @@ static void karg_ranges(dsa_kargs *ka, const dsa_tensor *logits, int mode, const
   dsa__karg_i32(ka, next_n);
 }
 
-/* The split's per-row arrival counters for `rows` rows: zero when made
- * (copied from a zeroed host array, so nothing is enqueued), and zero again
- * after every launch that used them (each row's last group resets its
- * own), so a larger set replaces the old one only when rows grow. */
-static dsa_status topk_counters(dsa_queue *q, int64_t rows, cl_mem *out) {
-  if (q->topk_cnt && q->topk_cnt_rows >= (size_t)rows) {
-    *out = q->topk_cnt;
-    return DSA_OK;
-  }
-  const size_t n = (size_t)rows < 1024 ? 1024 : (size_t)rows;
-  cl_uint *zero = calloc(n, sizeof *zero);
-  if (!zero) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "top-k: the split's counters");
-  cl_int e;
-  cl_mem m = clCreateBuffer(q->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                            n * sizeof *zero, zero, &e);
-  free(zero);
-  if (!m) return dsa__fail_cl(e, "allocating the top-k split's counters");
-  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
-  q->topk_cnt = m;
-  q->topk_cnt_rows = n;
-  *out = m;
-  return DSA_OK;
-}
-
 /* Whether the split may merge in each row's last group (cl/topk.cl, split
  * 2): that group reads lists other groups wrote in the same launch, which
  * OpenCL 1.2 orders by no fence of its own. Taken where it is known to
@@ -607,7 +583,7 @@ static dsa_status launch(dsa_queue *q, const char *op, const dsa_tensor *logits,
              fuse ? "in each row's last group" : "by topk_merge");
     /* Looked up before anything is enqueued: no half-done operation. */
     if (fuse)
-      DSA_CHECK(topk_counters(q, rows, &cnt));
+      DSA_CHECK(dsa__queue_counters(q, rows, &cnt));
     else
       DSA_CHECK(dsa__get_kernel(q, DSA_PROG_TOPK, "topk_merge", &kmerge));
     DSA_CHECK(dsa__queue_scratch(q, (size_t)rows * p.nch * (size_t)k * 8, &scratch));

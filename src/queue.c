@@ -122,6 +122,26 @@ dsa_status dsa__queue_scratch(dsa_queue *q, size_t bytes, cl_mem *out) {
   return DSA_OK;
 }
 
+dsa_status dsa__queue_counters(dsa_queue *q, int64_t n, cl_mem *out) {
+  if (q->topk_cnt && q->topk_cnt_rows >= (size_t)n) {
+    *out = q->topk_cnt;
+    return DSA_OK;
+  }
+  const size_t m = (size_t)n < 1024 ? 1024 : (size_t)n;
+  cl_uint *zero = calloc(m, sizeof *zero);
+  if (!zero) return dsa__fail(DSA_ERR_OUT_OF_MEMORY, 0, "the queue's arrival counters");
+  cl_int e;
+  cl_mem b = clCreateBuffer(q->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                            m * sizeof *zero, zero, &e);
+  free(zero);
+  if (!b) return dsa__fail_cl(e, "allocating the queue's arrival counters");
+  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
+  q->topk_cnt = b;
+  q->topk_cnt_rows = m;
+  *out = b;
+  return DSA_OK;
+}
+
 cl_command_queue dsa_queue_cl(const dsa_queue *q) { return q ? q->q : NULL; }
 
 dsa_status dsa_queue_faults(dsa_queue *q, uint32_t *bits) {
