@@ -301,6 +301,49 @@ DSA_INLINE_ALWAYS void cmp_tail(const int HD, const bool tl, const float cv[4], 
   }
 }
 
+/* The token checks of docs/COMPRESSOR.md (1-4), in their order: whether
+ * token t closes a window it may compute; *p its position, *r its request
+ * (token_to_req omitted, has_req 0: pure decode, token t is request t),
+ * *fbit the fault of the failed check (0: none). */
+DSA_INLINE bool cmp_token(const ulong t, const int ratio, DSA_CTENSOR1(slots), DSA_CTENSOR1(pos),
+                          int pos_i32, DSA_CTENSOR1(req), int has_req, long bt_rows, long *p,
+                          long *r, uint *fbit) {
+  bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
+  *p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
+  *fbit = 0u;
+  *r = 0;
+  if (go && *p < 0) go = false, *fbit = DSA_FAULT_POSITION_RANGE;
+  if (go && (*p + 1) % ratio != 0) go = false;
+  if (go) {
+    *r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
+    if (*r < 0 || *r >= bt_rows) go = false, *fbit = DSA_FAULT_INDEX_RANGE;
+  }
+  return go;
+}
+
+/* Window row i of N (position p - N + 1 + i, request r): the byte offset
+ * (from st_mem) of its kv column base (col0 bytes in), or CMP_MASKED for a
+ * position before 0; a block index past the table (2 i) or a block id out
+ * of range (2 i + 1) goes to *badrow, the lowest wins (docs/COMPRESSOR.md
+ * 5). */
+DSA_INLINE ulong cmp_row_off(const int i, const int N, const long p, const long r,
+                             const ulong col0, DSA_CTENSOR2(bt), long bt_w, long st_nb, int st_bs,
+                             ulong st_off, ulong st_s0, ulong st_s1, __local int *badrow) {
+  const long qi = p - N + 1 + i;
+  if (qi < 0) return CMP_MASKED;
+  const long jb = dsa_div_nonneg(qi, st_bs);
+  if (jb >= bt_w) {
+    atomic_min(badrow, 2 * i);
+    return CMP_MASKED;
+  }
+  const long b = *(__global const int *)(bt_mem + bt_off + (ulong)r * bt_s0 + (ulong)jb * bt_s1);
+  if (b < 0 || b >= st_nb) {
+    atomic_min(badrow, 2 * i + 1);
+    return CMP_MASKED;
+  }
+  return st_off + (ulong)b * st_s0 + (ulong)(qi - jb * st_bs) * st_s1 + col0;
+}
+
 /* The whole operator for one token; HD (512 or 128) and WIDE are literals
  * at each call, so LANES and the loops are constants. fmt: 1 MLA, 2 FP8, 3
  * MXFP4. WIDE: HD lanes, one dim each in the softmax (cbuf: HD floats). */
@@ -324,17 +367,10 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
   const dsa_paged c = DSA_PAGED_OF(cache);
 
   /* Uniform token checks, in the documented order; lane 0 reports. */
-  bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
-  const long p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
-  uint fbit = 0u;
-  if (go && p < 0) go = false, fbit = DSA_FAULT_POSITION_RANGE;
-  if (go && (p + 1) % ratio != 0) go = false;
-  long r = 0;
-  if (go) {
-    /* token_to_req omitted (has_req 0): pure decode, token t is request t. */
-    r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
-    if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
-  }
+  long p, r;
+  uint fbit;
+  bool go = cmp_token(t, ratio, CMP_T1(slots), CMP_T1(pos), pos_i32, CMP_T1(req), has_req,
+                      bt_rows, &p, &r, &fbit);
 #if !DSA_DEVICE_CPU
   /* GPUs: a token that closes no window (or failed the checks above) leaves
    * here, before the first barrier, the whole group at once (go is the
@@ -352,24 +388,9 @@ DSA_INLINE_ALWAYS void cmp_body(const int HD, const int WIDE, DSA_CTENSOR3(st), 
 
   /* Window rows: byte offsets (from st_mem) of each row's kv column base. */
   if (go) {
-    for (int i = (int)lane; i < N; i += NL) {
-      const long qi = p - N + 1 + i;
-      ulong off = CMP_MASKED;
-      if (qi >= 0) {
-        const long jb = dsa_div_nonneg(qi, st_bs);
-        if (jb >= bt_w) {
-          atomic_min(badrow, 2 * i);
-        } else {
-          const long b =
-              *(__global const int *)(bt_mem + bt_off + (ulong)r * bt_s0 + (ulong)jb * bt_s1);
-          if (b < 0 || b >= st_nb) atomic_min(badrow, 2 * i + 1);
-          else
-            off = st_off + (ulong)b * st_s0 + (ulong)(qi - jb * st_bs) * st_s1 +
-                  ((overlap && i >= ratio) ? (ulong)HD * 4u : 0ul);
-        }
-      }
-      rowoff[i] = off;
-    }
+    for (int i = (int)lane; i < N; i += NL)
+      rowoff[i] = cmp_row_off(i, N, p, r, (overlap && i >= ratio) ? (ulong)HD * 4u : 0ul,
+                              CMP_T2(bt), bt_w, st_nb, st_bs, st_off, st_s0, st_s1, badrow);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (go && *badrow != 0x7FFFFFFF)
@@ -668,17 +689,10 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
   __global int *stat = (__global int *)(ws + (ulong)T * 512u);
   const bool rep = sp == 0u && lane == 0u; /* reports for the token */
 
-  /* The token checks of cmp_body, in its order. */
-  bool go = *(__global const long *)(slots_mem + slots_off + t * slots_s0) >= 0;
-  const long p = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32);
-  uint fbit = 0u;
-  if (go && p < 0) go = false, fbit = DSA_FAULT_POSITION_RANGE;
-  if (go && (p + 1) % CMP_PR != 0) go = false;
-  long r = 0;
-  if (go) {
-    r = has_req ? *(__global const int *)(req_mem + req_off + t * req_s0) : (long)t;
-    if (r < 0 || r >= bt_rows) go = false, fbit = DSA_FAULT_INDEX_RANGE;
-  }
+  long p, r;
+  uint fbit;
+  bool go = cmp_token(t, CMP_PR, CMP_T1(slots), CMP_T1(pos), pos_i32, CMP_T1(req), has_req,
+                      bt_rows, &p, &r, &fbit);
 #if !DSA_DEVICE_CPU
   if (!go) { /* the whole group (go is uniform); CPUs: cmp_body's note */
     if (rep) {
@@ -690,23 +704,9 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
 #endif
   if (lane == 0u) badrow = 0x7FFFFFFF;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (go && lane < (uint)CMP_PR) {
-    const int i = (int)lane;
-    const long qi = p - CMP_PR + 1 + i;
-    ulong off = CMP_MASKED;
-    if (qi >= 0) {
-      const long jb = dsa_div_nonneg(qi, st_bs);
-      if (jb >= bt_w) {
-        atomic_min(&badrow, 2 * i);
-      } else {
-        const long b =
-            *(__global const int *)(bt_mem + bt_off + (ulong)r * bt_s0 + (ulong)jb * bt_s1);
-        if (b < 0 || b >= st_nb) atomic_min(&badrow, 2 * i + 1);
-        else off = st_off + (ulong)b * st_s0 + (ulong)(qi - jb * st_bs) * st_s1;
-      }
-    }
-    rowoff[i] = off;
-  }
+  if (go && lane < (uint)CMP_PR)
+    rowoff[lane] = cmp_row_off((int)lane, CMP_PR, p, r, 0ul, CMP_T2(bt), bt_w, st_nb, st_bs,
+                               st_off, st_s0, st_s1, &badrow);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (go && badrow != 0x7FFFFFFF)
     go = false, fbit = (badrow & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;

@@ -220,6 +220,23 @@ dsa_status dsa_compressor_save_states(dsa_queue *q, const dsa_tensor *kv,
   return dsa__launch_args(q, kern, "compressor_save_states", &a, 2, global, local, ev);
 }
 
+/* The compress kernels' first arguments (cl/compressor.cl: the state, the
+ * block table, the token's request, position and state slot). */
+static void karg_window(dsa_kargs *a, const dsa_tensor *state, const dsa_tensor *block_table,
+                        const dsa_tensor *token_to_req, const dsa_tensor *positions,
+                        const dsa_tensor *slot_mapping) {
+  dsa__karg_tensor(a, state, 3);
+  dsa__karg_i64(a, state->shape[0]);
+  dsa__karg_i32(a, (cl_int)state->shape[1]);
+  dsa__karg_tensor(a, block_table, 2);
+  dsa__karg_i64(a, block_table->shape[0]);
+  dsa__karg_i64(a, block_table->shape[1]);
+  dsa__karg_tensor(a, token_to_req, 1);
+  dsa__karg_i32(a, token_to_req != NULL);
+  dsa__karg_positions(a, positions);
+  dsa__karg_tensor(a, slot_mapping, 1);
+}
+
 /* Whether the split's tail may run in each token's last part group (that
  * group reads sums other groups wrote in the same launch, which OpenCL 1.2
  * orders by no fence of its own): where the device-scope fence is known,
@@ -256,16 +273,7 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     const int64_t n = t - t0 < sl ? t - t0 : sl;
     dsa_kargs a;
     dsa__kargs_init(&a, q);
-    dsa__karg_tensor(&a, state, 3);
-    dsa__karg_i64(&a, state->shape[0]);
-    dsa__karg_i32(&a, (cl_int)state->shape[1]);
-    dsa__karg_tensor(&a, block_table, 2);
-    dsa__karg_i64(&a, block_table->shape[0]);
-    dsa__karg_i64(&a, block_table->shape[1]);
-    dsa__karg_tensor(&a, token_to_req, 1);
-    dsa__karg_i32(&a, token_to_req != NULL);
-    dsa__karg_positions(&a, positions);
-    dsa__karg_tensor(&a, slot_mapping, 1);
+    karg_window(&a, state, block_table, token_to_req, positions, slot_mapping);
     dsa__karg_i64(&a, cos_sin->shape[0]);
     dsa__karg_tensor(&a, cache_slot_mapping, 1);
     dsa__karg_paged(&a, cache);
@@ -371,16 +379,7 @@ dsa_status dsa_compressor_compress_insert(dsa_queue *q, const dsa_tensor *state,
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, kname, &kern));
   dsa_kargs a;
   dsa__kargs_init(&a, q);
-  dsa__karg_tensor(&a, state, 3);
-  dsa__karg_i64(&a, state->shape[0]);
-  dsa__karg_i32(&a, (cl_int)state->shape[1]);
-  dsa__karg_tensor(&a, block_table, 2);
-  dsa__karg_i64(&a, block_table->shape[0]);
-  dsa__karg_i64(&a, block_table->shape[1]);
-  dsa__karg_tensor(&a, token_to_req, 1);
-  dsa__karg_i32(&a, token_to_req != NULL);
-  dsa__karg_positions(&a, positions);
-  dsa__karg_tensor(&a, slot_mapping, 1);
+  karg_window(&a, state, block_table, token_to_req, positions, slot_mapping);
   dsa__karg_tensor(&a, norm_weight, 1);
   dsa__karg_i32(&a, w_bf16);
   dsa__karg_cos_sin(&a, cos_sin);
