@@ -232,7 +232,7 @@ struct dsa_context {
    * split kernels, 2 "narrow" the split and wide ones (tests), 3 "split"
    * takes the split at any T; 0 auto. "split:N" also makes cmp_slice N,
    * the split's tokens a slice (tests; 0 default). */
-  int cmp_mode, cmp_slice;
+  int cmp_mode, cmp_slice, cmp_tb; /* "split:N,K": K tokens a work-group row */
   bool cmp_nofuse; /* "split2": the split's tail as its own kernel (tests) */
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */

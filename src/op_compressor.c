@@ -56,11 +56,9 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * its slices N tokens (tests). */
 #define CMP_NS 16           /* work-groups a window (cl/compressor.cl) */
 #define CMP_PWG 256         /* their work-items */
-#define CMP_PART_LOCAL 17552 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
+#define CMP_PART_LOCAL 22800 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
 #define CMP_SPLIT_T 16384 /* tokens a slice: 32 MiB of scratch */
-#ifndef CMP_SPLIT_MAX_T
-#define CMP_SPLIT_MAX_T 1024 /* the most tokens it takes unforced */
-#endif
+#define CMP_TB_T 256      /* work-group rows a slice at most (above: several tokens a row) */
 typedef struct cmp_shape {
   int hd, ratio;
   int64_t t;
@@ -72,8 +70,12 @@ void dsa__compressor_env(dsa_context *c) {
                 : e && !strcmp(e, "wide") ? 1
                 : e && !strncmp(e, "split", 5) ? 3
                                                 : 0;
-  c->cmp_slice = 0;
-  if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) c->cmp_slice = atoi(e + 6);
+  c->cmp_slice = c->cmp_tb = 0;
+  if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) {
+    c->cmp_slice = atoi(e + 6);
+    const char *k = strchr(e + 6, ',');
+    if (k && atoi(k + 1) > 0 && atoi(k + 1) <= CMP_PWG) c->cmp_tb = atoi(k + 1);
+  }
   c->cmp_nofuse = e && !strcmp(e, "split2");
 }
 static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
@@ -89,11 +91,6 @@ static const char *refuse_split(const dsa_context *c, const void *shape, char *b
   if (!shape) return NULL;
   const cmp_shape *s = shape;
   if (s->hd != 512 || s->ratio != 128) return "head 512 at ratio 128 only";
-  if (s->t > CMP_SPLIT_MAX_T && c->cmp_mode != 3) {
-    snprintf(buf, n, "T = %lld: more than %d tokens (%d work-groups a token)", (long long)s->t,
-             CMP_SPLIT_MAX_T, CMP_NS);
-    return buf;
-  }
   return NULL;
 }
 static const char *refuse_wide(const dsa_context *c, const void *shape, char *buf, size_t n) {
@@ -263,6 +260,12 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
   cl_mem ws;
   const int64_t cap = q->ctx->cmp_slice ? q->ctx->cmp_slice : CMP_SPLIT_T;
   const int64_t sl = t < cap ? t : cap; /* tokens a slice */
+  /* Tokens a work-group row: 1 up to CMP_TB_T tokens, then as many as keep
+   * the rows at CMP_TB_T (a prefill's groups then read several tokens at
+   * once, most of which close no window). */
+  const int64_t tb = q->ctx->cmp_tb     ? q->ctx->cmp_tb
+                     : sl <= CMP_TB_T ? 1
+                                        : (sl + CMP_TB_T - 1) / CMP_TB_T;
   const int fuse = fuse_ok(q->ctx);
   cl_mem cnt = NULL;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_part", &part));
@@ -280,6 +283,8 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     dsa__karg_mem(&a, ws);
     dsa__karg_i64(&a, t0);
     dsa__karg_i64(&a, sl);
+    dsa__karg_i64(&a, n);
+    dsa__karg_i32(&a, (cl_int)tb);
     dsa__karg_tensor(&a, norm_weight, 1);
     dsa__karg_i32(&a, w_bf16);
     dsa__karg_cos_sin(&a, cos_sin);
@@ -287,7 +292,8 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     dsa__karg_mem(&a, cnt);
     dsa__karg_i32(&a, fuse);
     dsa__karg_faults(&a);
-    const size_t g1[2] = {(size_t)CMP_PWG * CMP_NS, (size_t)n}, l1[2] = {CMP_PWG, 1};
+    const size_t g1[2] = {(size_t)CMP_PWG * CMP_NS, (size_t)((n + tb - 1) / tb)},
+                 l1[2] = {CMP_PWG, 1};
     /* In-order queue: each launch follows the one before. */
     const int last_slice = t0 + n == t;
     const dsa_events first = {t0 == 0 && ev ? ev->num_wait : 0, t0 == 0 && ev ? ev->wait : NULL,
