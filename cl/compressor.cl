@@ -672,29 +672,213 @@ CMP_KERNEL(compressor_compress_128w, 128, 1)
 #define CMP_PWG 256              /* items a group: 128 rows x 8 float4 / 4 */
 #define CMP_PR 128               /* rows of a ratio-128 window */
 
-__kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c128_part(
-    DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,
-    DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),
-    long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), __global float *ws, long t0, long T,
-    long nt, int TB, DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, float eps,
-    __global uint *cnt, int fuse, DSA_FAULTS) {
-  __local ulong rowoff[CMP_PR];
-  __local uint sel;
-  __local float4 buf[CMP_PR * CMP_SD / 4]; /* partial maxima, weights, then products */
-  __local float vm[CMP_SD], vd[CMP_SD];    /* the dims' max and den */
-  __local int badrow, nlist;
-  __local int lt[CMP_PWG];  /* the block's tokens that close a window, */
-  __local long lp[CMP_PWG], lr[CMP_PWG]; /* their positions and requests */
+/* The kernels' arguments (one list for both forms, so that the host sets
+ * them alike), and what cmp_part_window passes on. */
+#define CMP_PART_PARAMS                                                                      \
+  DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_rows, long bt_w,    \
+      DSA_CTENSOR1(req), int has_req, DSA_CTENSOR1(pos), int pos_i32, DSA_CTENSOR1(slots),    \
+      long n_pos, DSA_CTENSOR1(cslots), DSA_PAGED(cache), __global float *ws, long t0, long T, \
+      long nt, int TB, DSA_CTENSOR1(w), int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, float eps, \
+      __global uint *cnt, int fuse, DSA_FAULTS
+#define CMP_PART_LOCALS                                                                      \
+  __local ulong rowoff[CMP_PR];                                                             \
+  __local uint sel;                                                                         \
+  __local float4 buf[CMP_PR * CMP_SD / 4]; /* partial maxima, weights, then products */     \
+  __local float vm[CMP_SD], vd[CMP_SD];    /* the dims' max and den */                      \
+  __local int badrow
+#define CMP_WIN_ARGS                                                                         \
+  CMP_T3(st), st_nb, st_bs, CMP_T2(bt), bt_w, n_pos, CMP_T1(cslots), CMP_P(cache), ws, T,   \
+      CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, eps, cnt, fuse, faults, rowoff, &sel, buf, vm, \
+      vd, &badrow
+
+/* Group (sp, .)'s share of one window: dims [CMP_SD sp, CMP_SD (sp + 1)) of
+ * token t (ws row tw) at position p of request r. go false (CPU devices:
+ * a token that closes no window, fbit its fault) runs every barrier and
+ * computes nothing; split 0 reports the token's faults and verdict. */
+DSA_INLINE_ALWAYS void cmp_part_window(
+    const ulong tw, const ulong t, const long p, const long r, bool go, uint fbit,
+    DSA_CTENSOR3(st), long st_nb, int st_bs, DSA_CTENSOR2(bt), long bt_w, long n_pos,
+    DSA_CTENSOR1(cslots), DSA_PAGED(cache), __global float *ws, long T, DSA_CTENSOR1(w),
+    int w_bf16, DSA_CTENSOR2(cs), int cs_bf16, float eps, __global uint *cnt, int fuse,
+    DSA_FAULTS, __local ulong *rowoff, __local uint *sel_, __local float4 *buf,
+    __local float *vm, __local float *vd, __local int *badrow_) {
   const uint lane = get_local_id(0), sp = get_group_id(0);
   const dsa_paged c = DSA_PAGED_OF(cache);
   __global int *stat = (__global int *)(ws + (ulong)T * 512u);
   const bool rep = sp == 0u && lane == 0u; /* reports for the token */
+  if (lane == 0u) *badrow_ = 0x7FFFFFFF;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && lane < (uint)CMP_PR)
+    rowoff[lane] = cmp_row_off((int)lane, CMP_PR, p, r, 0ul, CMP_T2(bt), bt_w, st_nb, st_bs,
+                               st_off, st_s0, st_s1, badrow_);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && *badrow_ != 0x7FFFFFFF)
+    go = false, fbit = (*badrow_ & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;
+  /* The rows are known: their loads (below) do not wait for the last two
+   * checks, which only the verdict needs (split 0 makes it; a window whose
+   * token fails them is computed and not stored). */
+  if (rep) {
+    bool ok = go;
+    if (ok) {
+      const long cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+      if (cslot < 0) ok = false;
+      else if (cslot >= c.capacity) ok = false, fbit = DSA_FAULT_SLOT_RANGE;
+    }
+    if (ok && p / CMP_PR * CMP_PR >= n_pos) ok = false, fbit = DSA_FAULT_POSITION_RANGE;
+    if (fbit) dsa_fault(faults, fbit);
+    stat[tw] = ok;
+  }
 
-  /* The block's TB tokens (ws rows tb0 .. tb0 + TB - 1 of the nt this
-   * launch takes) checked at once, one a work-item: those that close a
-   * window go to a list (in any order: each is computed alone), split 0
-   * reports the others' faults and verdicts. A group whose tokens close no
-   * window costs one round of reads. */
+  /* The item's 4 rows x 4 dims of score (masked rows: -inf, which no max
+   * takes) and kv (masked: 0). */
+  const uint cg = lane % 8u, rq = lane / 8u;
+  const ulong col = ((ulong)sp * CMP_SD + 4u * cg) * 4u, sco = 512u * 4u + col;
+  float4 sv[4], kv[4];
+  bool ok[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const ulong off = go ? rowoff[rq + 32u * (uint)j] : CMP_MASKED;
+    ok[j] = off != CMP_MASKED;
+    __global const uchar *row = st_mem + (ok[j] ? off : 0ul);
+    sv[j] = ok[j] ? vload4(0, (__global const float *)(row + sco)) : (float4)(-INFINITY);
+    kv[j] = ok[j] ? vload4(0, (__global const float *)(row + col)) : (float4)(0.0f);
+  }
+  /* The max: the item's rows, then the 32 items of each dim group. */
+  buf[lane] = fmax(fmax(sv[0], sv[1]), fmax(sv[2], sv[3]));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local const float *bf = (__local const float *)buf;
+  if (lane < (uint)CMP_SD) { /* dim lane: entries (q, lane / 4) of item q * 8 + lane / 4 */
+    float m = -INFINITY;
+#pragma unroll 8
+    for (int q = 0; q < 32; q++) m = fmax(m, bf[q * 32 + (int)lane]);
+    vm[lane] = m;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The weights, stored at (row, dim): float4 (row * 8 + cg). */
+  const float L2E = 0x1.715476p+0f;
+  const float mv[4] = {vm[4u * cg], vm[4u * cg + 1u], vm[4u * cg + 2u], vm[4u * cg + 3u]};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float s4[4] = {sv[j].x, sv[j].y, sv[j].z, sv[j].w};
+    float w4[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) w4[k] = ok[j] ? cmp_exp2((s4[k] - mv[k]) * L2E) : 0.0f;
+    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(w4[0], w4[1], w4[2], w4[3]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < (uint)CMP_SD) { /* den in row order (masked rows add +0) */
+    float den = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < CMP_PR; i++) den = den + bf[i * CMP_SD + (int)lane];
+    vd[lane] = den;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Quotients (correctly rounded, cmp_body's fast test first) and products. */
+  const float dv[4] = {vd[4u * cg], vd[4u * cg + 1u], vd[4u * cg + 2u], vd[4u * cg + 3u]};
+  float rd[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) rd[k] = 1.0f / dv[k]; /* a first guess only */
+  /* The weights back from local memory (not held in registers across the
+   * sum: fewer registers, more groups an SM); each item rewrites only its
+   * own entries. */
+  bool slow = false;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float4 w4 = buf[(rq + 32u * (uint)j) * 8u + cg];
+    const float wv[4] = {w4.x, w4.y, w4.z, w4.w}, k4[4] = {kv[j].x, kv[j].y, kv[j].z, kv[j].w};
+    float pr[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      bool exact;
+      pr[k] = k4[k] * cmp_div_guess(wv[k], dv[k], rd[k], &exact); /* masked: 0 * 0 */
+      slow |= ok[j] && !exact;
+    }
+    buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
+  }
+  if (slow) { /* rare: a quotient the guess could not prove rounded; the
+               * item's products again by cmp_div_cr (the guess where it
+               * was proved), rolled: inlined 16 times, the long division
+               * cost registers in every group (cmp_body's note) */
+#pragma unroll 1
+    for (int j = 0; j < 4; j++) {
+      const uint r = rq + 32u * (uint)j;
+      const ulong off = rowoff[r];
+      if (off == CMP_MASKED) continue; /* its products are +0 */
+      const float4 s4 = vload4(0, (__global const float *)(st_mem + off + sco));
+      const float4 k4 = vload4(0, (__global const float *)(st_mem + off + col));
+      const float sv1[4] = {s4.x, s4.y, s4.z, s4.w}, kv1[4] = {k4.x, k4.y, k4.z, k4.w};
+      float pr[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        pr[k] = kv1[k] * cmp_div_cr(cmp_exp2((sv1[k] - mv[k]) * L2E), dv[k]);
+      buf[r * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (go && lane < (uint)CMP_SD) { /* c[d] in row order */
+    float cv = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < CMP_PR; i++) cv = cv + bf[i * CMP_SD + (int)lane];
+    ws[tw * 512u + (ulong)sp * CMP_SD + lane] = cv;
+  }
+  /* fuse: the token's last group to finish takes its tail here, instead of
+   * compressor_c128_tail (one launch fewer; where a device-scope fence is
+   * known, src/op_compressor.c). go is the same in every group of the
+   * token, so all of them count or none. */
+  if (fuse && go && dsa_group_publish(cnt + tw, CMP_NS, sel_, lane)) {
+    if (lane == 0u) cnt[tw] = 0u; /* zero for the next launch */
+    const bool ok = stat[tw] != 0, tl = lane < 128u;
+    float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    long cslot = 0;
+    if (ok && tl) {
+      const float4 c4 = vload4(lane, ws + tw * 512u);
+      cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
+      cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+    }
+    cmp_tail(512, tl, cv, ok, cslot, p / CMP_PR * CMP_PR, CMP_T1(w), w_bf16, CMP_T2(cs),
+             cs_bf16, CMP_P(cache), 1, eps, (__local float *)buf, (__local uint *)buf + 128);
+  }
+}
+
+/* compressor_c128_part: a token a work-group row (the host's form up to
+ * CMP_TB_T tokens a slice: decode). A token that closes no window leaves
+ * before the first barrier on GPUs (CPU devices run on with go false:
+ * cmp_body's note). */
+__kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c128_part(
+    CMP_PART_PARAMS) {
+  CMP_PART_LOCALS;
+  const ulong tw = get_group_id(1), t = (ulong)t0 + tw; /* ws row, token */
+  long p, r;
+  uint fbit;
+  const bool go = cmp_token(t, CMP_PR, CMP_T1(slots), CMP_T1(pos), pos_i32, CMP_T1(req),
+                            has_req, bt_rows, &p, &r, &fbit);
+  (void)nt, (void)TB;
+#if !DSA_DEVICE_CPU
+  if (!go) { /* the whole group (go is uniform) */
+    if (get_group_id(0) == 0u && get_local_id(0) == 0u) {
+      if (fbit) dsa_fault(faults, fbit);
+      ((__global int *)(ws + (ulong)T * 512u))[tw] = 0;
+    }
+    return;
+  }
+#endif
+  cmp_part_window(tw, t, p, r, go, fbit, CMP_WIN_ARGS);
+}
+
+/* compressor_c128_part_tb: TB tokens a work-group row (a prefill: most of
+ * them close no window). The row's tokens are checked at once, one a
+ * work-item; those that close a window go to a list (in any order: each is
+ * computed alone) and the group takes them one after another; split 0
+ * reports the others' faults and verdicts. A group whose tokens close no
+ * window costs one round of reads. H200, T = 8192 (64 windows): 131,072
+ * groups of one token 189 us, TB 8 / 32 / 128: 90.2 / 54.1 / 45.8 us. */
+__kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c128_part_tb(
+    CMP_PART_PARAMS) {
+  CMP_PART_LOCALS;
+  __local int nlist;
+  __local int lt[CMP_PWG];               /* the row's tokens that close a window, */
+  __local long lp[CMP_PWG], lr[CMP_PWG]; /* their positions and requests */
+  const uint lane = get_local_id(0);
   const ulong tb0 = (ulong)get_group_id(1) * (ulong)TB;
   if (lane == 0u) nlist = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -705,151 +889,17 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
                   CMP_T1(req), has_req, bt_rows, &p, &r, &fbit)) {
       const int i = atomic_inc(&nlist);
       lt[i] = (int)lane, lp[i] = p, lr[i] = r;
-    } else if (sp == 0u) {
+    } else if (get_group_id(0) == 0u) {
       if (fbit) dsa_fault(faults, fbit);
-      stat[tb0 + lane] = 0;
+      ((__global int *)(ws + (ulong)T * 512u))[tb0 + lane] = 0;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   const int nl = nlist;
-  for (int li = 0; li < nl; li++) { /* nl is the group's: barriers inside are uniform */
-    const ulong tw = tb0 + (ulong)lt[li], t = (ulong)t0 + tw; /* ws row, token */
-    const long p = lp[li], r = lr[li];
-    uint fbit = 0u;
-    bool go = true;
-    if (lane == 0u) badrow = 0x7FFFFFFF;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (go && lane < (uint)CMP_PR)
-      rowoff[lane] = cmp_row_off((int)lane, CMP_PR, p, r, 0ul, CMP_T2(bt), bt_w, st_nb, st_bs,
-                                 st_off, st_s0, st_s1, &badrow);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (go && badrow != 0x7FFFFFFF)
-      go = false, fbit = (badrow & 1) ? DSA_FAULT_SLOT_RANGE : DSA_FAULT_INDEX_RANGE;
-    /* The rows are known: their loads (below) do not wait for the last two
-     * checks, which only the verdict needs (split 0 makes it; a window whose
-     * token fails them is computed and not stored). */
-    if (rep) {
-      bool ok = go;
-      if (ok) {
-        const long cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
-        if (cslot < 0) ok = false;
-        else if (cslot >= c.capacity) ok = false, fbit = DSA_FAULT_SLOT_RANGE;
-      }
-      if (ok && p / CMP_PR * CMP_PR >= n_pos) ok = false, fbit = DSA_FAULT_POSITION_RANGE;
-      if (fbit) dsa_fault(faults, fbit);
-      stat[tw] = ok;
-    }
-
-    /* The item's 4 rows x 4 dims of score (masked rows: -inf, which no max
-     * takes) and kv (masked: 0). */
-    const uint cg = lane % 8u, rq = lane / 8u;
-    const ulong col = ((ulong)sp * CMP_SD + 4u * cg) * 4u, sco = 512u * 4u + col;
-    float4 sv[4], kv[4];
-    bool ok[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const ulong off = go ? rowoff[rq + 32u * (uint)j] : CMP_MASKED;
-      ok[j] = off != CMP_MASKED;
-      __global const uchar *row = st_mem + (ok[j] ? off : 0ul);
-      sv[j] = ok[j] ? vload4(0, (__global const float *)(row + sco)) : (float4)(-INFINITY);
-      kv[j] = ok[j] ? vload4(0, (__global const float *)(row + col)) : (float4)(0.0f);
-    }
-    /* The max: the item's rows, then the 32 items of each dim group. */
-    buf[lane] = fmax(fmax(sv[0], sv[1]), fmax(sv[2], sv[3]));
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __local const float *bf = (__local const float *)buf;
-    if (lane < (uint)CMP_SD) { /* dim lane: entries (q, lane / 4) of item q * 8 + lane / 4 */
-      float m = -INFINITY;
-#pragma unroll 8
-      for (int q = 0; q < 32; q++) m = fmax(m, bf[q * 32 + (int)lane]);
-      vm[lane] = m;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* The weights, stored at (row, dim): float4 (row * 8 + cg). */
-    const float L2E = 0x1.715476p+0f;
-    const float mv[4] = {vm[4u * cg], vm[4u * cg + 1u], vm[4u * cg + 2u], vm[4u * cg + 3u]};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const float s4[4] = {sv[j].x, sv[j].y, sv[j].z, sv[j].w};
-      float w4[4];
-#pragma unroll
-      for (int k = 0; k < 4; k++) w4[k] = ok[j] ? cmp_exp2((s4[k] - mv[k]) * L2E) : 0.0f;
-      buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(w4[0], w4[1], w4[2], w4[3]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane < (uint)CMP_SD) { /* den in row order (masked rows add +0) */
-      float den = 0.0f;
-#pragma unroll 8
-      for (int i = 0; i < CMP_PR; i++) den = den + bf[i * CMP_SD + (int)lane];
-      vd[lane] = den;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* Quotients (correctly rounded, cmp_body's fast test first) and products. */
-    const float dv[4] = {vd[4u * cg], vd[4u * cg + 1u], vd[4u * cg + 2u], vd[4u * cg + 3u]};
-    float rd[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) rd[k] = 1.0f / dv[k]; /* a first guess only */
-    /* The weights back from local memory (not held in registers across the
-     * sum: fewer registers, more groups an SM); each item rewrites only its
-     * own entries. */
-    bool slow = false;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const float4 w4 = buf[(rq + 32u * (uint)j) * 8u + cg];
-      const float wv[4] = {w4.x, w4.y, w4.z, w4.w}, k4[4] = {kv[j].x, kv[j].y, kv[j].z, kv[j].w};
-      float pr[4];
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        bool exact;
-        pr[k] = k4[k] * cmp_div_guess(wv[k], dv[k], rd[k], &exact); /* masked: 0 * 0 */
-        slow |= ok[j] && !exact;
-      }
-      buf[(rq + 32u * (uint)j) * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
-    }
-    if (slow) { /* rare: a quotient the guess could not prove rounded; the
-                 * item's products again by cmp_div_cr (the guess where it
-                 * was proved), rolled: inlined 16 times, the long division
-                 * cost registers in every group (cmp_body's note) */
-#pragma unroll 1
-      for (int j = 0; j < 4; j++) {
-        const uint r = rq + 32u * (uint)j;
-        const ulong off = rowoff[r];
-        if (off == CMP_MASKED) continue; /* its products are +0 */
-        const float4 s4 = vload4(0, (__global const float *)(st_mem + off + sco));
-        const float4 k4 = vload4(0, (__global const float *)(st_mem + off + col));
-        const float sv1[4] = {s4.x, s4.y, s4.z, s4.w}, kv1[4] = {k4.x, k4.y, k4.z, k4.w};
-        float pr[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-          pr[k] = kv1[k] * cmp_div_cr(cmp_exp2((sv1[k] - mv[k]) * L2E), dv[k]);
-        buf[r * 8u + cg] = (float4)(pr[0], pr[1], pr[2], pr[3]);
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (go && lane < (uint)CMP_SD) { /* c[d] in row order */
-      float cv = 0.0f;
-#pragma unroll 8
-      for (int i = 0; i < CMP_PR; i++) cv = cv + bf[i * CMP_SD + (int)lane];
-      ws[tw * 512u + (ulong)sp * CMP_SD + lane] = cv;
-    }
-    /* fuse: the token's last group to finish takes its tail here, instead of
-     * compressor_c128_tail (one launch fewer; where a device-scope fence is
-     * known, src/op_compressor.c). go is the same in every group of the
-     * token, so all of them count or none. */
-    if (fuse && go && dsa_group_publish(cnt + tw, CMP_NS, &sel, lane)) {
-      if (lane == 0u) cnt[tw] = 0u; /* zero for the next launch */
-      const bool ok = stat[tw] != 0, tl = lane < 128u;
-      float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      long cslot = 0;
-      if (ok && tl) {
-        const float4 c4 = vload4(lane, ws + tw * 512u);
-        cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
-        cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
-      }
-      cmp_tail(512, tl, cv, ok, cslot, p / CMP_PR * CMP_PR, CMP_T1(w), w_bf16, CMP_T2(cs),
-               cs_bf16, CMP_P(cache), 1, eps, (__local float *)buf, (__local uint *)buf + 128);
-    }
-  } /* the block's next window: every local array it writes is past barriers */
+  for (int li = 0; li < nl; li++) { /* nl is the group's: the barriers inside are uniform */
+    const ulong tw = tb0 + (ulong)lt[li];
+    cmp_part_window(tw, (ulong)t0 + tw, lp[li], lr[li], true, 0u, CMP_WIN_ARGS);
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void compressor_c128_tail(

@@ -58,7 +58,8 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
 #define CMP_PWG 256         /* their work-items */
 #define CMP_PART_LOCAL 22800 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
 #define CMP_SPLIT_T 16384 /* tokens a slice: 32 MiB of scratch */
-#define CMP_TB_T 256      /* work-group rows a slice at most (above: several tokens a row) */
+#define CMP_TB_T 256      /* tokens a slice with a token a work-group row, at most */
+#define CMP_TB_ROWS 64    /* work-group rows a slice above (several tokens a row) */
 typedef struct cmp_shape {
   int hd, ratio;
   int64_t t;
@@ -260,15 +261,18 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
   cl_mem ws;
   const int64_t cap = q->ctx->cmp_slice ? q->ctx->cmp_slice : CMP_SPLIT_T;
   const int64_t sl = t < cap ? t : cap; /* tokens a slice */
-  /* Tokens a work-group row: 1 up to CMP_TB_T tokens, then as many as keep
-   * the rows at CMP_TB_T (a prefill's groups then read several tokens at
-   * once, most of which close no window). */
+  /* Tokens a work-group row: 1 up to CMP_TB_T tokens a slice
+   * (compressor_c128_part), else as many as make CMP_TB_ROWS rows
+   * (compressor_c128_part_tb: a prefill's rows read their tokens at once,
+   * most of which close no window). H200, T = 8192: 8 / 32 / 128 tokens a
+   * row 90.2 / 54.1 / 45.8 us (docs/PERFORMANCE.md, session 28). */
   const int64_t tb = q->ctx->cmp_tb     ? q->ctx->cmp_tb
                      : sl <= CMP_TB_T ? 1
-                                        : (sl + CMP_TB_T - 1) / CMP_TB_T;
+                                        : (sl + CMP_TB_ROWS - 1) / CMP_TB_ROWS;
+  const char *pname = tb > 1 ? "compressor_c128_part_tb" : "compressor_c128_part";
   const int fuse = fuse_ok(q->ctx);
   cl_mem cnt = NULL;
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_part", &part));
+  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, pname, &part));
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_tail", &tail));
   DSA_CHECK(dsa__queue_scratch(q, (size_t)sl * (512 * 4 + 4), &ws));
   if (fuse) DSA_CHECK(dsa__queue_counters(q, sl, &cnt));
@@ -298,7 +302,7 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
     const int last_slice = t0 + n == t;
     const dsa_events first = {t0 == 0 && ev ? ev->num_wait : 0, t0 == 0 && ev ? ev->wait : NULL,
                               fuse && last_slice && ev ? ev->done : NULL};
-    DSA_CHECK(dsa__launch_args(q, part, "compressor_c128_part", &a, 2, g1, l1, &first));
+    DSA_CHECK(dsa__launch_args(q, part, pname, &a, 2, g1, l1, &first));
     if (fuse) continue;
     dsa__kargs_init(&a, q);
     dsa__karg_positions(&a, positions);
