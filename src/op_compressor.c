@@ -25,13 +25,13 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * in the kernels below is its chain of row loads, not its bytes (one
  * window alone takes as long as 64), and 64 windows leave most of a big GPU
  * idle. The same operations per dim in the same order, so the same bytes.
- * H200, 64 decode windows (T = 64): 74.7 -> 33.6 us, both kernels
- * (docs/PERFORMANCE.md, session 28). Its grid has CMP_NS groups a token,
- * and in a prefill most of them only read their token and leave (a token
- * closes a window every 128): T = 8192 took 189 us against wide's 127, so
- * it takes at most CMP_SPLIT_MAX_T tokens unless forced. The scratch holds
- * 2052 bytes a token, so the tokens go in slices of CMP_SPLIT_T (a pair of
- * launches each).
+ * H200 (docs/PERFORMANCE.md, session 28): 64 decode windows (T = 64)
+ * 74.7 -> 33.3 us; the T = 8192 prefill's 64 windows 126 -> 45.9 us, its
+ * work-group rows taking 128 tokens each (compressor_c128_part_tb: a token
+ * a row, most of whose 131,072 groups only read their token and leave,
+ * took 189). Where a device-scope fence is known the tail runs in each
+ * token's last group (one launch). The scratch holds 2052 bytes a token,
+ * so the tokens go in slices of CMP_SPLIT_T (a launch or two each).
  *
  * "wide" (compressor_compress_512w): windows of 128 rows with hd
  * work-items, one dim each through the softmax, instead of hd / 4 with
@@ -52,8 +52,8 @@ DSA_VARIANT_TABLE(dsa__variants_compressor_save_states, "dsa_compressor_save_sta
  * the portable kernel takes them.
  *
  * DSACL_COMPRESSOR=wide refuses "split", =narrow both (tests: the portable
- * kernel at ratio 128), =split takes "split" at any T, =split:N also makes
- * its slices N tokens (tests). */
+ * kernel at ratio 128), =split:N,K makes the split's slices N tokens and
+ * its work-group rows K tokens, =split2 launches its tail kernel (tests). */
 #define CMP_NS 16           /* work-groups a window (cl/compressor.cl) */
 #define CMP_PWG 256         /* their work-items */
 #define CMP_PART_LOCAL 22800 /* their local memory, bytes (1 KB rows, 16 KB slices, ...) */
@@ -112,8 +112,7 @@ static const char *refuse_wide(const dsa_context *c, const void *shape, char *bu
   return NULL;
 }
 DSA_VARIANT_TABLE(dsa__variants_compressor_compress_insert, "dsa_compressor_compress_insert",
-                  {"split", 0, refuse_split,
-                   "ratio 128, T <= 1024: a window's dims over 16 work-groups"},
+                  {"split", 0, refuse_split, "ratio 128: a window's dims over 16 work-groups"},
                   {"wide", 0, refuse_wide,
                    "one dim a work-item (hd of them a window); ratio 4: T <= 4 a compute unit"},
                   {"portable", 0, NULL, NULL});
