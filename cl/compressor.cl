@@ -659,6 +659,10 @@ CMP_KERNEL(compressor_compress_128w, 128, 1)
  *   the products by every item, c[d] summed in row order by one item a
  *   dim into ws[i][d]. Split 0 reports the token's faults and writes its
  *   verdict (a word a token after the T x 512 floats of ws).
+ * compressor_c128_part_tb: the same with TB tokens a row of groups (grid
+ *   (CMP_PWG * CMP_NS, ceil(nt / TB)); a prefill): the row's tokens are
+ *   checked at once and those that close a window computed one after
+ *   another (cmp_part_window is the one window body of both kernels).
  * With fuse, the token's last part group to finish (an arrival counter a
  *   token, dsa_group_publish) runs cmp_tail itself on 128 of its items and
  *   the second kernel is not launched.
@@ -666,7 +670,7 @@ CMP_KERNEL(compressor_compress_128w, 128, 1)
  *   token's 512 sums in ws (the same lanes and tree as the kernels above).
  *
  * The same operations per dim in the same order as cmp_body, so the same
- * bytes. Local memory: 17.2 KB a group. */
+ * bytes. Local memory: 17.3 KB a group (_tb: 22.3 KB). */
 #define CMP_SD 32                /* dims a group */
 #define CMP_NS (512 / CMP_SD)    /* groups a window */
 #define CMP_PWG 256              /* items a group: 128 rows x 8 float4 / 4 */
