@@ -676,6 +676,29 @@ CMP_KERNEL(compressor_compress_128w, 128, 1)
 #define CMP_PWG 256              /* items a group: 128 rows x 8 float4 / 4 */
 #define CMP_PR 128               /* rows of a ratio-128 window */
 
+/* The scratch ws of a slice of T tokens: row tw's 512 sums c[d] at ws + 512
+ * tw, then the tokens' verdicts (1: store the window), a word each. */
+#define CMP_STAT(ws, T) ((__global int *)((ws) + (ulong)(T) * 512u))
+
+/* The tail of token t (ws row tw) from its sums in ws, on 128 work-items
+ * (tl false: one past them); ok false stores nothing. pc: the window's
+ * first position. */
+DSA_INLINE_ALWAYS void cmp_ws_tail(const ulong tw, const ulong t, const bool ok, const long pc,
+                                   const bool tl, __global const float *ws,
+                                   DSA_CTENSOR1(cslots), DSA_CTENSOR1(w), int w_bf16,
+                                   DSA_CTENSOR2(cs), int cs_bf16, DSA_PAGED(cache), float eps,
+                                   __local float *red, __local uint *keys) {
+  float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  long cslot = 0;
+  if (ok && tl) {
+    const float4 c4 = vload4(get_local_id(0), ws + tw * 512u);
+    cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
+    cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
+  }
+  cmp_tail(512, tl, cv, ok, cslot, pc, CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, CMP_P(cache), 1,
+           eps, red, keys);
+}
+
 /* The kernels' arguments (one list for both forms, so that the host sets
  * them alike), and what cmp_part_window passes on. */
 #define CMP_PART_PARAMS                                                                      \
@@ -708,7 +731,7 @@ DSA_INLINE_ALWAYS void cmp_part_window(
     __local float *vm, __local float *vd, __local int *badrow_) {
   const uint lane = get_local_id(0), sp = get_group_id(0);
   const dsa_paged c = DSA_PAGED_OF(cache);
-  __global int *stat = (__global int *)(ws + (ulong)T * 512u);
+  __global int *stat = CMP_STAT(ws, T);
   const bool rep = sp == 0u && lane == 0u; /* reports for the token */
   if (lane == 0u) *badrow_ = 0x7FFFFFFF;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -831,16 +854,9 @@ DSA_INLINE_ALWAYS void cmp_part_window(
    * token, so all of them count or none. */
   if (fuse && go && dsa_group_publish(cnt + tw, CMP_NS, sel_, lane)) {
     if (lane == 0u) cnt[tw] = 0u; /* zero for the next launch */
-    const bool ok = stat[tw] != 0, tl = lane < 128u;
-    float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    long cslot = 0;
-    if (ok && tl) {
-      const float4 c4 = vload4(lane, ws + tw * 512u);
-      cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
-      cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
-    }
-    cmp_tail(512, tl, cv, ok, cslot, p / CMP_PR * CMP_PR, CMP_T1(w), w_bf16, CMP_T2(cs),
-             cs_bf16, CMP_P(cache), 1, eps, (__local float *)buf, (__local uint *)buf + 128);
+    cmp_ws_tail(tw, t, stat[tw] != 0, p / CMP_PR * CMP_PR, lane < 128u, ws, CMP_T1(cslots),
+                CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, CMP_P(cache), eps,
+                (__local float *)buf, (__local uint *)buf + 128);
   }
 }
 
@@ -861,7 +877,7 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
   if (!go) { /* the whole group (go is uniform) */
     if (get_group_id(0) == 0u && get_local_id(0) == 0u) {
       if (fbit) dsa_fault(faults, fbit);
-      ((__global int *)(ws + (ulong)T * 512u))[tw] = 0;
+      CMP_STAT(ws, T)[tw] = 0;
     }
     return;
   }
@@ -895,7 +911,7 @@ __kernel __attribute__((reqd_work_group_size(CMP_PWG, 1, 1))) void compressor_c1
       lt[i] = (int)lane, lp[i] = p, lr[i] = r;
     } else if (get_group_id(0) == 0u) {
       if (fbit) dsa_fault(faults, fbit);
-      ((__global int *)(ws + (ulong)T * 512u))[tb0 + lane] = 0;
+      CMP_STAT(ws, T)[tb0 + lane] = 0;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -912,20 +928,13 @@ __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void compressor_c128_t
     long T) {
   __local float red[128];
   __local uint keys[128];
-  const uint lane = get_local_id(0);
   const ulong tw = get_group_id(1), t = (ulong)t0 + tw; /* ws row, token */
-  const bool go = ((__global const int *)(ws + (ulong)T * 512u))[tw] != 0;
+  const bool go = CMP_STAT(ws, T)[tw] != 0;
 #if !DSA_DEVICE_CPU
   if (!go) return; /* the whole group */
 #endif
-  float cv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  long cslot = 0, pc = 0;
-  if (go) {
-    const float4 c4 = vload4(lane, ws + tw * 512u);
-    cv[0] = c4.x, cv[1] = c4.y, cv[2] = c4.z, cv[3] = c4.w;
-    cslot = *(__global const long *)(cslots_mem + cslots_off + t * cslots_s0);
-    pc = dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32) / CMP_PR * CMP_PR;
-  }
-  cmp_tail(512, true, cv, go, cslot, pc, CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16, CMP_P(cache), 1,
-           eps, red, keys);
+  const long pc =
+      go ? dsa_load_pos(pos_mem + pos_off + t * pos_s0, pos_i32) / CMP_PR * CMP_PR : 0;
+  cmp_ws_tail(tw, t, go, pc, true, ws, CMP_T1(cslots), CMP_T1(w), w_bf16, CMP_T2(cs), cs_bf16,
+              CMP_P(cache), eps, red, keys);
 }

@@ -228,12 +228,13 @@ struct dsa_context {
   /* DSACL_MLA_TWO_STAGE (op_sparse_mla.c): "off" or "0" refuses the fused
    * decode's two-stage route (true here). */
   bool mla_route_off;
-  /* DSACL_COMPRESSOR (op_compressor.c): 1 "wide" refuses the compressor's
-   * split kernels, 2 "narrow" the split and wide ones (tests), 3 "split"
-   * takes the split at any T; 0 auto. "split:N" also makes cmp_slice N,
-   * the split's tokens a slice (tests; 0 default). */
-  int cmp_mode, cmp_slice, cmp_tb; /* "split:N,K": K tokens a work-group row */
-  bool cmp_nofuse; /* "split2": the split's tail as its own kernel (tests) */
+  /* DSACL_COMPRESSOR (op_compressor.c), tests: cmp_mode 1 "wide" refuses
+   * the compressor's split kernels, 2 "narrow" the split and wide ones, 0
+   * auto; "split:N,K" makes the split's slices N tokens (cmp_slice) and
+   * its work-group rows K tokens (cmp_tb; 0 each: the host's choice);
+   * "split2" launches its tail kernel (cmp_nofuse). */
+  int cmp_mode, cmp_slice, cmp_tb;
+  bool cmp_nofuse;
   char build_options[2048];
   char matrix_backend[48]; /* dsa_context_matrix_backend */
   dsa_diskcache dcache;
@@ -316,8 +317,8 @@ struct dsa_queue {
   /* Arrival counters (dsa__queue_counters: the top-k split's rows, the C128
    * compressor's tokens), zero between launches (the last group of a row or
    * token resets its own); grown on demand. */
-  cl_mem topk_cnt;
-  size_t topk_cnt_rows;
+  cl_mem counters;
+  size_t counters_n;
 };
 
 /* At least `bytes` of device scratch owned by q, valid for the commands q
@@ -452,6 +453,14 @@ const char *dsa__variant_refusal(const dsa_context *c, const dsa_variant *v, con
 /* Shared refusals: more local memory than the device has ("needs N B of
  * local memory, the device has M"), and no 32-wide Intel sub-groups. */
 const char *dsa__refuse_local_mem(const dsa_context *c, size_t need, char *buf, size_t n);
+/* Whether a work-group may read what other groups of the same launch wrote
+ * before they counted on an arrival counter (cl/dsa_common.h,
+ * dsa_group_publish), which OpenCL 1.2 orders by no fence of its own:
+ * where the device-scope fence is known, NVIDIA with inline PTX (tested on
+ * an H200) and Intel's CPU runtime (coherent caches; tested there). Not
+ * AMD or Intel GPUs (untested) nor Oclgrind (whose race checker reports any
+ * such hand-over). */
+bool dsa__group_handoff_ok(const dsa_context *c);
 const char *dsa__refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n);
 /* Every operator's table (variant.c lists them). */
 extern const dsa_variant_table *const dsa__variant_tables[];

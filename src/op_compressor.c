@@ -67,10 +67,7 @@ typedef struct cmp_shape {
 /* DSACL_COMPRESSOR, read when the context is made (as DSACL_TOPK). */
 void dsa__compressor_env(dsa_context *c) {
   const char *e = getenv("DSACL_COMPRESSOR");
-  c->cmp_mode = e && !strcmp(e, "narrow") ? 2
-                : e && !strcmp(e, "wide") ? 1
-                : e && !strncmp(e, "split", 5) ? 3
-                                                : 0;
+  c->cmp_mode = e && !strcmp(e, "narrow") ? 2 : e && !strcmp(e, "wide") ? 1 : 0;
   c->cmp_slice = c->cmp_tb = 0;
   if (e && !strncmp(e, "split:", 6) && atoi(e + 6) > 0) {
     c->cmp_slice = atoi(e + 6);
@@ -80,8 +77,7 @@ void dsa__compressor_env(dsa_context *c) {
   c->cmp_nofuse = e && !strcmp(e, "split2");
 }
 static const char *refuse_split(const dsa_context *c, const void *shape, char *buf, size_t n) {
-  if (c->cmp_mode == 1 || c->cmp_mode == 2)
-    return c->cmp_mode == 2 ? "DSACL_COMPRESSOR=narrow" : "DSACL_COMPRESSOR=wide";
+  if (c->cmp_mode) return c->cmp_mode == 2 ? "DSACL_COMPRESSOR=narrow" : "DSACL_COMPRESSOR=wide";
   if (c->caps.max_wg < CMP_PWG) {
     snprintf(buf, n, "needs work-groups of %d, the device takes %zu", CMP_PWG,
              (size_t)c->caps.max_wg);
@@ -234,18 +230,6 @@ static void karg_window(dsa_kargs *a, const dsa_tensor *state, const dsa_tensor 
   dsa__karg_tensor(a, slot_mapping, 1);
 }
 
-/* Whether the split's tail may run in each token's last part group (that
- * group reads sums other groups wrote in the same launch, which OpenCL 1.2
- * orders by no fence of its own): where the device-scope fence is known,
- * as for the top-k split's merge (src/op_topk.c): NVIDIA with inline PTX,
- * Intel's CPU runtime. DSACL_COMPRESSOR=split2 launches the tail kernel
- * anyway (tests). */
-static int fuse_ok(const dsa_context *c) {
-  if (c->cmp_nofuse) return 0;
-  if ((c->caps.type & CL_DEVICE_TYPE_CPU) && c->caps.vendor == DSA_VENDOR_INTEL) return 1;
-  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
-}
-
 /* Variant "split": compressor_c128_part, then compressor_c128_tail over the
  * queue's scratch (T x 512 sums, then a verdict word a token). Both
  * kernels and the scratch are had before anything is enqueued. */
@@ -256,7 +240,7 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
                                const dsa_tensor *cos_sin, const dsa_tensor *cache_slot_mapping,
                                const dsa_paged_cache *cache, const dsa_compressor_params *p,
                                int64_t t, const dsa_events *ev) {
-  cl_kernel part, tail;
+  cl_kernel part;
   cl_mem ws;
   const int64_t cap = q->ctx->cmp_slice ? q->ctx->cmp_slice : CMP_SPLIT_T;
   const int64_t sl = t < cap ? t : cap; /* tokens a slice */
@@ -269,12 +253,18 @@ static dsa_status launch_split(dsa_queue *q, const dsa_tensor *state,
                      : sl <= CMP_TB_T ? 1
                                         : (sl + CMP_TB_ROWS - 1) / CMP_TB_ROWS;
   const char *pname = tb > 1 ? "compressor_c128_part_tb" : "compressor_c128_part";
-  const int fuse = fuse_ok(q->ctx);
+  /* The tail in each token's last part group where the hand-off is known
+   * to hold (dsa__group_handoff_ok; DSACL_COMPRESSOR=split2 launches the
+   * tail kernel anyway, tests), else compressor_c128_tail. */
+  const int fuse = !q->ctx->cmp_nofuse && dsa__group_handoff_ok(q->ctx);
+  cl_kernel tail = NULL;
   cl_mem cnt = NULL;
   DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, pname, &part));
-  DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_tail", &tail));
+  if (fuse)
+    DSA_CHECK(dsa__queue_counters(q, sl, &cnt));
+  else
+    DSA_CHECK(dsa__get_kernel(q, DSA_PROG_COMPRESSOR, "compressor_c128_tail", &tail));
   DSA_CHECK(dsa__queue_scratch(q, (size_t)sl * (512 * 4 + 4), &ws));
-  if (fuse) DSA_CHECK(dsa__queue_counters(q, sl, &cnt));
   for (int64_t t0 = 0; t0 < t; t0 += sl) {
     const int64_t n = t - t0 < sl ? t - t0 : sl;
     dsa_kargs a;

@@ -488,22 +488,16 @@ static void karg_ranges(dsa_kargs *ka, const dsa_tensor *logits, int mode, const
 }
 
 /* Whether the split may merge in each row's last group (cl/topk.cl, split
- * 2): that group reads lists other groups wrote in the same launch, which
- * OpenCL 1.2 orders by no fence of its own. Taken where it is known to
- * hold: NVIDIA with inline PTX (membar.gl, device scope; tested on an
- * H200) and Intel's CPU runtime (coherent caches; tested there).
- * Elsewhere (AMD and Intel GPUs, untested; Oclgrind, whose race checker
- * reports the lists' reads against their writes, as it would any
- * cross-group hand-over) topk_merge's second launch merges, unless
- * DSACL_TOPK_MERGE=group. */
+ * 2): that group reads lists other groups wrote in the same launch
+ * (dsa__group_handoff_ok); elsewhere topk_merge's second launch merges,
+ * unless DSACL_TOPK_MERGE=group. */
 static bool merge_in_group_ok(const dsa_context *c) {
   /* PoCL builds topk.cl without it (TOPK_GMERGE 0: its work-group
    * compiler took minutes a kernel over the merge's barriers), so there
    * topk_merge merges, DSACL_TOPK_MERGE=group included. */
   if (c->caps.vendor == DSA_VENDOR_POCL) return false;
   if (c->topk_fuse != 1) return c->topk_fuse == 2;
-  if ((c->caps.type & CL_DEVICE_TYPE_CPU) && c->caps.vendor == DSA_VENDOR_INTEL) return true;
-  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
+  return dsa__group_handoff_ok(c);
 }
 
 /* Shared by both forms: everything after the per-form range arguments are

@@ -96,7 +96,7 @@ void dsa_queue_destroy(dsa_queue **pq) {
   for (int i = 0; i < q->nkernels; i++) clReleaseKernel(q->kernels[i].k);
   clReleaseMemObject(q->faults);
   if (q->scratch) clReleaseMemObject(q->scratch);
-  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
+  if (q->counters) clReleaseMemObject(q->counters);
   clReleaseCommandQueue(q->q);
   dsa_context *c = q->ctx;
   free(q);
@@ -123,8 +123,8 @@ dsa_status dsa__queue_scratch(dsa_queue *q, size_t bytes, cl_mem *out) {
 }
 
 dsa_status dsa__queue_counters(dsa_queue *q, int64_t n, cl_mem *out) {
-  if (q->topk_cnt && q->topk_cnt_rows >= (size_t)n) {
-    *out = q->topk_cnt;
+  if (q->counters && q->counters_n >= (size_t)n) {
+    *out = q->counters;
     return DSA_OK;
   }
   const size_t m = (size_t)n < 1024 ? 1024 : (size_t)n;
@@ -135,9 +135,9 @@ dsa_status dsa__queue_counters(dsa_queue *q, int64_t n, cl_mem *out) {
                             m * sizeof *zero, zero, &e);
   free(zero);
   if (!b) return dsa__fail_cl(e, "allocating the queue's arrival counters");
-  if (q->topk_cnt) clReleaseMemObject(q->topk_cnt);
-  q->topk_cnt = b;
-  q->topk_cnt_rows = m;
+  if (q->counters) clReleaseMemObject(q->counters);
+  q->counters = b;
+  q->counters_n = m;
   *out = b;
   return DSA_OK;
 }

@@ -65,6 +65,11 @@ const char *dsa__refuse_local_mem(const dsa_context *c, size_t need, char *buf, 
   return buf;
 }
 
+bool dsa__group_handoff_ok(const dsa_context *c) {
+  if ((c->caps.type & CL_DEVICE_TYPE_CPU) && c->caps.vendor == DSA_VENDOR_INTEL) return true;
+  return c->caps.vendor == DSA_VENDOR_NVIDIA && (c->caps_enabled & DSA_CAP_NV_PTX);
+}
+
 /* A row that is one 32-wide sub-group (cl/dsa_subgroup.h) needs sub-groups
  * of 32 on an Intel device. */
 const char *dsa__refuse_no_sg32(const dsa_context *c, const void *shape, char *buf, size_t n) {
